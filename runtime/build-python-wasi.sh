@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# Builds CPython 3.13.5 for wasm32-wasip1 from Debian sources with Debian's own
+# toolchain (clang-19, lld-19) and trixie's wasi-libc, plus static zlib,
+# sqlite3, bzip2 and liblzma. No wasi-sdk, nothing outside Debian's archive.
+#
+# Output (never in git):
+#   ${CODEINTERP_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/cpython-3.13.5-<recipe hash>}/
+#     python.wasm          interpreter, DWARF stripped, name section kept
+#     lib/python3.13/      trimmed stdlib, .py + unchecked-hash .pyc
+#     MANIFEST             sizes and sha256 of the above; written last (cache stamp)
+#
+# The directory name carries a hash of this script, so a changed recipe builds
+# into a new directory and a second run with the cache present returns at once.
+#
+# The machine's apt state is never changed: trixie's indexes live in a private
+# apt directory under the work dir. The host toolchain comes from the
+# machine's own suites (bookworm) through apt-get install.
+#
+# Usage: runtime/build-python-wasi.sh [--print-dir]
+set -euo pipefail
+
+PYVER=3.13.5
+PYSHA256=93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640
+LLVM=19
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RECIPE=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
+OUT=${CODEINTERP_RUNTIME_DIR:-$CACHE_ROOT/cpython-$PYVER-$RECIPE}
+
+if [ "${1:-}" = "--print-dir" ]; then echo "$OUT"; exit 0; fi
+if [ -f "$OUT/MANIFEST" ]; then
+  echo "CPython-WASI runtime present: $OUT"
+  exit 0
+fi
+
+WORK=${WORK:-$CACHE_ROOT/build-$PYVER-$RECIPE}
+JOBS=${JOBS:-$(nproc)}
+SYSROOT=$WORK/sysroot
+mkdir -p "$WORK"
+cd "$WORK"
+T0=$(date +%s)
+log() { echo "[build-python-wasi $(( $(date +%s) - T0 ))s] $*"; }
+
+# ------------------------------------------------------------- 1. host packages
+need=()
+for p in clang-$LLVM lld-$LLVM llvm-$LLVM libclang-rt-$LLVM-dev-wasm32 build-essential \
+         pkg-config dpkg-dev tcl bzip2 xz-utils zlib1g-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "missing packages (${need[*]}): run as root or install them" >&2; exit 1; }
+  log "apt-get install ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# ------------------------------------------------------------- 2. private apt state
+APTD=$WORK/apt
+mkdir -p "$APTD"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+cat > "$APTD/sources.list" <<SRC
+deb [signed-by=$KEYRING] http://deb.debian.org/debian trixie main
+deb-src [signed-by=$KEYRING] http://deb.debian.org/debian trixie main
+deb-src [signed-by=$KEYRING] http://deb.debian.org/debian bookworm main
+SRC
+APT_OPTS=(-o "Dir::Etc::SourceList=$APTD/sources.list" -o "Dir::Etc::SourceParts=$APTD/sources.list.d"
+  -o "Dir::Etc::Preferences=$APTD/preferences" -o "Dir::Etc::PreferencesParts=$APTD/preferences.d"
+  -o "Dir::State::Lists=$APTD/lists" -o "Dir::Cache=$APTD/cache" -o "Dir::State::status=/dev/null"
+  -o "APT::Architecture=amd64" -o "APT::Sandbox::User=root")
+mkdir -p dl
+if [ ! -f dl/.fetched ]; then
+  log "private apt: trixie + bookworm source indexes"
+  apt-get "${APT_OPTS[@]}" -qq update
+  ( cd dl
+    apt-get "${APT_OPTS[@]}" -qq source --download-only python3.13
+    apt-get "${APT_OPTS[@]}" -qq source --download-only zlib/bookworm sqlite3/bookworm bzip2/bookworm xz-utils/bookworm
+    apt-get "${APT_OPTS[@]}" -qq download wasi-libc/trixie )
+  touch dl/.fetched
+fi
+echo "$PYSHA256  dl/python3.13_$PYVER.orig.tar.xz" | sha256sum -c --quiet -
+
+# ------------------------------------------------------------- 3. sources
+log "extract"
+rm -rf src "Python-$PYVER" && mkdir -p src
+tar xJf "dl/python3.13_$PYVER.orig.tar.xz"
+tar -C src -xf dl/zlib_*.orig.tar.*
+tar -C src -xf dl/sqlite3_*[0-9].orig.tar.xz
+tar -C src -xf dl/bzip2_*.orig.tar.*
+tar -C src -xf dl/xz-utils_*.orig.tar.xz
+ZLIB_DIR=$(ls -d src/zlib-*)
+SQLITE_DIR=$(ls -d src/sqlite3-*)
+BZ_DIR=$(ls -d src/bzip2-*)
+XZ_DIR=$(ls -d src/xz-*)
+
+# ------------------------------------------------------------- 4. sysroot
+# trixie's wasi-libc has <pthread.h> (single-threaded stubs) that 3.13 needs.
+# Copying it into a private sysroot also keeps the host /usr/include out.
+log "sysroot (trixie wasi-libc)"
+rm -rf "$SYSROOT" wasi-libc-deb
+dpkg-deb -x dl/wasi-libc_*.deb wasi-libc-deb
+mkdir -p "$SYSROOT/include" "$SYSROOT/lib"
+cp -a wasi-libc-deb/usr/include/wasm32-wasi "$SYSROOT/include/"
+cp -a wasi-libc-deb/usr/lib/wasm32-wasi "$SYSROOT/lib/"
+PC=$SYSROOT/lib/wasm32-wasi/pkgconfig
+mkdir -p "$PC"
+INC=$SYSROOT/include/wasm32-wasi
+LIB=$SYSROOT/lib/wasm32-wasi
+
+export CC="clang-$LLVM --target=wasm32-wasi --sysroot=$SYSROOT"
+export CPP="clang-$LLVM --target=wasm32-wasi --sysroot=$SYSROOT -E"
+export CXX="clang++-$LLVM --target=wasm32-wasi --sysroot=$SYSROOT"
+export AR=llvm-ar-$LLVM RANLIB=llvm-ranlib-$LLVM
+
+pcfile() { # name version libs
+  cat > "$PC/$1.pc" <<PCEOF
+Name: $1
+Description: $1 (wasm32-wasi, static)
+Version: $2
+Libs: -L$LIB $3
+Cflags: -I$INC
+PCEOF
+}
+
+# ------------------------------------------------------------- 5. zlib
+log "zlib"
+( cd "$ZLIB_DIR"
+  CFLAGS="-O2" ./configure --static --prefix="$SYSROOT" --libdir="$LIB" --includedir="$INC" >/dev/null
+  make -j"$JOBS" libz.a >/dev/null 2>&1
+  make install >/dev/null 2>&1 )
+
+# ------------------------------------------------------------- 6. bzip2
+log "bzip2"
+( cd "$BZ_DIR"
+  for f in blocksort huffman crctable randtable compress decompress bzlib; do
+    $CC -O2 -D_FILE_OFFSET_BITS=64 -c $f.c -o $f.o
+  done
+  $AR rcs "$LIB/libbz2.a" blocksort.o huffman.o crctable.o randtable.o compress.o decompress.o bzlib.o
+  cp bzlib.h "$INC/" )
+pcfile bzip2 1.0.8 -lbz2
+
+# ------------------------------------------------------------- 7. liblzma
+log "liblzma"
+( cd "$XZ_DIR"
+  # WASI has no signals; the single-threaded mythread_sigmask helper (used
+  # only by the xz tool, which we do not build) is compiled out.
+  sed -i 's|^#if !(defined(_WIN32) \&\& !defined(__CYGWIN__))$|& \&\& !defined(__wasi__)|' src/common/mythread.h
+  grep -q '!defined(__wasi__)' src/common/mythread.h
+  mkdir -p bld && cd bld
+  ../configure --host=wasm32-unknown-wasi --build="$(../build-aux/config.guess)" \
+    --prefix="$SYSROOT" --libdir="$LIB" --includedir="$INC" \
+    --disable-shared --enable-static --disable-threads --disable-xz --disable-xzdec \
+    --disable-lzmadec --disable-lzmainfo --disable-lzma-links --disable-scripts \
+    --disable-doc --disable-nls --disable-rpath >configure.log 2>&1 \
+    CFLAGS="-O2"
+  make -j"$JOBS" -C src/liblzma >make.log 2>&1
+  make -C src/liblzma install >install.log 2>&1 )
+
+# ------------------------------------------------------------- 8. sqlite
+log "sqlite3"
+( cd "$SQLITE_DIR"
+  mkdir -p bld-native && cd bld-native
+  CC=gcc CPP= CXX= AR=ar RANLIB=ranlib ../configure --disable-tcl >/dev/null
+  CC=gcc make sqlite3.c >/dev/null )
+# SQLite 3.40 predates its own WASI support: stub chmod/chown/euid and the
+# fcntl lock constants, and make the lock-free "unix-none" VFS the default.
+cat > "$WORK/sqlite-wasi-shim.h" <<'SHIM'
+#include <sys/types.h>
+#define F_RDLCK 0
+#define F_WRLCK 1
+#define F_UNLCK 2
+#define F_GETLK 5
+#define F_SETLK 6
+#define F_SETLKW 7
+static inline int fchmod(int fd, mode_t m) { (void)fd; (void)m; return 0; }
+static inline int fchown(int fd, uid_t u, gid_t g) { (void)fd; (void)u; (void)g; return 0; }
+static inline uid_t geteuid(void) { return 0; }
+SHIM
+( cd "$SQLITE_DIR/bld-native"
+  $CC -O2 -c sqlite3.c -o sqlite3-wasm.o -include "$WORK/sqlite-wasi-shim.h" \
+    -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_OMIT_WAL \
+    -DSQLITE_MAX_MMAP_SIZE=0 -DSQLITE_DEFAULT_UNIX_VFS='"unix-none"' \
+    -D_WASI_EMULATED_GETPID
+  $AR rcs "$LIB/libsqlite3.a" sqlite3-wasm.o
+  cp sqlite3.h sqlite3ext.h "$INC/" )
+pcfile sqlite3 "$(cat "$SQLITE_DIR/VERSION")" -lsqlite3
+
+# ------------------------------------------------------------- 9. native build python
+log "native build python"
+( cd "Python-$PYVER"
+  mkdir -p builddir/build && cd builddir/build
+  CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib ../../configure -C >configure.log 2>&1
+  CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib make -j"$JOBS" >make.log 2>&1 )
+BUILDPY=$WORK/Python-$PYVER/builddir/build/python
+
+# ------------------------------------------------------------- 10. cross build
+# clock_nanosleep(TIMER_ABSTIME) becomes a poll_oneoff with an absolute clock
+# subscription, which wazero rejects (ENOTSUP): time.sleep() would raise.
+log "cross configure + make (wasm32-wasip1)"
+cat > "$WORK/config.site-wasm32-wasi" <<SITE
+. "$WORK/Python-$PYVER/Tools/wasm/config.site-wasm32-wasi"
+ac_cv_func_clock_nanosleep=no
+ac_cv_lib_rt_clock_nanosleep=no
+SITE
+( cd "Python-$PYVER"
+  mkdir -p builddir/wasi && cd builddir/wasi
+  PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR= PKG_CONFIG_LIBDIR="$PC" \
+  CONFIG_SITE="$WORK/config.site-wasm32-wasi" \
+    ../../configure -C --host=wasm32-wasip1 --build="$(../../config.guess)" \
+      --with-build-python="$BUILDPY" --disable-wasm-dynamic-linking >configure.log 2>&1 || {
+        tail -30 configure.log >&2; exit 1; }
+  make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; } )
+
+# ------------------------------------------------------------- 11. package
+log "package"
+STAGE=$WORK/stage
+rm -rf "$STAGE" && mkdir -p "$STAGE/lib"
+llvm-objcopy-$LLVM --strip-debug "Python-$PYVER/builddir/wasi/python.wasm" "$STAGE/python.wasm"
+cp -a "Python-$PYVER/Lib" "$STAGE/lib/python3.13"
+cp "Python-$PYVER"/builddir/wasi/build/lib.wasi-wasm32-3.13/_sysconfigdata_*.py "$STAGE/lib/python3.13/"
+mkdir -p "$STAGE/lib/python3.13/lib-dynload"
+( cd "$STAGE/lib/python3.13"
+  rm -rf test idlelib tkinter turtledemo turtle.py ensurepip venv pydoc_data ctypes curses \
+         __phello__ site-packages unittest/test sqlite3/test lib2to3 distutils
+  find . -name __pycache__ -prune -exec rm -rf {} +
+  # unchecked-hash pycs stay valid whatever the mtimes become (the guest
+  # mount is read-only: a stale pyc would be recompiled on every start)
+  "$BUILDPY" -m compileall -q -j0 -o 0 --invalidation-mode unchecked-hash . >/dev/null )
+touch "$STAGE/lib/python3.13/lib-dynload/.keep"
+# Check the modules the product promises are really built in.
+"$BUILDPY" - "Python-$PYVER/builddir/wasi" <<'PYEOF'
+import pathlib, sys
+setup = pathlib.Path(sys.argv[1], "Modules", "Setup.stdlib").read_text()
+want = ["_bz2", "_lzma", "zlib", "_sqlite3", "_decimal", "_json", "math"]
+missing = [m for m in want if not any(l.startswith(m + " ") for l in setup.splitlines())]
+if missing:
+    sys.exit(f"modules not built: {missing}")
+PYEOF
+( cd "$STAGE"
+  { echo "cpython $PYVER wasm32-wasip1 recipe $RECIPE built $(date -u +%FT%TZ)"
+    echo "python.wasm $(stat -c %s python.wasm) $(sha256sum python.wasm | cut -c1-64)"
+    echo "stdlib files $(find lib -type f | wc -l) bytes $(du -sb lib | cut -f1)"
+  } > MANIFEST.tmp )
+mkdir -p "$(dirname "$OUT")"
+rm -rf "$OUT.tmp" && mv "$STAGE" "$OUT.tmp"
+mv "$OUT.tmp/MANIFEST.tmp" "$OUT.tmp/MANIFEST"
+rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
+# Keep only the downloads: the build trees are large and a finished runtime
+# never needs them again.
+find "$WORK" -mindepth 1 -maxdepth 1 ! -name dl ! -name apt -exec rm -rf {} +
+log "done: $OUT"
+cat "$OUT/MANIFEST"
