@@ -33,7 +33,7 @@ if [ -f "$OUT/MANIFEST" ]; then
   exit 0
 fi
 
-WORK=${WORK:-$CACHE_ROOT/build-$PYVER-$RECIPE}
+WORK=${WORK:-$CACHE_ROOT/build-$PYVER}
 JOBS=${JOBS:-$(nproc)}
 SYSROOT=$WORK/sysroot
 mkdir -p "$WORK"
@@ -69,6 +69,7 @@ APT_OPTS=(-o "Dir::Etc::SourceList=$APTD/sources.list" -o "Dir::Etc::SourceParts
   -o "APT::Architecture=amd64" -o "APT::Sandbox::User=root")
 mkdir -p dl
 if [ ! -f dl/.fetched ]; then
+  rm -f dl/*
   log "private apt: trixie + bookworm source indexes"
   apt-get "${APT_OPTS[@]}" -qq update
   ( cd dl
@@ -81,8 +82,14 @@ echo "$PYSHA256  dl/python3.13_$PYVER.orig.tar.xz" | sha256sum -c --quiet -
 
 # ------------------------------------------------------------- 3. sources
 log "extract"
-rm -rf src "Python-$PYVER" && mkdir -p src
-tar xJf "dl/python3.13_$PYVER.orig.tar.xz"
+rm -rf src && mkdir -p src
+# The CPython tree holds the native build Python (a build tool only, ~4 min):
+# it is kept across recipe edits of the later steps, guarded by a stamp.
+if [ ! -f "Python-$PYVER/.native-built" ]; then
+  rm -rf "Python-$PYVER"
+  tar xJf "dl/python3.13_$PYVER.orig.tar.xz"
+fi
+rm -rf "Python-$PYVER/builddir/wasi"
 tar -C src -xf dl/zlib_*.orig.tar.*
 tar -C src -xf dl/sqlite3_*[0-9].orig.tar.xz
 tar -C src -xf dl/bzip2_*.orig.tar.*
@@ -185,11 +192,14 @@ SHIM
 pcfile sqlite3 "$(cat "$SQLITE_DIR/VERSION")" -lsqlite3
 
 # ------------------------------------------------------------- 9. native build python
-log "native build python"
-( cd "Python-$PYVER"
-  mkdir -p builddir/build && cd builddir/build
-  CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib ../../configure -C >configure.log 2>&1
-  CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib make -j"$JOBS" >make.log 2>&1 )
+if [ ! -f "Python-$PYVER/.native-built" ]; then
+  log "native build python"
+  ( cd "Python-$PYVER"
+    mkdir -p builddir/build && cd builddir/build
+    CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib ../../configure -C >configure.log 2>&1
+    CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib make -j"$JOBS" >make.log 2>&1 )
+  touch "Python-$PYVER/.native-built"
+fi
 BUILDPY=$WORK/Python-$PYVER/builddir/build/python
 
 # ------------------------------------------------------------- 10. cross build
@@ -206,7 +216,7 @@ SITE
   PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR= PKG_CONFIG_LIBDIR="$PC" \
   CONFIG_SITE="$WORK/config.site-wasm32-wasi" \
     ../../configure -C --host=wasm32-wasip1 --build="$(../../config.guess)" \
-      --with-build-python="$BUILDPY" --disable-wasm-dynamic-linking >configure.log 2>&1 || {
+      --with-build-python="$BUILDPY" >configure.log 2>&1 || {
         tail -30 configure.log >&2; exit 1; }
   make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; } )
 
@@ -246,6 +256,7 @@ mv "$OUT.tmp/MANIFEST.tmp" "$OUT.tmp/MANIFEST"
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
 # Keep only the downloads: the build trees are large and a finished runtime
 # never needs them again.
-find "$WORK" -mindepth 1 -maxdepth 1 ! -name dl ! -name apt -exec rm -rf {} +
+find "$WORK" -mindepth 1 -maxdepth 1 ! -name dl ! -name apt ! -name "Python-$PYVER" -exec rm -rf {} +
+rm -rf "$WORK/Python-$PYVER/builddir/wasi"
 log "done: $OUT"
 cat "$OUT/MANIFEST"

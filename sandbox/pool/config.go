@@ -1,0 +1,108 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is everything the pool needs. Zero values take the defaults of
+// DefaultConfig (apply WithDefaults).
+type Config struct {
+	// RuntimeDir holds python.wasm and lib/python3.13 (runtime/build-python-wasi.sh).
+	RuntimeDir string
+	// CacheDir holds wazero's compilation cache. Only the trusted
+	// pre-compilation step writes it; workers read it.
+	CacheDir string
+	// WorkerCommand is the program and arguments that start a worker: the
+	// server's own binary with its hidden worker command.
+	WorkerCommand []string
+
+	MaxSessions int           // sessions open at once
+	WarmWorkers int           // interpreters kept started and waiting
+	QueueWait   time.Duration // how long Open waits for capacity
+
+	Limits    Limits
+	Isolation Isolation
+}
+
+// Limits bound what one run or session may use.
+type Limits struct {
+	SourceBytes         int           // size of one program
+	RunTimeout          time.Duration // wall time of one run
+	GuestMemoryBytes    int64         // default wasm linear memory maximum
+	MaxGuestMemoryBytes int64         // the most a session may ask for
+	WorkerOverheadBytes int64         // cgroup memory = guest memory + this
+	StdoutBytes         int           // kept per run; more is dropped and marked
+	StderrBytes         int
+	ScratchBytes        int64   // in-memory /tmp and /mnt/data per session
+	Pids                int64   // cgroup pids.max per worker
+	CPUs                float64 // cgroup CPU quota per worker, in cores
+}
+
+// Isolation says how workers are confined.
+type Isolation struct {
+	// Cgroup is "auto" (v2 if the unified hierarchy has the controllers,
+	// else v1), "v1", "v2", or "off" (laptops only: logs a warning).
+	Cgroup string
+	// CgroupParent is the parent cgroup path under which a group per
+	// worker is made, e.g. "/codeinterp".
+	CgroupParent string
+	// UID and GID the worker drops to when the server runs as root.
+	UID, GID uint32
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		MaxSessions: 8,
+		WarmWorkers: 2,
+		QueueWait:   2 * time.Second,
+		Limits: Limits{
+			SourceBytes:         256 << 10,
+			RunTimeout:          30 * time.Second,
+			GuestMemoryBytes:    256 << 20,
+			MaxGuestMemoryBytes: 1 << 30,
+			WorkerOverheadBytes: 192 << 20,
+			StdoutBytes:         64 << 10,
+			StderrBytes:         64 << 10,
+			ScratchBytes:        32 << 20,
+			Pids:                64,
+			CPUs:                1,
+		},
+		Isolation: Isolation{Cgroup: "auto", CgroupParent: "/codeinterp", UID: 65534, GID: 65534},
+	}
+}
+
+// Validate reports the first invalid field by name.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, field, why string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: %s", field, why))
+		}
+	}
+	check(c.RuntimeDir != "", "runtime_dir", "must be set")
+	check(len(c.WorkerCommand) > 0, "worker_command", "must be set")
+	check(c.MaxSessions > 0, "max_sessions", "must be positive")
+	check(c.WarmWorkers >= 0 && c.WarmWorkers <= c.MaxSessions, "warm_workers", "must be between 0 and max_sessions")
+	check(c.QueueWait >= 0, "queue_wait", "must not be negative")
+	l := c.Limits
+	check(l.SourceBytes > 0, "limits.source_bytes", "must be positive")
+	check(l.RunTimeout > 0, "limits.run_timeout", "must be positive")
+	check(l.GuestMemoryBytes >= 32<<20, "limits.guest_memory", "must be at least 32MiB")
+	check(l.MaxGuestMemoryBytes >= l.GuestMemoryBytes, "limits.max_guest_memory", "must be at least guest_memory")
+	check(l.MaxGuestMemoryBytes <= 4<<30, "limits.max_guest_memory", "must be at most 4GiB (wasm32)")
+	check(l.WorkerOverheadBytes >= 64<<20, "limits.worker_overhead", "must be at least 64MiB")
+	check(l.StdoutBytes > 0, "limits.stdout_bytes", "must be positive")
+	check(l.StderrBytes > 0, "limits.stderr_bytes", "must be positive")
+	check(l.ScratchBytes >= 0, "limits.scratch_bytes", "must not be negative")
+	check(l.Pids > 0, "limits.pids", "must be positive")
+	check(l.CPUs > 0, "limits.cpus", "must be positive")
+	switch c.Isolation.Cgroup {
+	case "auto", "v1", "v2", "off":
+	default:
+		errs = append(errs, fmt.Errorf("isolation.cgroup: %q is not one of auto, v1, v2, off", c.Isolation.Cgroup))
+	}
+	return errors.Join(errs...)
+}
