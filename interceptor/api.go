@@ -6,7 +6,12 @@ package interceptor
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/sandbox"
 )
 
 // Upstream performs one follow-up inference: it POSTs a Responses-API
@@ -24,4 +29,195 @@ type UpstreamFunc func(ctx context.Context, body []byte) (int, http.Header, []by
 // CreateResponse calls f.
 func (f UpstreamFunc) CreateResponse(ctx context.Context, body []byte) (int, http.Header, []byte, error) {
 	return f(ctx, body)
+}
+
+// FollowUpMode says how a follow-up inference carries the conversation so far.
+type FollowUpMode string
+
+// The follow-up modes.
+const (
+	// FollowUpAuto uses previous_response_id when the upstream stored the
+	// previous response (it answered with "store": true and an id), and
+	// replays otherwise.
+	FollowUpAuto FollowUpMode = "auto"
+	// FollowUpReplay sends the request's input, every output item so far and
+	// the function_call_output items again.
+	FollowUpReplay FollowUpMode = "replay"
+	// FollowUpPreviousResponseID sends previous_response_id and only the new
+	// function_call_output items. It needs an upstream that stores responses.
+	FollowUpPreviousResponseID FollowUpMode = "previous_response_id"
+)
+
+// Config is the operator's configuration of the interceptor. Zero fields take
+// the defaults of DefaultConfig (see WithDefaults).
+type Config struct {
+	// FunctionName is the name of the function tool the native
+	// code_interpreter tool becomes upstream. Default "code_interpreter".
+	FunctionName string
+	// MaxRounds caps the follow-up inferences of one client request (so the
+	// upstream sees at most MaxRounds+1 requests). The last permitted
+	// follow-up is sent with tool_choice "none" so the model answers. A client
+	// cannot raise it. Default 8.
+	MaxRounds int
+	// MaxParallelCalls caps the code calls of one model turn that are run;
+	// further calls in the same turn are answered "not run" (status
+	// incomplete). A session serialises its runs, so the calls of a turn run
+	// one after another in output order, which keeps shared Python state
+	// deterministic. Default 4.
+	MaxParallelCalls int
+	// MaxToolCalls caps the code calls run for one client request. The
+	// request's max_tool_calls can lower it, never raise it. Default 32.
+	MaxToolCalls int
+	// MaxMemoryBytes is the largest container memory_limit a client may ask
+	// for ("1g" style); above it the request gets a 400. Default 1 GiB.
+	MaxMemoryBytes int64
+	// FollowUp selects how follow-ups carry the conversation. Default auto.
+	FollowUp FollowUpMode
+	// MaxBodyBytes rejects larger intercepted requests with a 413. 0 means
+	// no limit here (the filter enforces the transport's limit).
+	MaxBodyBytes int
+}
+
+// DefaultConfig returns the documented defaults. A fresh value each call.
+func DefaultConfig() Config {
+	return Config{
+		FunctionName:     "code_interpreter",
+		MaxRounds:        8,
+		MaxParallelCalls: 4,
+		MaxToolCalls:     32,
+		MaxMemoryBytes:   1 << 30,
+		FollowUp:         FollowUpAuto,
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	if c.FunctionName == "" {
+		c.FunctionName = d.FunctionName
+	}
+	if c.MaxRounds == 0 {
+		c.MaxRounds = d.MaxRounds
+	}
+	if c.MaxParallelCalls == 0 {
+		c.MaxParallelCalls = d.MaxParallelCalls
+	}
+	if c.MaxToolCalls == 0 {
+		c.MaxToolCalls = d.MaxToolCalls
+	}
+	if c.MaxMemoryBytes == 0 {
+		c.MaxMemoryBytes = d.MaxMemoryBytes
+	}
+	if c.FollowUp == "" {
+		c.FollowUp = d.FollowUp
+	}
+	return c
+}
+
+// Validate reports every invalid field, by name.
+func (c Config) Validate() error { return c.validate() }
+
+// APIError is a request the interceptor refuses, or a failure it reports to
+// the client, in OpenAI's error shape. Every error RewriteRequest returns is
+// an *APIError.
+type APIError struct {
+	Status  int    // HTTP status, e.g. 400
+	Type    string // e.g. "invalid_request_error"
+	Message string
+	Param   string // the offending field, e.g. "tools[1].container.file_ids"; "" means null
+	Code    string // e.g. "unknown_parameter"; "" means null
+}
+
+func (e *APIError) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("%d %s (%s): %s", e.Status, e.Type, e.Param, e.Message)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
+}
+
+// Body is the error as the JSON body OpenAI sends:
+// {"error":{"message":…,"type":…,"param":…,"code":…}}.
+func (e *APIError) Body() []byte { return e.body() }
+
+// Result is what the client gets for an intercepted exchange.
+type Result struct {
+	Status      int    // HTTP status for the client
+	ContentType string // "application/json" or "text/event-stream" (or the upstream's own for a passed-through error)
+	Body        []byte
+	// Rounds is the number of follow-up inferences made.
+	Rounds int
+	// ToolCalls is the number of code calls the model made (run or not).
+	ToolCalls int
+}
+
+// Interceptor holds the operator's configuration and the sandbox provider.
+// It is safe for concurrent use; each HTTP exchange gets its own Exchange.
+type Interceptor struct {
+	cfg      Config
+	provider sandbox.Provider
+	log      *zap.Logger
+	fn       functionTool // the rewritten tool, pre-rendered
+}
+
+// New validates cfg (after WithDefaults) and builds an Interceptor. log may
+// be nil (no logging).
+func New(cfg Config, provider sandbox.Provider, log *zap.Logger) (*Interceptor, error) {
+	return newInterceptor(cfg, provider, log)
+}
+
+// Config returns the effective configuration (defaults applied).
+func (i *Interceptor) Config() Config { return i.cfg }
+
+// RewriteRequest inspects a client's /v1/responses request body. Without a
+// native code_interpreter tool (and without replayed code_interpreter_call
+// items) the Exchange is a pass-through: !Intercepted() && !Modified(), found
+// without parsing the whole body. Otherwise it validates the tool and returns
+// the upstream body: the tool replaced by a function tool, tool_choice and
+// replayed history rewritten, stream forced to false. A refused request gives
+// an *APIError (HTTP 400 with param naming the field, or 413) and no Exchange.
+func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
+	return i.rewriteRequest(body)
+}
+
+// Exchange is one client request and, when intercepted, its agentic loop.
+// RewriteRequest makes it; the filter sends UpstreamBody upstream when
+// Modified (else the client's body unchanged) and, when Intercepted, hands
+// the upstream's answer to CompleteResponse once. Not safe for concurrent use.
+type Exchange struct {
+	ic  *Interceptor
+	req request
+}
+
+// Intercepted reports whether the request carries a native code_interpreter
+// tool, so the upstream's response must go through CompleteResponse.
+func (x *Exchange) Intercepted() bool { return x.req.intercepted }
+
+// Modified reports whether UpstreamBody differs from the client's body. It
+// is true when Intercepted, and also when only replayed code_interpreter_call
+// history items were rewritten (no tool in this request: the response then
+// passes through untouched).
+func (x *Exchange) Modified() bool { return x.req.modified }
+
+// UpstreamBody is the body to send upstream: the rewritten one when Modified,
+// else the client's own.
+func (x *Exchange) UpstreamBody() []byte { return x.req.upstream }
+
+// ClientStream reports whether the client asked for stream:true. When
+// Intercepted the upstream gets stream:false and CompleteResponse answers
+// with synthetic SSE (text/event-stream) on success.
+func (x *Exchange) ClientStream() bool { return x.req.clientStream }
+
+// CompleteResponse takes the upstream's answer to UpstreamBody and runs the
+// loop: it executes the model's calls of our function in one sandbox session,
+// sends follow-ups through up, and splices the rounds into one OpenAI-shaped
+// response (JSON, or synthetic SSE when ClientStream).
+//
+// A non-2xx first answer passes through unchanged (status, content type,
+// body). A follow-up answered non-2xx gives the client that status and body,
+// or for a streaming client one SSE "error" event with status 200. A
+// transport failure or an unusable upstream body gives 502 with an
+// OpenAI-shaped error. The returned error is non-nil only when ctx ended (the
+// client went away): the filter should then abandon the exchange.
+func (x *Exchange) CompleteResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
+	return x.completeResponse(ctx, up, status, header, body)
 }
