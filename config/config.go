@@ -1,0 +1,206 @@
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration of `extproc serve` and `extproc dev`.
+// The YAML keys are the snake_case names in the json tags (sigs.k8s.io/yaml
+// maps YAML through JSON). Every field has a documented default (Default).
+type Config struct {
+	Server      Server      `json:"server"`
+	Routes      Routes      `json:"routes"`
+	Interceptor Interceptor `json:"interceptor"`
+	Upstream    Upstream    `json:"upstream"`
+	Sandbox     Sandbox     `json:"sandbox"`
+	Logging     Logging     `json:"logging"`
+	Metrics     Metrics     `json:"metrics"`
+}
+
+// Server is the ext_proc gRPC server and its admin HTTP server.
+type Server struct {
+	// Listen is the gRPC ext_proc address (host:port). The default binds
+	// loopback only: the service has no authentication of its own, so only
+	// Envoy may reach it. Kubernetes deployments set ":50051".
+	Listen string `json:"listen"`
+	// AdminListen serves /healthz, /readyz and (if metrics.enabled) the
+	// Prometheus metrics over plain HTTP. "" disables the admin server.
+	AdminListen string `json:"admin_listen"`
+	// ShutdownTimeout bounds the graceful drain of open streams on SIGTERM.
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// MaxBodyBytes is the largest request or response body the filter
+	// accepts (larger ones get an OpenAI-shaped error). Keep it equal to the
+	// Envoy buffer limit (per_connection_buffer_limit_bytes /
+	// request_body_buffer_limit). The gRPC receive limit is derived from it
+	// (GRPCMaxRecvBytes).
+	MaxBodyBytes ByteSize `json:"max_body_bytes"`
+	// OverrideMessageTimeout is sent as override_message_timeout before
+	// long work (code runs and follow-up inference). Envoy honours it only
+	// if it is at most the filter's max_message_timeout: deploy/envoy sets
+	// max_message_timeout to 900s, so this must stay ≤ 900s there. 0 turns
+	// the override off (then Envoy's message_timeout must cover the loop).
+	OverrideMessageTimeout time.Duration `json:"override_message_timeout"`
+}
+
+// Routes selects which requests the interceptor handles; every other
+// request is passed through with a mode_override to NONE bodies.
+type Routes struct {
+	// Paths are exact :path values (the query string is ignored).
+	Paths []string `json:"paths"`
+	// Methods are the HTTP methods handled on those paths.
+	Methods []string `json:"methods"`
+}
+
+// Interceptor is the Responses-API loop.
+type Interceptor struct {
+	// FunctionName is the name of the function tool the native
+	// code_interpreter tool is rewritten into.
+	FunctionName string `json:"function_name"`
+	// MaxRounds caps follow-up inferences per response. A client cannot
+	// raise it (max_tool_calls can only lower the number of calls).
+	MaxRounds int `json:"max_rounds"`
+	// MaxParallelCalls caps the code calls of one round handled at once.
+	MaxParallelCalls int `json:"max_parallel_calls"`
+	// FollowUp is "auto" (previous_response_id when the upstream stored the
+	// response, else replay), "replay" or "previous_response_id".
+	FollowUp string `json:"follow_up"`
+	// MaxMemoryLimit is the largest container memory_limit a client may
+	// ask for ("1g" style in the request); above it the request gets a 400.
+	MaxMemoryLimit ByteSize `json:"max_memory_limit"`
+}
+
+// Upstream is where follow-up inference goes.
+type Upstream struct {
+	// URL is the absolute http(s) URL follow-up Responses requests are
+	// POSTed to, e.g. Envoy's internal listener
+	// "http://127.0.0.1:10001/v1/responses". Follow-ups go only here, never
+	// to a URL derived from the client's request.
+	URL string `json:"url"`
+	// ForwardHeaders are the client request headers copied onto follow-ups
+	// (names, case-insensitive; stored lowercase).
+	ForwardHeaders []string `json:"forward_headers"`
+	// Headers are static headers added to every follow-up (after the
+	// forwarded ones, so they win).
+	Headers map[string]string `json:"headers"`
+	// Timeout bounds one follow-up call.
+	Timeout time.Duration `json:"timeout"`
+}
+
+// Sandbox configures the wazero/cgroup worker pool (sandbox/pool).
+type Sandbox struct {
+	// RuntimeDir holds python.wasm and lib/python3.13. "" means: the
+	// directory in $CODEINTERP_RUNTIME_DIR if set (the build script's own
+	// variable), else the newest complete cpython-3.13.5-* directory under
+	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp (see ResolvePaths).
+	RuntimeDir string `json:"runtime_dir"`
+	// CacheDir holds wazero's compilation cache. "" means
+	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/wazero.
+	CacheDir string `json:"cache_dir"`
+	// MaxSessions is how many sessions (one per response) may be open at once.
+	MaxSessions int `json:"max_sessions"`
+	// WarmWorkers interpreters are kept started and waiting.
+	WarmWorkers int `json:"warm_workers"`
+	// QueueWait is how long a session open waits for capacity.
+	QueueWait time.Duration `json:"queue_wait"`
+	Limits    Limits        `json:"limits"`
+	Isolation Isolation     `json:"isolation"`
+}
+
+// Limits bound what one run or session may use (pool.Limits).
+type Limits struct {
+	SourceBytes    ByteSize      `json:"source_bytes"`
+	RunTimeout     time.Duration `json:"run_timeout"`
+	GuestMemory    ByteSize      `json:"guest_memory"`
+	MaxGuestMemory ByteSize      `json:"max_guest_memory"`
+	WorkerOverhead ByteSize      `json:"worker_overhead"`
+	StdoutBytes    ByteSize      `json:"stdout_bytes"`
+	StderrBytes    ByteSize      `json:"stderr_bytes"`
+	ScratchBytes   ByteSize      `json:"scratch_bytes"`
+	Pids           int64         `json:"pids"`
+	CPUs           float64       `json:"cpus"`
+}
+
+// Isolation says how workers are confined (pool.Isolation).
+type Isolation struct {
+	// Cgroup is "auto", "v1", "v2" or "off" (laptops only).
+	Cgroup string `json:"cgroup"`
+	// CgroupParent is the parent cgroup under which one group per worker is made.
+	CgroupParent string `json:"cgroup_parent"`
+	// UID and GID the workers drop to when the server runs as root.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Logging configures zap.
+type Logging struct {
+	Level  string `json:"level"`  // debug, info, warn, error
+	Format string `json:"format"` // json, console
+}
+
+// Metrics configures the Prometheus endpoint on server.admin_listen.
+type Metrics struct {
+	Enabled bool   `json:"enabled"`
+	Path    string `json:"path"`
+}
+
+// Default returns the documented defaults. A fresh value each call.
+func Default() *Config {
+	return &Config{
+		Server: Server{
+			Listen:                 "127.0.0.1:50051",
+			AdminListen:            "127.0.0.1:9090",
+			ShutdownTimeout:        30 * time.Second,
+			MaxBodyBytes:           16 * MiB,
+			OverrideMessageTimeout: 600 * time.Second,
+		},
+		Routes: Routes{
+			Paths:   []string{"/v1/responses"},
+			Methods: []string{"POST"},
+		},
+		Interceptor: Interceptor{
+			FunctionName:     "code_interpreter",
+			MaxRounds:        8,
+			MaxParallelCalls: 4,
+			FollowUp:         FollowUpAuto,
+			MaxMemoryLimit:   1 * GiB,
+		},
+		Upstream: Upstream{
+			URL:            "http://127.0.0.1:10001/v1/responses",
+			ForwardHeaders: []string{"authorization", "api-key", "openai-organization", "openai-project"},
+			Headers:        map[string]string{},
+			Timeout:        120 * time.Second,
+		},
+		Sandbox: Sandbox{
+			MaxSessions: 8,
+			WarmWorkers: 2,
+			QueueWait:   2 * time.Second,
+			Limits: Limits{
+				SourceBytes:    256 * KiB,
+				RunTimeout:     30 * time.Second,
+				GuestMemory:    256 * MiB,
+				MaxGuestMemory: 1 * GiB,
+				WorkerOverhead: 192 * MiB,
+				StdoutBytes:    64 * KiB,
+				StderrBytes:    64 * KiB,
+				ScratchBytes:   32 * MiB,
+				Pids:           64,
+				CPUs:           1,
+			},
+			Isolation: Isolation{Cgroup: "auto", CgroupParent: "/codeinterp", UID: 65534, GID: 65534},
+		},
+		Logging: Logging{Level: "info", Format: "json"},
+		Metrics: Metrics{Enabled: true, Path: "/metrics"},
+	}
+}
+
+// The follow_up modes.
+const (
+	FollowUpAuto               = "auto"
+	FollowUpReplay             = "replay"
+	FollowUpPreviousResponseID = "previous_response_id"
+)
+
+// GRPCMaxRecvBytes is the gRPC receive limit the server must set: Envoy
+// sends a BUFFERED body as one message, so grpc-go's 4 MiB default would
+// reject real responses. Body plus headroom for headers and framing.
+func (s Server) GRPCMaxRecvBytes() int { return int(s.MaxBodyBytes + MiB) }

@@ -1,0 +1,125 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+)
+
+// PoolConfig maps the sandbox section onto the pool's configuration.
+// workerCommand is the server's own binary plus its hidden worker command.
+// Call ResolvePaths first when runtime_dir or cache_dir are left empty.
+func (c *Config) PoolConfig(workerCommand []string) pool.Config {
+	s := c.Sandbox
+	l := s.Limits
+	return pool.Config{
+		RuntimeDir:    s.RuntimeDir,
+		CacheDir:      s.CacheDir,
+		WorkerCommand: append([]string(nil), workerCommand...),
+		MaxSessions:   s.MaxSessions,
+		WarmWorkers:   s.WarmWorkers,
+		QueueWait:     s.QueueWait,
+		Limits: pool.Limits{
+			SourceBytes:         int(l.SourceBytes),
+			RunTimeout:          l.RunTimeout,
+			GuestMemoryBytes:    int64(l.GuestMemory),
+			MaxGuestMemoryBytes: int64(l.MaxGuestMemory),
+			WorkerOverheadBytes: int64(l.WorkerOverhead),
+			StdoutBytes:         int(l.StdoutBytes),
+			StderrBytes:         int(l.StderrBytes),
+			ScratchBytes:        int64(l.ScratchBytes),
+			Pids:                l.Pids,
+			CPUs:                l.CPUs,
+		},
+		Isolation: pool.Isolation{
+			Cgroup:       s.Isolation.Cgroup,
+			CgroupParent: s.Isolation.CgroupParent,
+			UID:          s.Isolation.UID,
+			GID:          s.Isolation.GID,
+		},
+	}
+}
+
+// RuntimePrefix is the name prefix of the build script's output
+// directories (runtime/build-python-wasi.sh: cpython-<version>-<recipe hash>).
+const RuntimePrefix = "cpython-3.13.5-"
+
+// ErrNoRuntime is matched by ResolvePaths errors when no CPython-WASI
+// runtime can be found.
+var ErrNoRuntime = errors.New("no CPython-WASI runtime found: run runtime/build-python-wasi.sh or set sandbox.runtime_dir")
+
+// ResolvePaths fills an empty sandbox.runtime_dir and sandbox.cache_dir the
+// way the build script lays them out, and checks that the runtime directory
+// holds python.wasm. lookupEnv is os.LookupEnv outside tests.
+//
+//	runtime_dir: $CODEINTERP_RUNTIME_DIR if set (the build script writes
+//	             there), else the most recently built complete (MANIFEST
+//	             present) <cache root>/codeinterp/cpython-3.13.5-* directory;
+//	cache_dir:   <cache root>/codeinterp/wazero;
+//	cache root:  $XDG_CACHE_HOME, else $HOME/.cache.
+func (c *Config) ResolvePaths(lookupEnv func(string) (string, bool)) error {
+	s := &c.Sandbox
+	root := ""
+	if x, ok := lookupEnv("XDG_CACHE_HOME"); ok && x != "" {
+		root = filepath.Join(x, "codeinterp")
+	} else if h, ok := lookupEnv("HOME"); ok && h != "" {
+		root = filepath.Join(h, ".cache", "codeinterp")
+	}
+	if s.RuntimeDir == "" {
+		if d, ok := lookupEnv("CODEINTERP_RUNTIME_DIR"); ok && d != "" {
+			s.RuntimeDir = d
+		} else if root == "" {
+			return fmt.Errorf("sandbox.runtime_dir: neither XDG_CACHE_HOME nor HOME is set: %w", ErrNoRuntime)
+		} else {
+			d, err := newestRuntime(root)
+			if err != nil {
+				return fmt.Errorf("sandbox.runtime_dir: %w", err)
+			}
+			s.RuntimeDir = d
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.RuntimeDir, "python.wasm")); err != nil {
+		return fmt.Errorf("sandbox.runtime_dir: %s has no python.wasm (%w): %w", s.RuntimeDir, err, ErrNoRuntime)
+	}
+	if s.CacheDir == "" {
+		if root == "" {
+			return errors.New("sandbox.cache_dir: neither XDG_CACHE_HOME nor HOME is set; set it explicitly")
+		}
+		s.CacheDir = filepath.Join(root, "wazero")
+	}
+	return nil
+}
+
+// newestRuntime picks, among complete runtime directories under root, the
+// one whose MANIFEST (written last by the build) is newest: a changed
+// recipe builds into a new directory, and the latest build is the one the
+// checked-out script describes.
+func newestRuntime(root string) (string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", root, errors.Join(err, ErrNoRuntime))
+	}
+	best := ""
+	var bestTime int64
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), RuntimePrefix) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		fi, err := os.Stat(filepath.Join(dir, "MANIFEST"))
+		if err != nil {
+			continue // incomplete build
+		}
+		if t := fi.ModTime().UnixNano(); best == "" || t > bestTime {
+			best, bestTime = dir, t
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("no complete %s* directory under %s: %w", RuntimePrefix, root, ErrNoRuntime)
+	}
+	return best, nil
+}

@@ -1,0 +1,264 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Envoy's range for message_timeout, max_message_timeout and so for
+// override_message_timeout (ext_proc.proto: lte 3600s).
+const maxEnvoyMessageTimeout = 3600 * time.Second
+
+var (
+	functionNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// RFC 9110 token characters.
+	tokenRE  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	methodRE = regexp.MustCompile(`^[A-Z]+$`)
+)
+
+// Headers that must not be forwarded or set on follow-ups: the HTTP client
+// owns framing and routing, and x-codeinterp-* are this server's own.
+var reservedHeaders = map[string]string{
+	"host":              "the upstream URL decides the host",
+	"content-length":    "set from the follow-up body",
+	"content-type":      "follow-ups are always application/json",
+	"transfer-encoding": "hop-by-hop",
+	"connection":        "hop-by-hop",
+	"keep-alive":        "hop-by-hop",
+	"proxy-connection":  "hop-by-hop",
+	"te":                "hop-by-hop",
+	"upgrade":           "hop-by-hop",
+	"trailer":           "hop-by-hop",
+}
+
+// Validate checks every field and returns all problems joined, each a
+// *FieldError naming the field path and the reason.
+func (c *Config) Validate() error {
+	v := &validator{}
+	c.validateServer(v)
+	c.validateRoutes(v)
+	c.validateInterceptor(v)
+	c.validateUpstream(v)
+	c.validateSandbox(v)
+	c.validateLogging(v)
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) check(ok bool, path, format string, args ...any) {
+	if !ok {
+		v.add(path, format, args...)
+	}
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func checkAddr(v *validator, path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.add(path, "%q is not host:port (e.g. \"127.0.0.1:50051\" or \":50051\")", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.add(path, "port %q is not a number between 0 and 65535", port)
+	}
+	if strings.ContainsAny(host, " /") {
+		v.add(path, "host %q is not a host name or IP address", host)
+	}
+}
+
+func (c *Config) validateServer(v *validator) {
+	s := c.Server
+	if s.Listen == "" {
+		v.add("server.listen", "must be set")
+	} else {
+		checkAddr(v, "server.listen", s.Listen)
+	}
+	if s.AdminListen != "" {
+		checkAddr(v, "server.admin_listen", s.AdminListen)
+		v.check(s.AdminListen != s.Listen, "server.admin_listen", "must differ from server.listen")
+	}
+	v.check(s.ShutdownTimeout > 0, "server.shutdown_timeout", "must be positive")
+	v.check(s.MaxBodyBytes >= 64*KiB && s.MaxBodyBytes <= GiB, "server.max_body_bytes",
+		"%s must be between 64KiB and 1GiB", s.MaxBodyBytes)
+	o := s.OverrideMessageTimeout
+	switch {
+	case o == 0:
+	case o < time.Millisecond || o > maxEnvoyMessageTimeout:
+		v.add("server.override_message_timeout", "%s must be 0 (off) or between 1ms and 1h (Envoy's range)", o)
+	default:
+		// Envoy honours one override per message, so it must cover at
+		// least one round of code plus the follow-up call.
+		need := c.Upstream.Timeout + c.Sandbox.Limits.RunTimeout
+		v.check(o >= need, "server.override_message_timeout",
+			"%s is shorter than one round (sandbox.limits.run_timeout %s + upstream.timeout %s): Envoy would answer 504 mid-loop",
+			o, c.Sandbox.Limits.RunTimeout, c.Upstream.Timeout)
+	}
+}
+
+func (c *Config) validateRoutes(v *validator) {
+	r := c.Routes
+	v.check(len(r.Paths) > 0, "routes.paths", "must list at least one path")
+	seen := map[string]bool{}
+	for i, p := range r.Paths {
+		path := fmt.Sprintf("routes.paths[%d]", i)
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			v.add(path, "%q must start with /", p)
+		case strings.ContainsAny(p, "?# \t"):
+			v.add(path, "%q must be a bare path (no query, fragment or spaces)", p)
+		case seen[p]:
+			v.add(path, "%q is listed twice", p)
+		}
+		seen[p] = true
+	}
+	v.check(len(r.Methods) > 0, "routes.methods", "must list at least one method")
+	seenM := map[string]bool{}
+	for i, m := range r.Methods {
+		path := fmt.Sprintf("routes.methods[%d]", i)
+		switch {
+		case !methodRE.MatchString(m):
+			v.add(path, "%q must be an upper-case HTTP method such as POST (Envoy's :method is case-sensitive)", m)
+		case seenM[m]:
+			v.add(path, "%q is listed twice", m)
+		}
+		seenM[m] = true
+	}
+}
+
+func (c *Config) validateInterceptor(v *validator) {
+	in := c.Interceptor
+	v.check(functionNameRE.MatchString(in.FunctionName), "interceptor.function_name",
+		"%q must be 1-64 characters of a-z, A-Z, 0-9, _ or - (OpenAI function names)", in.FunctionName)
+	v.check(in.MaxRounds >= 1 && in.MaxRounds <= 100, "interceptor.max_rounds", "%d must be between 1 and 100", in.MaxRounds)
+	v.check(in.MaxParallelCalls >= 1 && in.MaxParallelCalls <= 64, "interceptor.max_parallel_calls",
+		"%d must be between 1 and 64", in.MaxParallelCalls)
+	switch in.FollowUp {
+	case FollowUpAuto, FollowUpReplay, FollowUpPreviousResponseID:
+	default:
+		v.add("interceptor.follow_up", "%q is not one of auto, replay, previous_response_id", in.FollowUp)
+	}
+	switch {
+	case in.MaxMemoryLimit < 32*MiB:
+		v.add("interceptor.max_memory_limit", "%s must be at least 32MiB", in.MaxMemoryLimit)
+	case in.MaxMemoryLimit > c.Sandbox.Limits.MaxGuestMemory:
+		v.add("interceptor.max_memory_limit", "%s exceeds sandbox.limits.max_guest_memory %s: the sandbox could not honour it",
+			in.MaxMemoryLimit, c.Sandbox.Limits.MaxGuestMemory)
+	}
+}
+
+func checkHeaderName(v *validator, path, name string) bool {
+	l := strings.ToLower(name)
+	switch {
+	case !tokenRE.MatchString(name):
+		v.add(path, "%q is not a valid header name", name)
+	case strings.HasPrefix(l, "x-codeinterp-"):
+		v.add(path, "%q: x-codeinterp-* headers are internal to this server", name)
+	case reservedHeaders[l] != "":
+		v.add(path, "%q cannot be set on follow-ups: %s", name, reservedHeaders[l])
+	default:
+		return true
+	}
+	return false
+}
+
+func (c *Config) validateUpstream(v *validator) {
+	u := c.Upstream
+	switch parsed, err := url.Parse(u.URL); {
+	case u.URL == "":
+		v.add("upstream.url", "must be set (follow-up inference goes only there)")
+	case err != nil:
+		v.add("upstream.url", "%q is not a URL: %v", u.URL, err)
+	case parsed.Scheme != "http" && parsed.Scheme != "https":
+		v.add("upstream.url", "%q must be an absolute http:// or https:// URL", u.URL)
+	case parsed.Host == "":
+		v.add("upstream.url", "%q has no host", u.URL)
+	case parsed.User != nil:
+		v.add("upstream.url", "must not carry credentials; put them in upstream.headers")
+	case parsed.Fragment != "":
+		v.add("upstream.url", "%q must not have a #fragment", u.URL)
+	}
+	seen := map[string]bool{}
+	for i, h := range u.ForwardHeaders {
+		path := fmt.Sprintf("upstream.forward_headers[%d]", i)
+		if !checkHeaderName(v, path, h) {
+			continue
+		}
+		l := strings.ToLower(h)
+		v.check(!seen[l], path, "%q is listed twice", h)
+		seen[l] = true
+	}
+	lower := map[string]string{}
+	for name, val := range u.Headers {
+		path := "upstream.headers." + name
+		if !checkHeaderName(v, path, name) {
+			continue
+		}
+		if prev, dup := lower[strings.ToLower(name)]; dup {
+			v.add(path, "same header as %q (names are case-insensitive)", prev)
+		}
+		lower[strings.ToLower(name)] = name
+		v.check(!strings.ContainsAny(val, "\r\n\x00"), path, "value must not contain CR, LF or NUL")
+	}
+	v.check(u.Timeout > 0, "upstream.timeout", "must be positive")
+}
+
+func (c *Config) validateSandbox(v *validator) {
+	s := c.Sandbox
+	v.check(s.MaxSessions > 0, "sandbox.max_sessions", "%d must be positive", s.MaxSessions)
+	v.check(s.WarmWorkers >= 0 && s.WarmWorkers <= s.MaxSessions, "sandbox.warm_workers",
+		"%d must be between 0 and sandbox.max_sessions (%d)", s.WarmWorkers, s.MaxSessions)
+	v.check(s.QueueWait >= 0, "sandbox.queue_wait", "must not be negative")
+	l := s.Limits
+	v.check(l.SourceBytes > 0, "sandbox.limits.source_bytes", "must be positive")
+	v.check(l.RunTimeout > 0, "sandbox.limits.run_timeout", "must be positive")
+	v.check(l.GuestMemory >= 32*MiB, "sandbox.limits.guest_memory", "%s must be at least 32MiB (CPython needs it)", l.GuestMemory)
+	v.check(l.MaxGuestMemory >= l.GuestMemory, "sandbox.limits.max_guest_memory", "%s must be at least sandbox.limits.guest_memory (%s)", l.MaxGuestMemory, l.GuestMemory)
+	v.check(l.MaxGuestMemory <= 4*GiB, "sandbox.limits.max_guest_memory", "%s must be at most 4GiB (wasm32 address space)", l.MaxGuestMemory)
+	v.check(l.WorkerOverhead >= 64*MiB, "sandbox.limits.worker_overhead", "%s must be at least 64MiB", l.WorkerOverhead)
+	v.check(l.StdoutBytes > 0 && l.StdoutBytes <= 64*MiB, "sandbox.limits.stdout_bytes", "%s must be between 1 byte and 64MiB", l.StdoutBytes)
+	v.check(l.StderrBytes > 0 && l.StderrBytes <= 64*MiB, "sandbox.limits.stderr_bytes", "%s must be between 1 byte and 64MiB", l.StderrBytes)
+	v.check(l.ScratchBytes >= 0, "sandbox.limits.scratch_bytes", "must not be negative")
+	v.check(l.Pids > 0, "sandbox.limits.pids", "%d must be positive", l.Pids)
+	v.check(l.CPUs > 0, "sandbox.limits.cpus", "%g must be positive", l.CPUs)
+	switch s.Isolation.Cgroup {
+	case "auto", "v1", "v2", "off":
+	default:
+		v.add("sandbox.isolation.cgroup", "%q is not one of auto, v1, v2, off", s.Isolation.Cgroup)
+	}
+	p := s.Isolation.CgroupParent
+	v.check(strings.HasPrefix(p, "/") && len(p) > 1 && !strings.Contains(p, ".."), "sandbox.isolation.cgroup_parent",
+		"%q must be an absolute cgroup path below the root, such as /codeinterp", p)
+}
+
+func (c *Config) validateLogging(v *validator) {
+	switch c.Logging.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.add("logging.level", "%q is not one of debug, info, warn, error", c.Logging.Level)
+	}
+	switch c.Logging.Format {
+	case "json", "console":
+	default:
+		v.add("logging.format", "%q is not one of json, console", c.Logging.Format)
+	}
+	m := c.Metrics
+	if m.Enabled {
+		v.check(c.Server.AdminListen != "", "metrics.enabled", "needs server.admin_listen (the metrics are served there)")
+		switch {
+		case !strings.HasPrefix(m.Path, "/") || strings.ContainsAny(m.Path, "?# "):
+			v.add("metrics.path", "%q must be a bare path starting with /", m.Path)
+		case m.Path == "/healthz" || m.Path == "/readyz":
+			v.add("metrics.path", "%q is taken by the health endpoints", m.Path)
+		}
+	}
+}
