@@ -1,0 +1,397 @@
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Limits are the resources one group may use.
+type Limits struct {
+	MemoryBytes int64   // hard limit; swap is disallowed
+	Pids        int64   // most tasks (threads count) at once
+	CPUs        float64 // CPU quota in cores
+}
+
+// cpuPeriod is the CFS period the quota is expressed in (100 ms, the kernel default).
+const cpuPeriod = 100_000
+
+// Group is the cgroup of one worker process.
+type Group interface {
+	// Add moves pid into the group.
+	Add(pid int) error
+	// Verify checks, from /proc/PID/cgroup, that pid is in this group for
+	// every controller the limits rely on.
+	Verify(pid int) error
+	// OOMKills reports how many processes the kernel's OOM killer ended in
+	// this group.
+	OOMKills() (uint64, error)
+	// Delete removes the group. Its processes must be gone.
+	Delete() error
+	// Path is the group's path relative to the hierarchy root.
+	Path() string
+}
+
+// Driver makes groups on one hierarchy.
+type Driver interface {
+	// Version is "v1" or "v2".
+	Version() string
+	// New makes the group parent/name with the limits applied.
+	New(name string, l Limits) (Group, error)
+}
+
+// ErrUnavailable is matched by errors that mean the requested cgroup
+// hierarchy or one of its needed controllers does not exist on this host.
+var ErrUnavailable = errors.New("cgroup: unavailable")
+
+// required are the controllers a worker's limits depend on.
+var required = []string{"memory", "pids", "cpu"}
+
+// Open returns a driver for mode ("auto", "v1" or "v2") whose groups are made
+// under parent (e.g. "/codeinterp"). "auto" picks v2 when the unified
+// hierarchy offers every needed controller, else v1.
+func Open(mode, parent string) (Driver, error) {
+	if !strings.HasPrefix(parent, "/") || path.Clean(parent) != parent || parent == "/" {
+		return nil, fmt.Errorf("cgroup: parent %q must be an absolute, clean path below the root", parent)
+	}
+	switch mode {
+	case "v1":
+		return openV1(parent)
+	case "v2":
+		return openV2(parent)
+	case "auto":
+		d2, err2 := openV2(parent)
+		if err2 == nil {
+			return d2, nil
+		}
+		d1, err1 := openV1(parent)
+		if err1 == nil {
+			return d1, nil
+		}
+		return nil, fmt.Errorf("cgroup: neither hierarchy is usable: v2: %w; v1: %w", err2, err1)
+	}
+	return nil, fmt.Errorf("cgroup: unknown mode %q (want auto, v1 or v2)", mode)
+}
+
+// ---------------------------------------------------------------- v1
+
+type v1Driver struct {
+	parent     string
+	hierarchy  cgroup1.Hierarchy
+	memswFiles bool
+}
+
+func openV1(parent string) (Driver, error) {
+	if cgroups.Mode() == cgroups.Unified {
+		return nil, fmt.Errorf("%w: host runs the unified hierarchy only (no v1)", ErrUnavailable)
+	}
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, fmt.Errorf("%w: v1 subsystems: %v", ErrUnavailable, err)
+	}
+	var picked []cgroup1.Subsystem
+	var memRoot string
+	for _, s := range all {
+		if slices.Contains(required, string(s.Name())) {
+			picked = append(picked, s)
+			if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
+				memRoot = p.Path("/")
+			}
+		}
+	}
+	if len(picked) != len(required) {
+		var have []string
+		for _, s := range picked {
+			have = append(have, string(s.Name()))
+		}
+		return nil, fmt.Errorf("%w: v1 needs controllers %v, found %v", ErrUnavailable, required, have)
+	}
+	_, err = os.Stat(filepath.Join(memRoot, "memory.memsw.limit_in_bytes"))
+	return &v1Driver{
+		parent:     parent,
+		hierarchy:  func() ([]cgroup1.Subsystem, error) { return picked, nil },
+		memswFiles: err == nil,
+	}, nil
+}
+
+func (d *v1Driver) Version() string { return "v1" }
+
+func (d *v1Driver) New(name string, l Limits) (Group, error) {
+	p := path.Join(d.parent, name)
+	swappiness := uint64(0)
+	res := &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &l.MemoryBytes, Swappiness: &swappiness},
+		Pids:   &specs.LinuxPids{Limit: &l.Pids},
+		CPU:    cpuV1(l.CPUs),
+	}
+	if d.memswFiles {
+		// memory+swap equal to memory: the group can never swap.
+		res.Memory.Swap = &l.MemoryBytes
+	}
+	// Without memsw accounting the kernel cannot limit swap per group; that
+	// is only safe when the host has no swap at all.
+	if !d.memswFiles && hostHasSwap() {
+		return nil, fmt.Errorf("%w: v1 memory.memsw is not accounted and the host has swap: workers could swap", ErrUnavailable)
+	}
+	cg, err := cgroup1.New(cgroup1.StaticPath(p), res, cgroup1.WithHierarchy(d.hierarchy))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1: create %s: %w", p, err)
+	}
+	return &v1Group{cg: cg, path: p, memRoot: d.memRoot()}, nil
+}
+
+func (d *v1Driver) memRoot() string {
+	subs, _ := d.hierarchy()
+	for _, s := range subs {
+		if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
+			return p.Path("/")
+		}
+	}
+	return ""
+}
+
+func cpuV1(cpus float64) *specs.LinuxCPU {
+	quota := int64(cpus * cpuPeriod)
+	period := uint64(cpuPeriod)
+	return &specs.LinuxCPU{Quota: &quota, Period: &period}
+}
+
+type v1Group struct {
+	cg      cgroup1.Cgroup
+	path    string
+	memRoot string
+}
+
+func (g *v1Group) Path() string { return g.path }
+
+func (g *v1Group) Add(pid int) error {
+	if err := g.cg.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("cgroup v1: add pid %d to %s: %w", pid, g.path, err)
+	}
+	return nil
+}
+
+func (g *v1Group) Verify(pid int) error {
+	memberships, err := readProcCgroup(pid)
+	if err != nil {
+		return err
+	}
+	for _, c := range required {
+		got, ok := memberships[c]
+		if !ok || got != g.path {
+			return fmt.Errorf("cgroup v1: pid %d is in %s:%q, want %q", pid, c, got, g.path)
+		}
+	}
+	return nil
+}
+
+func (g *v1Group) OOMKills() (uint64, error) {
+	return readKeyed(filepath.Join(g.memRoot, g.path, "memory.oom_control"), "oom_kill")
+}
+
+func (g *v1Group) Delete() error {
+	if err := g.cg.Delete(); err != nil {
+		return fmt.Errorf("cgroup v1: delete %s: %w", g.path, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- v2
+
+type v2Driver struct {
+	mount, parent string
+}
+
+func openV2(parent string) (Driver, error) {
+	var mount string
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		mount = "/sys/fs/cgroup"
+	case cgroups.Hybrid:
+		mount = "/sys/fs/cgroup/unified"
+	default:
+		return nil, fmt.Errorf("%w: no cgroup2 mount", ErrUnavailable)
+	}
+	return openV2At(mount, parent)
+}
+
+// openV2At opens the unified hierarchy mounted at mount.
+func openV2At(mount, parent string) (Driver, error) {
+	b, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	have := strings.Fields(string(b))
+	var missing []string
+	for _, c := range required {
+		if !slices.Contains(have, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: cgroup2 at %s lacks controllers %v (they are bound to v1 on this host; have %v)",
+			ErrUnavailable, mount, missing, have)
+	}
+	return &v2Driver{mount: mount, parent: parent}, nil
+}
+
+func (d *v2Driver) Version() string { return "v2" }
+
+func (d *v2Driver) New(name string, l Limits) (Group, error) {
+	// The parent holds only groups, never processes, so controllers can be
+	// delegated to its children ("no internal processes" rule).
+	if _, err := cgroup2.NewManager(d.mount, d.parent, &cgroup2.Resources{}); err != nil {
+		return nil, fmt.Errorf("cgroup v2: parent %s: %w", d.parent, err)
+	}
+	if err := enableV2(d.mount, d.parent); err != nil {
+		return nil, err
+	}
+	p := path.Join(d.parent, name)
+	zero := int64(0)
+	quota := int64(l.CPUs * cpuPeriod)
+	period := uint64(cpuPeriod)
+	res := &cgroup2.Resources{
+		Memory: &cgroup2.Memory{Max: &l.MemoryBytes, Swap: &zero},
+		Pids:   &cgroup2.Pids{Max: l.Pids},
+		CPU:    &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)},
+	}
+	m, err := cgroup2.NewManager(d.mount, p, res)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v2: create %s: %w", p, err)
+	}
+	return &v2Group{m: m, dir: filepath.Join(d.mount, p), path: p}, nil
+}
+
+// enableV2 turns the required controllers on in every ancestor's
+// subtree_control down to parent.
+func enableV2(mount, parent string) error {
+	dir := mount
+	for _, part := range strings.Split(strings.Trim(parent, "/"), "/") {
+		if err := writeSubtree(dir); err != nil {
+			return err
+		}
+		dir = filepath.Join(dir, part)
+	}
+	return writeSubtree(dir)
+}
+
+func writeSubtree(dir string) error {
+	f := filepath.Join(dir, "cgroup.subtree_control")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return fmt.Errorf("cgroup v2: %w", err)
+	}
+	on := strings.Fields(string(b))
+	var add []string
+	for _, c := range required {
+		if !slices.Contains(on, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(f, []byte(strings.Join(add, " ")), 0); err != nil {
+		return fmt.Errorf("cgroup v2: enable %v in %s: %w", add, dir, err)
+	}
+	return nil
+}
+
+type v2Group struct {
+	m         *cgroup2.Manager
+	dir, path string
+}
+
+func (g *v2Group) Path() string { return g.path }
+
+func (g *v2Group) Add(pid int) error {
+	if err := g.m.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("cgroup v2: add pid %d to %s: %w", pid, g.path, err)
+	}
+	return nil
+}
+
+func (g *v2Group) Verify(pid int) error {
+	memberships, err := readProcCgroup(pid)
+	if err != nil {
+		return err
+	}
+	if got := memberships[""]; got != g.path {
+		return fmt.Errorf("cgroup v2: pid %d is in %q, want %q", pid, got, g.path)
+	}
+	return nil
+}
+
+func (g *v2Group) OOMKills() (uint64, error) {
+	return readKeyed(filepath.Join(g.dir, "memory.events"), "oom_kill")
+}
+
+func (g *v2Group) Delete() error {
+	if err := g.m.Delete(); err != nil {
+		return fmt.Errorf("cgroup v2: delete %s: %w", g.path, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- helpers
+
+// readProcCgroup maps each controller of /proc/PID/cgroup to its path; the
+// unified hierarchy's entry has the key "".
+func readProcCgroup(pid int) (map[string]string, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// hierarchy-ID:controller-list:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			out[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, sc.Err()
+}
+
+// readKeyed reads "key value" lines and returns key's value.
+func readKeyed(file, key string) (uint64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			return strconv.ParseUint(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("cgroup: %s has no %q", file, key)
+}
+
+func hostHasSwap() bool {
+	b, err := os.ReadFile("/proc/swaps")
+	if err != nil {
+		return true // unknown: assume the worst
+	}
+	return len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
+}

@@ -1,0 +1,10 @@
+// Package cgroup confines sandbox worker processes with Linux control groups,
+// through github.com/containerd/cgroups/v3, on both the legacy (v1) and the
+// unified (v2) hierarchy.
+//
+// One Group is made per worker: a memory limit with no swap, a pids limit and
+// a CPU quota. The caller adds the worker's pid and must call Verify before
+// any untrusted code runs in it; Delete removes the group once the worker has
+// been reaped. Nothing here falls back silently: a controller that is missing
+// or a limit that cannot be written is an error, so start-up fails closed.
+package cgroup

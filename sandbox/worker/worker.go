@@ -1,0 +1,398 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sys/unix"
+
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+)
+
+//go:embed bootstrap.py
+var bootstrap string
+
+// wasmPageSize is the WebAssembly page size.
+const wasmPageSize = 64 << 10
+
+// Main runs a worker. args[0] is "serve" (the normal case) or "precompile"
+// (fill the compilation cache; runs no guest code). It returns the process
+// exit status.
+func Main(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "worker: missing mode")
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "precompile":
+		if len(args) != 3 {
+			err = errors.New("usage: precompile RUNTIME_DIR CACHE_DIR")
+			break
+		}
+		err = Precompile(context.Background(), args[1], args[2])
+	case "serve":
+		err = serve()
+	default:
+		err = fmt.Errorf("unknown mode %q", args[0])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// Precompile compiles python.wasm into the compilation cache at cacheDir so
+// that workers only ever load it. It executes no guest code.
+func Precompile(ctx context.Context, runtimeDir, cacheDir string) error {
+	wasm, err := os.ReadFile(filepath.Join(runtimeDir, "python.wasm"))
+	if err != nil {
+		return err
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
+	if err != nil {
+		return fmt.Errorf("compilation cache: %w", err)
+	}
+	defer cache.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	if _, err := rt.CompileModule(ctx, wasm); err != nil {
+		return fmt.Errorf("compile python.wasm: %w", err)
+	}
+	return nil
+}
+
+// serve is the worker's life: one interpreter, many runs, then exit.
+func serve() error {
+	ctlIn := os.NewFile(wire.FDControlIn, "control-in")
+	ctlOut := os.NewFile(wire.FDControlOut, "control-out")
+	runtimeDir := os.NewFile(wire.FDRuntime, "runtime")
+	if ctlIn == nil || ctlOut == nil || runtimeDir == nil {
+		return errors.New("missing control or runtime descriptors")
+	}
+	if err := hardenEarly(); err != nil {
+		return err
+	}
+	msg, err := wire.Read(ctlIn)
+	if err != nil {
+		return fmt.Errorf("read init: %w", err)
+	}
+	if msg.Kind != wire.KindInit || msg.Init == nil {
+		return fmt.Errorf("first message is %q, want init", msg.Kind)
+	}
+	w := &worker{init: *msg.Init, ctlOut: ctlOut, runtimeDir: runtimeDir}
+	if err := w.start(runtimeDir); err != nil {
+		_ = w.send(&wire.Msg{Kind: wire.KindFatal, Fatal: err.Error()})
+		return err
+	}
+	return w.loop(ctlIn)
+}
+
+// hardenEarly applies what needs no configuration, before anything is read
+// from the server.
+func hardenEarly() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fmt.Errorf("rlimit core: %w", err)
+	}
+	return nil
+}
+
+// dropPrivileges switches to cred and re-arms what a credential change
+// clears. After it, other processes of the same uid cannot ptrace us.
+func dropPrivileges(cred *wire.Credential, parentPID int) error {
+	if cred != nil {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setgid(int(cred.GID)); err != nil {
+			return fmt.Errorf("setgid: %w", err)
+		}
+		if err := syscall.Setuid(int(cred.UID)); err != nil {
+			return fmt.Errorf("setuid: %w", err)
+		}
+		if os.Getuid() != int(cred.UID) || os.Geteuid() != int(cred.UID) || os.Getgid() != int(cred.GID) {
+			return errors.New("credentials did not change")
+		}
+		if err := syscall.Setuid(0); err == nil {
+			return errors.New("could regain root after dropping it")
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("dumpable: %w", err)
+	}
+	// A credential change clears the parent-death signal.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("pdeathsig: %w", err)
+	}
+	if parentPID != 0 && os.Getppid() != parentPID {
+		return errors.New("server exited before the worker was ready")
+	}
+	return nil
+}
+
+type worker struct {
+	init   wire.Init
+	ctlOut *os.File
+	// runtimeDir stays referenced for the process's life: the guest reaches
+	// the stdlib through /proc/self/fd/N, and an unreferenced *os.File is
+	// closed by its finalizer.
+	runtimeDir *os.File
+	sendMu sync.Mutex
+
+	stdinW  *io.PipeWriter
+	stdout  *boundedWriter
+	stderr  *markerWriter
+	exited  chan error // the module's _start returned (with its error)
+	started time.Time
+}
+
+func (w *worker) send(m *wire.Msg) error {
+	w.sendMu.Lock()
+	defer w.sendMu.Unlock()
+	return wire.Write(w.ctlOut, m)
+}
+
+func (w *worker) start(runtimeDir *os.File) error {
+	w.started = time.Now()
+	ctx := context.Background()
+	// Privileged part: the runtime may live where the drop-to user cannot
+	// reach (e.g. root's cache). Read and compile it now.
+	root := fmt.Sprintf("/proc/self/fd/%d", runtimeDir.Fd())
+	wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
+	if err != nil {
+		return fmt.Errorf("read python.wasm: %w", err)
+	}
+	pages := uint32(w.init.GuestMemoryBytes / wasmPageSize)
+	if pages == 0 || pages > 65536 {
+		return fmt.Errorf("guest memory %d bytes is out of range", w.init.GuestMemoryBytes)
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(pages).
+		WithCloseOnContextDone(true)
+	if w.init.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(w.init.CacheDir)
+		if err != nil {
+			return fmt.Errorf("compilation cache: %w", err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	compiled, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("compile python.wasm: %w", err)
+	}
+	if _, err := instantiateWASI(ctx, rt); err != nil {
+		return err
+	}
+
+	if err := dropPrivileges(w.init.DropTo, w.init.ParentPID); err != nil {
+		return fmt.Errorf("drop privileges: %w", err)
+	}
+
+	// From here on the guest runs.
+	stdinR, stdinW := io.Pipe()
+	w.stdinW = stdinW
+	w.stdout = newBoundedWriter(w.init.StdoutBytes)
+	w.stderr = &markerWriter{out: newBoundedWriter(w.init.StderrBytes)}
+	ready := make(chan struct{})
+	fsConfig, err := guestFS(filepath.Join(root, "lib"), w.init.ScratchBytes)
+	if err != nil {
+		return err
+	}
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs("python3.13", "-u", "-c", bootstrap).
+		WithEnv("PYTHONHOME", "/usr/local").
+		WithStdin(&readyReader{r: stdinR, ready: ready}).
+		WithStdout(w.stdout).
+		WithStderr(w.stderr).
+		WithFSConfig(fsConfig).
+		WithRandSource(rand.Reader).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep()
+	w.exited = make(chan error, 1)
+	allocCtx := experimental.WithMemoryAllocator(ctx, mmapAllocator{})
+	go func() {
+		_, err := rt.InstantiateModule(allocCtx, compiled, mc)
+		w.exited <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-w.exited:
+		return fmt.Errorf("interpreter exited during start-up: %v: %s", err, w.stderr.out.bytes())
+	}
+	w.stderr.out.reset()
+	w.stdout.reset()
+	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(w.started).Nanoseconds()}})
+}
+
+// loop serves runs until the server closes the control pipe (or dies).
+func (w *worker) loop(ctlIn io.Reader) error {
+	for {
+		msg, err := wire.Read(ctlIn)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if msg.Kind != wire.KindRun || msg.Run == nil {
+			return fmt.Errorf("unexpected %q message", msg.Kind)
+		}
+		res := w.run(msg.Run)
+		if err := w.send(&wire.Msg{Kind: wire.KindResult, Result: res}); err != nil {
+			return err
+		}
+		if res.InterpreterGone {
+			return nil
+		}
+	}
+}
+
+func (w *worker) run(r *wire.Run) *wire.Result {
+	var nonceBytes [8]byte
+	_, _ = rand.Read(nonceBytes[:])
+	nonce := hex.EncodeToString(nonceBytes[:])
+	w.stdout.reset()
+	done := w.stderr.expect(nonce)
+	start := time.Now()
+	go func() {
+		// Blocks until the guest has read it all; a guest that never reads
+		// again is ended by the server's timeout (the process is killed).
+		_, _ = w.stdinW.Write(append([]byte(fmt.Sprintf("%s %d\n", nonce, len(r.Code))), r.Code...))
+	}()
+	res := &wire.Result{ID: r.ID}
+	select {
+	case status := <-done:
+		res.Status = status
+	case err := <-w.exited:
+		res.Status = wire.StatusExited
+		res.InterpreterGone = true
+		res.Detail = exitDetail(err)
+	}
+	res.DurationNanos = time.Since(start).Nanoseconds()
+	res.Stdout, res.StdoutDropped = w.stdout.take()
+	res.Stderr, res.StderrDropped = w.stderr.out.take()
+	return res
+}
+
+func exitDetail(err error) string {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		return fmt.Sprintf("the interpreter exited with status %d", exit.ExitCode())
+	}
+	if err == nil {
+		return "the interpreter exited"
+	}
+	return "the interpreter stopped: " + err.Error()
+}
+
+// readyReader signals the first time the guest asks for input: the
+// interpreter has started and is waiting for its first program.
+type readyReader struct {
+	r     io.Reader
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (r *readyReader) Read(p []byte) (int, error) {
+	r.once.Do(func() { close(r.ready) })
+	return r.r.Read(p)
+}
+
+// boundedWriter keeps at most limit bytes and counts the rest. It never
+// fails a write: the guest must not learn where the bound is by errors.
+type boundedWriter struct {
+	mu      sync.Mutex
+	limit   int
+	buf     bytes.Buffer
+	dropped int64
+}
+
+func newBoundedWriter(limit int) *boundedWriter { return &boundedWriter{limit: limit} }
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.limit - b.buf.Len()
+	if room >= len(p) {
+		b.buf.Write(p)
+		return len(p), nil
+	}
+	if room > 0 {
+		b.buf.Write(p[:room])
+	}
+	b.dropped += int64(len(p) - max(room, 0))
+	return len(p), nil
+}
+
+func (b *boundedWriter) take() ([]byte, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := bytes.Clone(b.buf.Bytes())
+	d := b.dropped
+	b.buf.Reset()
+	b.dropped = 0
+	return out, d
+}
+
+func (b *boundedWriter) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *boundedWriter) reset() { b.take() }
+
+// markerWriter is the guest's stderr: bounded output, except the single
+// write that ends a run, which it recognises by the run's nonce.
+type markerWriter struct {
+	out    *boundedWriter
+	mu     sync.Mutex
+	prefix []byte
+	done   chan string
+}
+
+func (m *markerWriter) expect(nonce string) <-chan string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.out.reset()
+	m.prefix = []byte("\x00CI:" + nonce + ":")
+	m.done = make(chan string, 1)
+	return m.done
+}
+
+func (m *markerWriter) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	if m.prefix != nil && len(p) < 64 && bytes.HasPrefix(p, m.prefix) && bytes.HasSuffix(p, []byte("\n")) {
+		status := string(p[len(m.prefix) : len(p)-1])
+		switch status {
+		case wire.StatusOK, wire.StatusError, wire.StatusMemory:
+			m.done <- status
+			m.prefix = nil
+			m.mu.Unlock()
+			return len(p), nil
+		}
+	}
+	m.mu.Unlock()
+	return m.out.Write(p)
+}
