@@ -59,8 +59,12 @@ type Interceptor struct {
 	// MaxRounds caps follow-up inferences per response. A client cannot
 	// raise it (max_tool_calls can only lower the number of calls).
 	MaxRounds int `json:"max_rounds"`
-	// MaxParallelCalls caps the code calls of one round handled at once.
+	// MaxParallelCalls caps the code calls of one model turn that are run;
+	// further calls of that turn are answered "not run".
 	MaxParallelCalls int `json:"max_parallel_calls"`
+	// MaxToolCalls caps the code calls run for one client request; the
+	// request's max_tool_calls can only lower it.
+	MaxToolCalls int `json:"max_tool_calls"`
 	// FollowUp is "auto" (previous_response_id when the upstream stored the
 	// response, else replay), "replay" or "previous_response_id".
 	FollowUp string `json:"follow_up"`
@@ -161,6 +165,7 @@ func Default() *Config {
 			FunctionName:     "code_interpreter",
 			MaxRounds:        8,
 			MaxParallelCalls: 4,
+			MaxToolCalls:     32,
 			FollowUp:         FollowUpAuto,
 			MaxMemoryLimit:   1 * GiB,
 		},

@@ -142,6 +142,8 @@ func (c *Config) validateInterceptor(v *validator) {
 	v.check(in.MaxRounds >= 1 && in.MaxRounds <= 100, "interceptor.max_rounds", "%d must be between 1 and 100", in.MaxRounds)
 	v.check(in.MaxParallelCalls >= 1 && in.MaxParallelCalls <= 64, "interceptor.max_parallel_calls",
 		"%d must be between 1 and 64", in.MaxParallelCalls)
+	v.check(in.MaxToolCalls >= 1 && in.MaxToolCalls <= 1000, "interceptor.max_tool_calls",
+		"%d must be between 1 and 1000", in.MaxToolCalls)
 	switch in.FollowUp {
 	case FollowUpAuto, FollowUpReplay, FollowUpPreviousResponseID:
 	default:
