@@ -97,10 +97,11 @@ func LoadEnv(path string, environ []string) (*Config, error) {
 	if _, err := c.ApplyEnv(environ); err != nil {
 		return nil, &Error{Source: "environment", Err: err}
 	}
-	c.normalize()
+	// Validate before normalising so errors quote names as written.
 	if err := c.Validate(); err != nil {
 		return nil, &Error{Source: source, Err: err}
 	}
+	c.normalize()
 	return c, nil
 }
 
@@ -115,11 +116,7 @@ func (c *Config) normalize() {
 		for k, v := range c.Upstream.Headers {
 			m[strings.ToLower(k)] = v
 		}
-		// Keep the original spelling when two keys collide, so Validate can
-		// name both.
-		if len(m) == len(c.Upstream.Headers) {
-			c.Upstream.Headers = m
-		}
+		c.Upstream.Headers = m
 	}
 }
 

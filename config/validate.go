@@ -215,31 +215,40 @@ func (c *Config) validateUpstream(v *validator) {
 }
 
 func (c *Config) validateSandbox(v *validator) {
-	s := c.Sandbox
-	v.check(s.MaxSessions > 0, "sandbox.max_sessions", "%d must be positive", s.MaxSessions)
-	v.check(s.WarmWorkers >= 0 && s.WarmWorkers <= s.MaxSessions, "sandbox.warm_workers",
-		"%d must be between 0 and sandbox.max_sessions (%d)", s.WarmWorkers, s.MaxSessions)
-	v.check(s.QueueWait >= 0, "sandbox.queue_wait", "must not be negative")
-	l := s.Limits
-	v.check(l.SourceBytes > 0, "sandbox.limits.source_bytes", "must be positive")
-	v.check(l.RunTimeout > 0, "sandbox.limits.run_timeout", "must be positive")
-	v.check(l.GuestMemory >= 32*MiB, "sandbox.limits.guest_memory", "%s must be at least 32MiB (CPython needs it)", l.GuestMemory)
-	v.check(l.MaxGuestMemory >= l.GuestMemory, "sandbox.limits.max_guest_memory", "%s must be at least sandbox.limits.guest_memory (%s)", l.MaxGuestMemory, l.GuestMemory)
-	v.check(l.MaxGuestMemory <= 4*GiB, "sandbox.limits.max_guest_memory", "%s must be at most 4GiB (wasm32 address space)", l.MaxGuestMemory)
-	v.check(l.WorkerOverhead >= 64*MiB, "sandbox.limits.worker_overhead", "%s must be at least 64MiB", l.WorkerOverhead)
-	v.check(l.StdoutBytes > 0 && l.StdoutBytes <= 64*MiB, "sandbox.limits.stdout_bytes", "%s must be between 1 byte and 64MiB", l.StdoutBytes)
-	v.check(l.StderrBytes > 0 && l.StderrBytes <= 64*MiB, "sandbox.limits.stderr_bytes", "%s must be between 1 byte and 64MiB", l.StderrBytes)
-	v.check(l.ScratchBytes >= 0, "sandbox.limits.scratch_bytes", "must not be negative")
-	v.check(l.Pids > 0, "sandbox.limits.pids", "%d must be positive", l.Pids)
-	v.check(l.CPUs > 0, "sandbox.limits.cpus", "%g must be positive", l.CPUs)
-	switch s.Isolation.Cgroup {
-	case "auto", "v1", "v2", "off":
-	default:
-		v.add("sandbox.isolation.cgroup", "%q is not one of auto, v1, v2, off", s.Isolation.Cgroup)
+	// The pool owns the meaning of its limits, so its own Validate decides
+	// (one source of truth); its field names are this section's paths.
+	// runtime_dir and the worker command are resolved at start-up, so
+	// stand-ins keep them out of a file check.
+	pc := c.PoolConfig([]string{"extproc"})
+	if pc.RuntimeDir == "" {
+		pc.RuntimeDir = "(resolved at start-up)"
 	}
+	for _, e := range unjoin(pc.Validate()) {
+		field, reason, ok := strings.Cut(e.Error(), ": ")
+		if !ok {
+			field, reason = "", e.Error()
+		}
+		v.add(join("sandbox", field), "%s", reason)
+	}
+	s := c.Sandbox
+	l := s.Limits
+	// Bounds the pool leaves open but that keep one response's output sane.
+	v.check(l.StdoutBytes <= 64*MiB, "sandbox.limits.stdout_bytes", "%s must be at most 64MiB", l.StdoutBytes)
+	v.check(l.StderrBytes <= 64*MiB, "sandbox.limits.stderr_bytes", "%s must be at most 64MiB", l.StderrBytes)
 	p := s.Isolation.CgroupParent
 	v.check(strings.HasPrefix(p, "/") && len(p) > 1 && !strings.Contains(p, ".."), "sandbox.isolation.cgroup_parent",
 		"%q must be an absolute cgroup path below the root, such as /codeinterp", p)
+}
+
+// unjoin splits an errors.Join result into its parts.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func (c *Config) validateLogging(v *validator) {
