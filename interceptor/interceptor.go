@@ -1,10 +1,8 @@
 package interceptor
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"go.uber.org/zap"
 
@@ -18,17 +16,31 @@ func sprintf(format string, args ...any) string {
 	return fmt.Sprintf(format, args...)
 }
 
+// toolDescription tells the model what the function gives it. It mirrors
+// what OpenAI's hosted tool offers, minus what this sandbox lacks.
+const toolDescription = "Runs Python 3.13 code in a sandboxed interpreter and returns its stdout, stderr and a status line. " +
+	"Only the Python standard library is available (no third-party packages such as numpy or pandas) and there is no network access. " +
+	"Print what you need to see: only printed output is returned, not the value of the last expression. " +
+	"Variables, imports and files persist between calls within this response. " +
+	"Use /mnt/data (or /tmp) for scratch files; they are discarded afterwards."
+
+const codeDescription = "The Python 3.13 source code to run."
+
 // functionTool is the rewritten tool, rendered once per Interceptor.
 type functionTool struct {
-	json []byte
+	json string
 }
 
-// request is what RewriteRequest learned about one client request.
-type request struct {
-	intercepted  bool
-	modified     bool
-	clientStream bool
-	upstream     []byte
+func newFunctionTool(name string) functionTool {
+	params := `{"type":"object","properties":{"code":{"type":"string","description":` + jsonString(codeDescription) +
+		`}},"required":["code"],"additionalProperties":false}`
+	return functionTool{json: string(appendEditedObject(nil, `{}`,
+		set("type", `"function"`),
+		set("name", jsonString(name)),
+		set("description", jsonString(toolDescription)),
+		set("parameters", params),
+		set("strict", "true"),
+	))}
 }
 
 func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*Interceptor, error) {
@@ -42,13 +54,5 @@ func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*In
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Interceptor{cfg: cfg, provider: provider, log: log}, nil
-}
-
-func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
-	return &Exchange{ic: i, req: request{upstream: body}}, nil
-}
-
-func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
-	return nil, errors.New("interceptor: not implemented yet")
+	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName)}, nil
 }

@@ -1,0 +1,484 @@
+package interceptor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+)
+
+// call is one call of our function found in a model turn.
+type call struct {
+	index  int    // position in the round's output
+	callID string // the model's call_id, echoed in function_call_output
+	code   string
+	args   string // the raw arguments string
+	ciID   string // id of the code_interpreter_call the client sees
+
+	argErr string // non-empty: the arguments were unusable; nothing ran
+	notRun string // non-empty: a limit kept the call from running
+	res    sandbox.Result
+}
+
+// round is one upstream response and the calls it asked for.
+type round struct {
+	doc         string // the response body
+	root        gjson.Result
+	items       []gjson.Result // output items
+	calls       []*call        // our calls, in output order
+	callAt      map[int]*call  // output index → call
+	status      string
+	id          string
+	stored      bool
+	clientCalls bool // the turn also calls tools the client must run itself
+}
+
+// clientCallTypes are output items the client, not the server, must answer;
+// a turn containing one ends the loop (as OpenAI returns it to the client).
+var clientCallTypes = map[string]bool{
+	"function_call": true, "custom_tool_call": true, "computer_call": true,
+	"local_shell_call": true, "shell_call": true, "apply_patch_call": true,
+	"mcp_approval_request": true,
+}
+
+// errBadUpstream marks an upstream 2xx answer we cannot use.
+var errBadUpstream = errors.New("upstream response is not a Responses-API response object")
+
+func (i *Interceptor) parseRound(body []byte) (*round, error) {
+	doc := string(body)
+	if !gjson.Valid(doc) {
+		return nil, errBadUpstream
+	}
+	root := gjson.Parse(doc)
+	out := root.Get("output")
+	if !root.IsObject() || !out.IsArray() {
+		return nil, errBadUpstream
+	}
+	rd := &round{doc: doc, root: root, callAt: map[int]*call{},
+		status: root.Get("status").Str, id: root.Get("id").Str, stored: root.Get("store").Type == gjson.True}
+	out.ForEach(func(_, it gjson.Result) bool {
+		idx := len(rd.items)
+		rd.items = append(rd.items, it)
+		typ := it.Get("type").Str
+		if typ == "function_call" && it.Get("name").Str == i.cfg.FunctionName {
+			c := newCall(idx, it)
+			rd.calls = append(rd.calls, c)
+			rd.callAt[idx] = c
+		} else if clientCallTypes[typ] {
+			rd.clientCalls = true
+		}
+		return true
+	})
+	return rd, nil
+}
+
+func newCall(idx int, it gjson.Result) *call {
+	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: newID("ci_", 25)}
+	if c.callID == "" {
+		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
+	}
+	a := it.Get("arguments")
+	switch {
+	case a.Type != gjson.String:
+		c.argErr = "the arguments are missing"
+	case !gjson.Valid(a.Str) || !gjson.Parse(a.Str).IsObject():
+		c.argErr = "the arguments are not a JSON object"
+		c.code = a.Str
+	default:
+		code := gjson.Get(a.Str, "code")
+		if code.Type != gjson.String {
+			c.argErr = `the arguments have no string field "code"`
+			c.code = a.Str
+		} else {
+			c.code = code.Str
+		}
+	}
+	return c
+}
+
+// loop is the state of one exchange's agentic loop.
+type loop struct {
+	x           *Exchange
+	cfg         Config
+	log         *zap.Logger
+	up          Upstream
+	containerID string
+	sess        sandbox.Session
+	opened      bool // a session existed before: a new one means lost state
+	budget      int  // code calls still allowed
+	followUps   int
+	toolCalls   int
+}
+
+func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
+	if !x.req.intercepted || status < 200 || status > 299 {
+		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body}, nil
+	}
+	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: newID("cntr_", 24), budget: x.req.maxCalls}
+	l.log = x.ic.log.With(zap.String("container_id", l.containerID))
+	defer l.closeSession()
+	return l.run(ctx, body)
+}
+
+func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
+	var rounds []*round
+	for {
+		rd, err := l.x.ic.parseRound(body)
+		if err != nil {
+			l.log.Warn("unusable upstream response", zap.Int("round", l.followUps), zap.Error(err))
+			return l.fail(http.StatusBadGateway, "server_error", "bad_upstream_response",
+				"The upstream model server returned a response this server could not read."), nil
+		}
+		rounds = append(rounds, rd)
+		if len(rd.calls) == 0 {
+			break
+		}
+		l.toolCalls += len(rd.calls)
+		if why := l.stopReason(rd); why != "" {
+			for _, c := range rd.calls {
+				c.notRun = why
+			}
+			l.log.Info("loop stopped", zap.String("reason", why), zap.Int("round", l.followUps))
+			break
+		}
+		l.execute(ctx, rd)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if rd.clientCalls {
+			// The client must answer its own calls; the turn goes back now,
+			// with our calls already run.
+			break
+		}
+		l.followUps++
+		req := l.followUpBody(rounds)
+		st, hdr, b, err := l.up.CreateResponse(ctx, req)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, ctxErr
+			}
+			l.log.Warn("follow-up request failed", zap.Int("round", l.followUps), zap.Error(err))
+			return l.fail(http.StatusBadGateway, "server_error", "upstream_unavailable",
+				"The upstream model server could not be reached for follow-up round "+strconv.Itoa(l.followUps)+"."), nil
+		}
+		if st < 200 || st > 299 {
+			l.log.Warn("follow-up answered with an error", zap.Int("round", l.followUps), zap.Int("status", st))
+			return l.upstreamError(st, hdr, b), nil
+		}
+		body = b
+	}
+	final := l.splice(rounds)
+	res := &Result{Status: http.StatusOK, ContentType: "application/json", Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
+	if l.x.req.clientStream {
+		res.ContentType = "text/event-stream"
+		res.Body = synthesizeSSE(final, l.x.req.obfuscate)
+	}
+	return res, nil
+}
+
+// stopReason says why the calls of rd may not run at all, or "".
+func (l *loop) stopReason(rd *round) string {
+	switch {
+	case l.followUps >= l.cfg.MaxRounds:
+		return "the limit of " + strconv.Itoa(l.cfg.MaxRounds) + " code_interpreter rounds for this response was reached"
+	case l.budget <= 0:
+		return "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " code_interpreter calls for this response was reached"
+	case rd.status != "" && rd.status != "completed":
+		return "the model's turn ended with status " + rd.status
+	}
+	return ""
+}
+
+// execute runs rd's calls in output order. One session serialises its runs,
+// so running them one by one keeps shared state deterministic.
+func (l *loop) execute(ctx context.Context, rd *round) {
+	for k, c := range rd.calls {
+		switch {
+		case c.argErr != "":
+			l.budget--
+		case k >= l.cfg.MaxParallelCalls:
+			c.notRun = "at most " + strconv.Itoa(l.cfg.MaxParallelCalls) + " code_interpreter calls run per turn; call again for more"
+		case l.budget <= 0:
+			c.notRun = "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " code_interpreter calls for this response was reached"
+		default:
+			l.budget--
+			l.runCall(ctx, c)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (l *loop) runCall(ctx context.Context, c *call) {
+	sess, fresh, res, ok := l.session(ctx)
+	if !ok {
+		c.res = res
+		return
+	}
+	r, err := sess.Run(ctx, c.code)
+	if err != nil {
+		outcome := sandbox.OutcomeCrashed
+		if ctx.Err() != nil {
+			outcome = sandbox.OutcomeCancelled
+		}
+		l.log.Warn("sandbox run failed", zap.String("call_id", c.callID), zap.Error(err))
+		c.res = sandbox.Result{Outcome: outcome, Detail: "the sandbox could not run the code"}
+		l.closeSession()
+		return
+	}
+	if fresh {
+		r.StateLost = true
+	}
+	c.res = r
+	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
+}
+
+// session returns the response's session, opening it on first use. fresh
+// is set when it replaces an earlier one (whose state is gone). On failure
+// ok is false and res says why, as a run outcome.
+func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res sandbox.Result, ok bool) {
+	if l.sess != nil {
+		return l.sess, false, res, true
+	}
+	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes})
+	if err != nil {
+		var le *sandbox.LimitError
+		switch {
+		case ctx.Err() != nil:
+			res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
+		case errors.Is(err, sandbox.ErrCapacity):
+			res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
+		case errors.As(err, &le):
+			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
+		default:
+			res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the Python sandbox is unavailable"}
+		}
+		l.log.Warn("sandbox session open failed", zap.Error(err))
+		return nil, false, res, false
+	}
+	fresh = l.opened
+	l.sess, l.opened = s, true
+	return s, fresh, res, true
+}
+
+func (l *loop) closeSession() {
+	if l.sess != nil {
+		if err := l.sess.Close(); err != nil {
+			l.log.Warn("sandbox session close failed", zap.Error(err))
+		}
+		l.sess = nil
+	}
+}
+
+// followUpBody builds the next upstream request after the last round.
+func (l *loop) followUpBody(rounds []*round) []byte {
+	last := rounds[len(rounds)-1]
+	req := &l.x.req
+	var edits []edit
+
+	usePrev := false
+	switch l.cfg.FollowUp {
+	case FollowUpPreviousResponseID:
+		usePrev = last.id != "" && !req.conversation
+	case FollowUpAuto:
+		usePrev = last.id != "" && last.stored && !req.conversation
+	}
+	var input []string
+	switch {
+	case usePrev:
+		edits = append(edits, set("previous_response_id", jsonString(last.id)))
+		input = functionOutputs(last)
+	case req.conversation:
+		// The conversation already holds the earlier items.
+		input = functionOutputs(last)
+	default:
+		input = append(input, arrayElems(req.input)...)
+		for _, rd := range rounds {
+			for _, it := range rd.items {
+				input = append(input, it.Raw)
+			}
+			input = append(input, functionOutputs(rd)...)
+		}
+	}
+	edits = append(edits, set("input", string(appendArray(nil, input))))
+
+	// A forcing tool_choice applied to the first turn only (as with OpenAI's
+	// hosted tool); the last permitted turn must answer.
+	if l.followUps >= l.cfg.MaxRounds || l.budget <= 0 {
+		edits = append(edits, set("tool_choice", `"none"`))
+	} else if tc := l.relaxToolChoice(req.toolChoice); tc != req.toolChoice {
+		edits = append(edits, set("tool_choice", tc))
+	}
+	return editObject(string(req.upstream), edits...)
+}
+
+func (l *loop) relaxToolChoice(tc string) string {
+	if tc == "" {
+		return tc
+	}
+	v := gjson.Parse(tc)
+	switch {
+	case v.Type == gjson.String && v.Str == "required":
+		return `"auto"`
+	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == l.cfg.FunctionName:
+		return `"auto"`
+	case v.IsObject() && v.Get("type").Str == "allowed_tools" && v.Get("mode").Str == "required":
+		return string(editObject(tc, set("mode", `"auto"`)))
+	}
+	return tc
+}
+
+// functionOutputs renders a function_call_output for every call of rd.
+func functionOutputs(rd *round) []string {
+	out := make([]string, 0, len(rd.calls))
+	for _, c := range rd.calls {
+		out = append(out, string(appendEditedObject(nil, `{}`,
+			set("type", `"function_call_output"`),
+			set("call_id", jsonString(c.callID)),
+			set("output", jsonString(modelOutput(c))),
+		)))
+	}
+	return out
+}
+
+func arrayElems(raw string) []string {
+	var out []string
+	gjson.Parse(raw).ForEach(func(_, v gjson.Result) bool {
+		out = append(out, v.Raw)
+		return true
+	})
+	return out
+}
+
+// ciStatus maps a call's fate to the code_interpreter_call status.
+func ciStatus(c *call) string {
+	switch {
+	case c.argErr != "":
+		return "failed"
+	case c.notRun != "":
+		return "incomplete"
+	}
+	switch c.res.Outcome {
+	case sandbox.OutcomeCompleted:
+		return "completed"
+	case sandbox.OutcomeError, sandbox.OutcomeCrashed:
+		return "failed"
+	}
+	return "incomplete"
+}
+
+// modelOutput is what the model is told about a call: one status line, then
+// stdout and stderr.
+func modelOutput(c *call) string {
+	var b strings.Builder
+	b.WriteString("status: ")
+	switch {
+	case c.argErr != "":
+		b.WriteString("failed: invalid arguments (" + c.argErr + "); nothing was run. Call the tool with a JSON object like {\"code\": \"print(1 + 1)\"}.\n")
+		return b.String()
+	case c.notRun != "":
+		b.WriteString("incomplete: not run because " + c.notRun + ".\n")
+		return b.String()
+	}
+	r := c.res
+	switch r.Outcome {
+	case sandbox.OutcomeCompleted:
+		b.WriteString("completed")
+	case sandbox.OutcomeError:
+		b.WriteString("failed: a Python exception was raised (traceback in stderr)")
+	case sandbox.OutcomeTimeout:
+		b.WriteString("incomplete: the run hit the time limit and was stopped; variables from earlier calls are lost")
+	case sandbox.OutcomeMemoryLimit:
+		b.WriteString("incomplete: the run hit the memory limit and was stopped; variables from earlier calls are lost")
+	case sandbox.OutcomeOutputTruncated:
+		b.WriteString("incomplete: the code ran to its end, but its output was cut at the size limit")
+	default:
+		b.WriteString(strings.ReplaceAll(string(r.Outcome), "_", " "))
+	}
+	if r.Detail != "" {
+		b.WriteString(" (" + oneLine(r.Detail) + ")")
+	}
+	b.WriteByte('\n')
+	if r.StateLost {
+		b.WriteString("note: this ran in a fresh interpreter; variables, imports and files from earlier calls are gone.\n")
+	}
+	section(&b, "stdout", r.Stdout, r.StdoutTruncated)
+	section(&b, "stderr", r.Stderr, r.StderrTruncated)
+	return b.String()
+}
+
+func section(b *strings.Builder, name, text string, truncated bool) {
+	if text == "" && !truncated {
+		b.WriteString(name + ": (empty)\n")
+		return
+	}
+	b.WriteString(name + ":\n")
+	b.WriteString(text)
+	if !strings.HasSuffix(text, "\n") {
+		b.WriteByte('\n')
+	}
+	if truncated {
+		b.WriteString("[" + name + " truncated]\n")
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// logs is the client-visible output of a call: stdout, then stderr.
+func logs(c *call) string {
+	out, errOut := c.res.Stdout, c.res.Stderr
+	if out != "" && errOut != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out + errOut
+}
+
+// fail answers the client with an error of our own.
+func (l *loop) fail(status int, typ, code, msg string) *Result {
+	e := &APIError{Status: status, Type: typ, Code: code, Message: msg}
+	if l.x.req.clientStream {
+		return &Result{Status: http.StatusOK, ContentType: "text/event-stream", Body: errorEvent(code, msg, ""),
+			Rounds: l.followUps, ToolCalls: l.toolCalls}
+	}
+	return &Result{Status: status, ContentType: "application/json", Body: e.Body(), Rounds: l.followUps, ToolCalls: l.toolCalls}
+}
+
+// upstreamError hands a follow-up's error answer to the client.
+func (l *loop) upstreamError(status int, header http.Header, body []byte) *Result {
+	if !l.x.req.clientStream {
+		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body, Rounds: l.followUps, ToolCalls: l.toolCalls}
+	}
+	e := gjson.GetBytes(body, "error")
+	msg := e.Get("message").Str
+	if msg == "" {
+		msg = "The upstream model server answered the follow-up request with HTTP " + strconv.Itoa(status) + "."
+	}
+	code := e.Get("code").Str
+	if code == "" {
+		code = e.Get("type").Str
+	}
+	return &Result{Status: http.StatusOK, ContentType: "text/event-stream", Body: errorEvent(code, msg, e.Get("param").Str),
+		Rounds: l.followUps, ToolCalls: l.toolCalls}
+}
+
+// newID returns prefix + n random bytes in hex, like OpenAI's ids.
+func newID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return prefix + hex.EncodeToString(b)
+}

@@ -1,0 +1,522 @@
+package interceptor
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// includeOutputs is the include value that makes OpenAI fill
+// code_interpreter_call.outputs; without it outputs is null.
+const includeOutputs = "code_interpreter_call.outputs"
+
+// request is what RewriteRequest learned about one client request and what
+// the loop and the splice need from it.
+type request struct {
+	intercepted  bool
+	modified     bool
+	clientStream bool
+	upstream     []byte // body for the upstream (the client's own when !modified)
+
+	clientTools      string // raw "tools" as the client sent it
+	clientToolChoice string // raw "tool_choice", "" when absent
+	clientPrevID     string // raw "previous_response_id", "" when absent
+	conversation     bool   // the request continues a stored conversation
+	input            string // the upstream request's input as a raw JSON array
+	toolChoice       string // raw tool_choice as sent upstream, "" when absent
+	includeOutputs   bool
+	obfuscate        bool  // add "obfuscation" to delta events, as OpenAI does by default
+	maxCalls         int   // effective cap on code calls for this request
+	memoryBytes      int64 // container memory_limit, 0 = operator default
+}
+
+// fastMarker is a string every request we must touch contains: the tool type
+// "code_interpreter" and the item type "code_interpreter_call". Its absence
+// proves pass-through without parsing, which keeps the common case cheap.
+var fastMarker = []byte("code_interpreter")
+
+func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
+	pass := &Exchange{ic: i, req: request{upstream: body}}
+	if !bytes.Contains(body, fastMarker) {
+		return pass, nil
+	}
+	doc := string(body)
+	if !gjson.Valid(doc) {
+		// The upstream owns JSON syntax errors, unless the body (as far as a
+		// tolerant reader can tell) asks for our tool.
+		if hasNativeTool(gjson.Get(doc, "tools")) {
+			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_json",
+				Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"}
+		}
+		return pass, nil
+	}
+	root := gjson.Parse(doc)
+	if !root.IsObject() {
+		return pass, nil
+	}
+	tools := root.Get("tools")
+	hasTool := hasNativeTool(tools)
+	input := root.Get("input")
+	hasHistory := input.IsArray() && strings.Contains(input.Raw, `"code_interpreter_call"`)
+	if !hasTool && !hasHistory {
+		return pass, nil
+	}
+	if i.cfg.MaxBodyBytes > 0 && len(body) > i.cfg.MaxBodyBytes {
+		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			Message: "The request body is " + strconv.Itoa(len(body)) + " bytes; this server accepts at most " + strconv.Itoa(i.cfg.MaxBodyBytes) + "."}
+	}
+	if k := duplicateKey(doc); k != "" {
+		return nil, invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
+	}
+	r := request{modified: true, obfuscate: true}
+	var edits []edit
+
+	if hasTool {
+		r.intercepted = true
+		te, err := i.rewriteTools(&r, root, tools)
+		if err != nil {
+			return nil, err
+		}
+		edits = append(edits, te...)
+	}
+
+	newInput, changed := i.rewriteInput(input)
+	switch {
+	case changed:
+		edits = append(edits, set("input", newInput))
+		r.input = newInput
+	case input.IsArray():
+		r.input = input.Raw
+	case input.Type == gjson.String:
+		r.input = "[" + string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", input.Raw))) + "]"
+	case !input.Exists() || input.Type == gjson.Null:
+		r.input = "[]"
+	default:
+		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
+	}
+	if !r.intercepted {
+		// Only replayed history needed rewriting; the response is the
+		// upstream's own.
+		r.upstream = editObject(doc, edits...)
+		return &Exchange{ic: i, req: r}, nil
+	}
+
+	r.upstream = editObject(doc, edits...)
+	return &Exchange{ic: i, req: r}, nil
+}
+
+// hasNativeTool reports whether tools (the request's "tools") declares the
+// native code_interpreter tool.
+func hasNativeTool(tools gjson.Result) bool {
+	if !tools.IsArray() {
+		return false
+	}
+	found := false
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if t.IsObject() && t.Get("type").Str == "code_interpreter" {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// rewriteTools validates the request fields that matter once our tool is
+// present and returns the edits for the upstream body.
+func (i *Interceptor) rewriteTools(r *request, root, tools gjson.Result) ([]edit, error) {
+	fn := i.cfg.FunctionName
+	if bg := root.Get("background"); bg.Type == gjson.True {
+		return nil, invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
+	}
+	r.clientTools = tools.Raw
+	var out []string
+	var apiErr *APIError
+	n, ciIndex := 0, -1
+	tools.ForEach(func(_, t gjson.Result) bool {
+		idx := n
+		n++
+		param := "tools[" + strconv.Itoa(idx) + "]"
+		if t.IsObject() {
+			if k := duplicateKey(t.Raw); k != "" {
+				apiErr = invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+				return false
+			}
+		}
+		typ := t.Get("type").Str
+		switch {
+		case typ == "code_interpreter":
+			if ciIndex >= 0 {
+				apiErr = invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
+				return false
+			}
+			ciIndex = idx
+			mem, err := i.checkNativeTool(param, t)
+			if err != nil {
+				apiErr = err
+				return false
+			}
+			r.memoryBytes = mem
+			out = append(out, i.fn.json)
+		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
+			apiErr = invalid(param+".name", "tool_name_conflict",
+				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
+			return false
+		default:
+			out = append(out, t.Raw)
+		}
+		return true
+	})
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	edits := []edit{set("tools", string(appendArray(nil, out)))}
+
+	// tool_choice: forcing the native tool becomes forcing our function.
+	if tc := root.Get("tool_choice"); tc.Exists() {
+		r.clientToolChoice = tc.Raw
+		newTC, err := i.rewriteToolChoice(tc)
+		if err != nil {
+			return nil, err
+		}
+		r.toolChoice = newTC
+		if newTC != tc.Raw {
+			edits = append(edits, set("tool_choice", newTC))
+		}
+	}
+
+	if pr := root.Get("previous_response_id"); pr.Exists() {
+		r.clientPrevID = pr.Raw
+	}
+	if c := root.Get("conversation"); c.Exists() && c.Type != gjson.Null {
+		r.conversation = true
+	}
+
+	// stream: the loop needs whole responses; the client still gets SSE.
+	if s := root.Get("stream"); s.Exists() {
+		switch s.Type {
+		case gjson.True:
+			r.clientStream = true
+			edits = append(edits, set("stream", "false"))
+		case gjson.False, gjson.Null:
+		default:
+			return nil, invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
+		}
+	}
+	if so := root.Get("stream_options"); so.Exists() {
+		if r.clientStream {
+			if ob := so.Get("include_obfuscation"); ob.Type == gjson.False {
+				r.obfuscate = false
+			}
+		}
+		edits = append(edits, del("stream_options"))
+	}
+
+	// include: code_interpreter_call.outputs is ours to honour; the upstream
+	// does not know it.
+	if inc := root.Get("include"); inc.Exists() && inc.Type != gjson.Null {
+		if !inc.IsArray() {
+			return nil, invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
+		}
+		var kept []string
+		inc.ForEach(func(_, v gjson.Result) bool {
+			if v.Type == gjson.String && v.Str == includeOutputs {
+				r.includeOutputs = true
+			} else {
+				kept = append(kept, v.Raw)
+			}
+			return true
+		})
+		if r.includeOutputs {
+			edits = append(edits, set("include", string(appendArray(nil, kept))))
+		}
+	}
+
+	// max_tool_calls can only lower the operator's cap.
+	r.maxCalls = i.cfg.MaxToolCalls
+	if mt := root.Get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
+		v, err := strconv.ParseInt(mt.Raw, 10, 64)
+		if mt.Type != gjson.Number || err != nil || v < 0 {
+			return nil, invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
+		}
+		if v < int64(r.maxCalls) {
+			r.maxCalls = int(v)
+		}
+	}
+	return edits, nil
+}
+
+// checkNativeTool validates one native code_interpreter declaration and
+// returns the memory it asks for (0 = operator default).
+func (i *Interceptor) checkNativeTool(param string, t gjson.Result) (int64, *APIError) {
+	var mem int64
+	var apiErr *APIError
+	hasContainer := false
+	t.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "type":
+		case "container":
+			hasContainer = true
+			mem, apiErr = i.checkContainer(param+".container", v)
+		default:
+			apiErr = invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
+		}
+		return apiErr == nil
+	})
+	if apiErr != nil {
+		return 0, apiErr
+	}
+	if !hasContainer {
+		return 0, invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
+	}
+	return mem, nil
+}
+
+func (i *Interceptor) checkContainer(param string, c gjson.Result) (int64, *APIError) {
+	switch {
+	case c.Type == gjson.String:
+		return 0, invalid(param, "container_not_found",
+			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
+	case !c.IsObject():
+		return 0, invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
+	}
+	if k := duplicateKey(c.Raw); k != "" {
+		return 0, invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+	}
+	var mem int64
+	var apiErr *APIError
+	hasType := false
+	c.ForEach(func(k, v gjson.Result) bool {
+		p := param + "." + k.Str
+		switch k.Str {
+		case "type":
+			hasType = true
+			if v.Type != gjson.String || v.Str != "auto" {
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': only 'auto' is supported.", p)
+			}
+		case "memory_limit":
+			if v.Type == gjson.Null {
+				return true
+			}
+			n, ok := parseMemory(v)
+			switch {
+			case !ok:
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
+			case n > i.cfg.MaxMemoryBytes:
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, formatMemory(i.cfg.MaxMemoryBytes))
+			default:
+				mem = n
+			}
+		case "file_ids":
+			switch {
+			case v.Type == gjson.Null:
+			case !v.IsArray():
+				apiErr = invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
+			case len(v.Array()) > 0:
+				apiErr = invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
+			}
+		case "network_policy":
+			// We never give the sandbox a network; asking for none is fine.
+			if v.Type != gjson.Null && v.Get("type").Str != "disabled" {
+				apiErr = invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
+			}
+		default:
+			apiErr = invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
+		}
+		return apiErr == nil
+	})
+	if apiErr != nil {
+		return 0, apiErr
+	}
+	if !hasType {
+		return 0, invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
+	}
+	return mem, nil
+}
+
+// parseMemory reads a memory_limit: a positive integer with an optional
+// binary unit k/m/g (OpenAI's values are "1g", "4g", "16g", "64g").
+func parseMemory(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.String {
+		return 0, false
+	}
+	s := strings.ToLower(strings.TrimSpace(v.Str))
+	s = strings.TrimSuffix(s, "b")
+	s = strings.TrimSuffix(s, "i")
+	mult := int64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+func formatMemory(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + "g"
+	case n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "m"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// rewriteToolChoice maps a tool_choice naming the native tool to our
+// function; anything else is returned unchanged.
+func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
+	if !tc.IsObject() {
+		return tc.Raw, nil
+	}
+	if k := duplicateKey(tc.Raw); k != "" {
+		return "", invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
+	}
+	fnChoice := string(appendEditedObject(nil, `{}`, set("type", `"function"`), set("name", jsonString(i.cfg.FunctionName))))
+	switch tc.Get("type").Str {
+	case "code_interpreter":
+		return fnChoice, nil
+	case "allowed_tools":
+		list := tc.Get("tools")
+		if !list.IsArray() {
+			return tc.Raw, nil
+		}
+		var out []string
+		changed := false
+		list.ForEach(func(_, t gjson.Result) bool {
+			if t.IsObject() && t.Get("type").Str == "code_interpreter" {
+				out = append(out, fnChoice)
+				changed = true
+			} else {
+				out = append(out, t.Raw)
+			}
+			return true
+		})
+		if !changed {
+			return tc.Raw, nil
+		}
+		return string(editObject(tc.Raw, set("tools", string(appendArray(nil, out))))), nil
+	}
+	return tc.Raw, nil
+}
+
+// rewriteInput turns replayed code_interpreter_call items into the
+// function_call + function_call_output pair the upstream model understands.
+// Items it cannot represent (e.g. with image outputs) are left intact.
+func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
+	if !input.IsArray() || !strings.Contains(input.Raw, `"code_interpreter_call"`) {
+		return input.Raw, false
+	}
+	var out []string
+	changed := false
+	input.ForEach(func(_, it gjson.Result) bool {
+		if !it.IsObject() || it.Get("type").Str != "code_interpreter_call" || !logsOnly(it.Get("outputs")) {
+			out = append(out, it.Raw)
+			return true
+		}
+		changed = true
+		callID := replayCallID(it)
+		code := it.Get("code").Str
+		args := string(appendEditedObject(nil, `{}`, set("code", jsonString(code))))
+		out = append(out, string(appendEditedObject(nil, `{}`,
+			set("type", `"function_call"`),
+			set("call_id", jsonString(callID)),
+			set("name", jsonString(i.cfg.FunctionName)),
+			set("arguments", jsonString(args)),
+		)))
+		out = append(out, string(appendEditedObject(nil, `{}`,
+			set("type", `"function_call_output"`),
+			set("call_id", jsonString(callID)),
+			set("output", jsonString(replayOutput(it))),
+		)))
+		return true
+	})
+	if !changed {
+		return input.Raw, false
+	}
+	return string(appendArray(nil, out)), true
+}
+
+// logsOnly reports whether outputs (of a code_interpreter_call) is null,
+// absent, or holds only logs entries: what a text-only model can be told.
+func logsOnly(outputs gjson.Result) bool {
+	if !outputs.Exists() || outputs.Type == gjson.Null {
+		return true
+	}
+	if !outputs.IsArray() {
+		return false
+	}
+	ok := true
+	outputs.ForEach(func(_, o gjson.Result) bool {
+		ok = o.IsObject() && o.Get("type").Str == "logs"
+		return ok
+	})
+	return ok
+}
+
+// replayCallID derives a call id from the item's id, so every replay of the
+// same item yields the same function_call/function_call_output pair.
+func replayCallID(it gjson.Result) string {
+	seed := it.Get("id").Str
+	if seed == "" {
+		seed = it.Raw
+	}
+	sum := sha256.Sum256([]byte(seed))
+	return "call_" + hex.EncodeToString(sum[:12])
+}
+
+// replayOutput is what the model is told a replayed call produced.
+func replayOutput(it gjson.Result) string {
+	status := it.Get("status").Str
+	if status == "" {
+		status = "completed"
+	}
+	var b strings.Builder
+	b.WriteString("status: ")
+	b.WriteString(status)
+	b.WriteByte('\n')
+	outputs := it.Get("outputs")
+	if !outputs.IsArray() {
+		b.WriteString("output: (not recorded in the conversation history)\n")
+		return b.String()
+	}
+	b.WriteString("output:\n")
+	outputs.ForEach(func(_, o gjson.Result) bool {
+		b.WriteString(o.Get("logs").Str)
+		return true
+	})
+	return b.String()
+}
+
+func typeName(v gjson.Result) string {
+	switch v.Type {
+	case gjson.Null:
+		return "null"
+	case gjson.False, gjson.True:
+		return "a boolean"
+	case gjson.Number:
+		return "a number"
+	case gjson.String:
+		return "a string"
+	}
+	if v.IsArray() {
+		return "an array"
+	}
+	return "an object"
+}

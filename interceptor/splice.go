@@ -1,0 +1,133 @@
+package interceptor
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// splice builds the client's response: the last round's response object
+// with every round's output items, our calls shown as code_interpreter_call
+// items, usage summed and the request echo fields as the client sent them.
+func (l *loop) splice(rounds []*round) []byte {
+	first, last := rounds[0], rounds[len(rounds)-1]
+	var items []string
+	for _, rd := range rounds {
+		for idx, it := range rd.items {
+			if c := rd.callAt[idx]; c != nil {
+				items = append(items, l.ciItem(c))
+				continue
+			}
+			if it.Get("type").Str == "function_call_output" {
+				continue // never the client's to see; upstreams do not send them anyway
+			}
+			items = append(items, it.Raw)
+		}
+	}
+	edits := []edit{set("output", string(appendArray(nil, items)))}
+	if len(rounds) > 1 {
+		if u := sumUsage(rounds); u != "" {
+			edits = append(edits, set("usage", u))
+		}
+		if ca := first.root.Get("created_at"); ca.Exists() && last.root.Get("created_at").Exists() {
+			edits = append(edits, set("created_at", ca.Raw))
+		}
+	}
+	req := &l.x.req
+	if last.root.Get("tools").Exists() {
+		edits = append(edits, set("tools", req.clientTools))
+	}
+	if tc := last.root.Get("tool_choice"); tc.Exists() {
+		switch {
+		case req.clientToolChoice != "":
+			edits = append(edits, set("tool_choice", req.clientToolChoice))
+		case first.root.Get("tool_choice").Exists():
+			// The client left it to the default: show what the first turn used.
+			edits = append(edits, set("tool_choice", first.root.Get("tool_choice").Raw))
+		}
+	}
+	if last.root.Get("previous_response_id").Exists() {
+		prev := req.clientPrevID
+		if prev == "" {
+			prev = "null"
+		}
+		edits = append(edits, set("previous_response_id", prev))
+	}
+	return editObject(last.doc, edits...)
+}
+
+// ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
+// returns, with its fields in OpenAI's order.
+func (l *loop) ciItem(c *call) string {
+	outputs := "null"
+	if l.x.req.includeOutputs {
+		outputs = "[]"
+		if c.argErr == "" && c.notRun == "" {
+			if s := logs(c); s != "" {
+				outputs = `[{"type":"logs","logs":` + jsonString(s) + `}]`
+			}
+		}
+	}
+	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(ciStatus(c)) +
+		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + outputs + `}`
+}
+
+// sumUsage adds up every integer in the rounds' usage objects (tokens and
+// their details), keeping the last round's layout and any other fields.
+func sumUsage(rounds []*round) string {
+	var order []string
+	sums := map[string]int64{}
+	var walk func(prefix string, v gjson.Result)
+	walk = func(prefix string, v gjson.Result) {
+		v.ForEach(func(k, val gjson.Result) bool {
+			p := prefix + escapePath(k.Str)
+			switch {
+			case val.IsObject():
+				walk(p+".", val)
+			case val.Type == gjson.Number && !strings.ContainsAny(val.Raw, ".eE"):
+				if _, ok := sums[p]; !ok {
+					order = append(order, p)
+				}
+				sums[p] += val.Int()
+			}
+			return true
+		})
+	}
+	base := ""
+	for _, rd := range rounds {
+		u := rd.root.Get("usage")
+		if !u.IsObject() {
+			continue
+		}
+		walk("", u)
+		base = u.Raw
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	if lu := rounds[len(rounds)-1].root.Get("usage"); lu.IsObject() {
+		base = lu.Raw
+	}
+	for _, p := range order {
+		if s, err := sjson.SetRaw(base, p, itoa(sums[p])); err == nil {
+			base = s
+		}
+	}
+	return base
+}
+
+// escapePath escapes a key for a gjson/sjson path.
+func escapePath(k string) string {
+	if !strings.ContainsAny(k, `.*?|#@\!:`) {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if strings.ContainsRune(`.*?|#@\!:`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
