@@ -87,10 +87,15 @@ func (h *file) readErr() experimentalsys.Errno {
 	return 0
 }
 
-// writeErr is the errno for writing to h. Directories are only ever open
-// read-only, so writing to one is EBADF, as write(2) says on Linux.
+// writeErr is the errno for writing to h. A directory gives EISDIR, as
+// wazero's own os-backed files report it.
 func (h *file) writeErr() experimentalsys.Errno {
-	if h.closed || h.n.isDir() || !h.writable {
+	switch {
+	case h.closed:
+		return experimentalsys.EBADF
+	case h.n.isDir():
+		return experimentalsys.EISDIR
+	case !h.writable:
 		return experimentalsys.EBADF
 	}
 	return 0
