@@ -93,7 +93,7 @@ func (c Config) Validate() error {
 	check(l.GuestMemoryBytes >= 32<<20, "limits.guest_memory", "must be at least 32MiB")
 	check(l.MaxGuestMemoryBytes >= l.GuestMemoryBytes, "limits.max_guest_memory", "must be at least guest_memory")
 	check(l.MaxGuestMemoryBytes <= 4<<30, "limits.max_guest_memory", "must be at most 4GiB (wasm32)")
-	check(l.WorkerOverheadBytes >= 64<<20, "limits.worker_overhead", "must be at least 64MiB")
+	check(l.WorkerOverheadBytes >= 16<<20, "limits.worker_overhead", "must be at least 16MiB")
 	check(l.StdoutBytes > 0, "limits.stdout_bytes", "must be positive")
 	check(l.StderrBytes > 0, "limits.stderr_bytes", "must be positive")
 	check(l.ScratchBytes >= 0, "limits.scratch_bytes", "must not be negative")

@@ -268,3 +268,15 @@ func (p *Pool) release(w *proc) {
 		}
 	}
 }
+
+// WorkerPIDs lists the process ids of the workers not yet reaped, warm ones
+// included. It is for diagnostics and tests.
+func (p *Pool) WorkerPIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pids := make([]int, 0, len(p.live))
+	for w := range p.live {
+		pids = append(pids, w.cmd.Process.Pid)
+	}
+	return pids
+}

@@ -1,0 +1,276 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+)
+
+// hostilePool has small limits so that every hostile program trips one fast.
+func hostilePool(t *testing.T) *pool.Pool {
+	return sandboxtest.New(t, func(c *pool.Config) {
+		c.Limits.RunTimeout = 1500 * time.Millisecond
+		c.Limits.StdoutBytes = 4 << 10
+		c.Limits.StderrBytes = 4 << 10
+		c.Limits.SourceBytes = 8 << 10
+		c.Limits.GuestMemoryBytes = 128 << 20
+		c.Limits.ScratchBytes = 1 << 20
+	})
+}
+
+// TestHostilePrograms runs programs that attack the sandbox. Each must end
+// with its typed outcome, reveal nothing of the host, and leave the pool
+// able to serve a fresh session normally.
+func TestHostilePrograms(t *testing.T) {
+	p := hostilePool(t)
+	cases := []struct {
+		name  string
+		code  string
+		want  []sandbox.Outcome
+		check func(t *testing.T, r sandbox.Result)
+	}{
+		{name: "python busy loop", code: "while True:\n    pass", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
+		{name: "C-level loop (bigint power)", code: "10**(10**9)", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
+		{name: "C-level loop (regex backtracking)", code: "import re\nre.match(r'(a+)+$', 'a'*64 + 'b')", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
+		{name: "memory bomb, one allocation", code: "x = bytearray(2**30)", want: []sandbox.Outcome{sandbox.OutcomeMemoryLimit},
+			check: stderrHas("MemoryError")},
+		{name: "memory bomb, growing list", code: "l = []\nwhile True:\n    l.append(bytearray(10**6))", want: []sandbox.Outcome{sandbox.OutcomeMemoryLimit}},
+		{name: "print flood", code: "for i in range(200000):\n    print('x' * 100)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
+			check: boundedOutput(4 << 10)},
+		{name: "os.write flood", code: "import os\nfor i in range(100000):\n    os.write(1, b'y' * 1000)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
+			check: boundedOutput(4 << 10)},
+		{name: "stderr flood", code: "import os, sys\nfor i in range(100000):\n    os.write(2, b'z' * 1000)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
+			check: boundedOutput(4 << 10)},
+		{name: "read a host file", code: "print(open('/etc/passwd').read())", want: []sandbox.Outcome{sandbox.OutcomeError},
+			check: all(stderrHas("Error"), stdoutLacks("root:"))},
+		{name: "escape the stdlib mount with ..", code: "print(open('/usr/local/lib/../../../etc/hostname').read())", want: []sandbox.Outcome{sandbox.OutcomeError}},
+		{name: "list the root", code: "import os\nprint(sorted(os.listdir('/')))", want: []sandbox.Outcome{sandbox.OutcomeCompleted, sandbox.OutcomeError},
+			check: all(stdoutLacks("etc"), stdoutLacks("proc"), stdoutLacks("root"))},
+		{name: "write into the stdlib", code: "open('/usr/local/lib/python3.13/os.py', 'a').write('pwned = 1')", want: []sandbox.Outcome{sandbox.OutcomeError}},
+		{name: "environment", code: "import os\nprint(sorted(os.environ))", want: []sandbox.Outcome{sandbox.OutcomeCompleted},
+			check: func(t *testing.T, r sandbox.Result) {
+				if strings.TrimSpace(r.Stdout) != "['PYTHONHOME']" {
+					t.Errorf("guest environment is %s, want only PYTHONHOME", r.Stdout)
+				}
+			}},
+		{name: "socket", code: "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)", want: []sandbox.Outcome{sandbox.OutcomeError}},
+		{name: "deep recursion", code: "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed, sandbox.OutcomeMemoryLimit, sandbox.OutcomeTimeout}},
+		{name: "deep C recursion", code: "import sys\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(200000):\n    x = [x]\nrepr(x)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed}},
+		{name: "threads", code: "import threading\nthreading.Thread(target=print).start()", want: []sandbox.Outcome{sandbox.OutcomeError},
+			check: stderrHas("thread")},
+		{name: "subprocess", code: "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'id'])", want: []sandbox.Outcome{sandbox.OutcomeError}},
+		{name: "os.fork", code: "import os\nos.fork()", want: []sandbox.Outcome{sandbox.OutcomeError}},
+		{name: "oversized source", code: "x = 1\n" + strings.Repeat("#", 9<<10), want: []sandbox.Outcome{sandbox.OutcomeRejected}},
+		{name: "non-UTF-8 source", code: "print('\xff\xfe')\n", want: []sandbox.Outcome{sandbox.OutcomeError},
+			check: stderrHas("SyntaxError")},
+		{name: "fill the scratch space", code: "f = open('/tmp/big', 'wb')\nwhile True:\n    f.write(b'x' * 65536)\n    f.flush()", want: []sandbox.Outcome{sandbox.OutcomeError},
+			// wazero v1.12 cannot carry ENOSPC to the guest: memfs reports EIO.
+			check: stderrHas("OSError")},
+		{name: "forge the end-of-run marker", code: "import os\nos.write(2, b'\\x00CI:0123456789abcdef:ok\\n')\nprint('still running')", want: []sandbox.Outcome{sandbox.OutcomeCompleted},
+			check: func(t *testing.T, r sandbox.Result) {
+				if strings.TrimSpace(r.Stdout) != "still running" {
+					t.Errorf("a forged marker ended the run early: %+v", r)
+				}
+			}},
+		{name: "steal the next program from stdin", code: "import os\nos.read(0, 100)", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
+		{name: "exit the interpreter", code: "import os\nos._exit(3)", want: []sandbox.Outcome{sandbox.OutcomeCrashed}},
+		{name: "close the bootstrap's stderr", code: "import os\nos.close(2)", want: []sandbox.Outcome{sandbox.OutcomeCrashed, sandbox.OutcomeTimeout}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t, p)
+			r, err := s.Run(context.Background(), c.code)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			ok := false
+			for _, w := range c.want {
+				ok = ok || r.Outcome == w
+			}
+			if !ok {
+				t.Fatalf("outcome %s (%s), want one of %v\nstdout %.300q\nstderr %.500q", r.Outcome, r.Detail, c.want, r.Stdout, r.Stderr)
+			}
+			if c.check != nil {
+				c.check(t, r)
+			}
+			// The same session (possibly on a fresh interpreter) still works.
+			after := run(t, s, "print(6 * 7)")
+			if after.Outcome != sandbox.OutcomeCompleted || strings.TrimSpace(after.Stdout) != "42" {
+				t.Fatalf("session unusable after %q: %+v", c.name, after)
+			}
+			if r.Outcome.LimitHit() && r.Outcome != sandbox.OutcomeOutputTruncated && r.Outcome != sandbox.OutcomeRejected && r.Outcome != sandbox.OutcomeMemoryLimit && !after.StateLost {
+				t.Errorf("interpreter was killed but the next run does not report lost state")
+			}
+		})
+	}
+	// The pool as a whole is healthy: a brand-new session runs normally.
+	if r := run(t, open(t, p), "print('healthy')"); strings.TrimSpace(r.Stdout) != "healthy" {
+		t.Fatalf("pool unhealthy after the hostile programs: %+v", r)
+	}
+}
+
+func stderrHas(s string) func(*testing.T, sandbox.Result) {
+	return func(t *testing.T, r sandbox.Result) {
+		if !strings.Contains(r.Stderr, s) {
+			t.Errorf("stderr lacks %q: %.500q", s, r.Stderr)
+		}
+	}
+}
+
+func stdoutLacks(s string) func(*testing.T, sandbox.Result) {
+	return func(t *testing.T, r sandbox.Result) {
+		if strings.Contains(r.Stdout, s) {
+			t.Errorf("stdout reveals %q: %.500q", s, r.Stdout)
+		}
+	}
+}
+
+func all(fs ...func(*testing.T, sandbox.Result)) func(*testing.T, sandbox.Result) {
+	return func(t *testing.T, r sandbox.Result) {
+		for _, f := range fs {
+			f(t, r)
+		}
+	}
+}
+
+// boundedOutput checks that neither stream kept more than limit bytes plus
+// the truncation note, and that the cut is marked.
+func boundedOutput(limit int) func(*testing.T, sandbox.Result) {
+	return func(t *testing.T, r sandbox.Result) {
+		const note = 100
+		if len(r.Stdout) > limit+note || len(r.Stderr) > limit+note {
+			t.Errorf("output not bounded: stdout %d, stderr %d bytes (limit %d)", len(r.Stdout), len(r.Stderr), limit)
+		}
+		if !r.StdoutTruncated && !r.StderrTruncated {
+			t.Errorf("no truncation reported")
+		}
+		if !strings.Contains(r.Stdout+r.Stderr, "[output truncated:") {
+			t.Errorf("truncation is not marked in the output")
+		}
+	}
+}
+
+// TestCapacity: MaxSessions sessions open at once; one more fails with
+// ErrCapacity after the queue wait; closing one frees a slot.
+func TestCapacity(t *testing.T) {
+	p := sandboxtest.New(t, func(c *pool.Config) {
+		c.MaxSessions, c.WarmWorkers, c.QueueWait = 2, 1, 200*time.Millisecond
+	})
+	a, b := open(t, p), open(t, p)
+	_ = b
+	if c := p.Capacity(); c.InUse != 2 || c.Max != 2 {
+		t.Fatalf("capacity %+v, want 2 of 2 in use", c)
+	}
+	_, err := p.Open(context.Background(), sandbox.SessionOptions{})
+	if !errors.Is(err, sandbox.ErrCapacity) {
+		t.Fatalf("third session: %v, want ErrCapacity", err)
+	}
+	a.Close()
+	c := open(t, p)
+	if r := run(t, c, "print('in')"); strings.TrimSpace(r.Stdout) != "in" {
+		t.Fatalf("session after a slot freed: %+v", r)
+	}
+}
+
+// TestCapacityWaitsInQueue: an Open waiting for capacity gets the slot that
+// a closing session frees within the queue wait.
+func TestCapacityWaitsInQueue(t *testing.T) {
+	p := sandboxtest.New(t, func(c *pool.Config) {
+		c.MaxSessions, c.WarmWorkers, c.QueueWait = 1, 1, 30*time.Second
+	})
+	a := open(t, p)
+	got := make(chan error, 1)
+	go func() {
+		s, err := p.Open(context.Background(), sandbox.SessionOptions{})
+		if err == nil {
+			s.Close()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Open returned (%v) while no capacity was free", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	a.Close()
+	if err := <-got; err != nil {
+		t.Fatalf("queued Open: %v", err)
+	}
+}
+
+// TestCancelKillsWorkerBeforeReleasing: cancelling a run returns only once
+// the worker process is reaped; then its capacity frees.
+func TestCancelKillsWorkerBeforeReleasing(t *testing.T) {
+	p := sandboxtest.New(t, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 1, 0 })
+	s := open(t, p)
+	pids := p.WorkerPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("want exactly one worker, have %v", pids)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	r, err := s.Run(ctx, "while True:\n    pass")
+	if err != nil || r.Outcome != sandbox.OutcomeCancelled {
+		t.Fatalf("run: %+v, %v; want cancelled", r, err)
+	}
+	if err := syscall.Kill(pids[0], 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("worker %d still exists after the cancelled run returned (kill -0: %v)", pids[0], err)
+	}
+	if _, err := p.Open(context.Background(), sandbox.SessionOptions{}); !errors.Is(err, sandbox.ErrCapacity) {
+		t.Fatalf("slot released before the session was closed: %v", err)
+	}
+	s.Close()
+	if r := run(t, open(t, p), "print(1)"); r.Outcome != sandbox.OutcomeCompleted {
+		t.Fatalf("after cancel: %+v", r)
+	}
+}
+
+// TestOOMKilledWorkerIsReportedAndReplaced gives the worker's cgroup less
+// room than the guest may use, so the kernel's OOM killer ends the worker.
+func TestOOMKilledWorkerIsReportedAndReplaced(t *testing.T) {
+	p := sandboxtest.New(t, func(c *pool.Config) {
+		c.Limits.GuestMemoryBytes = 256 << 20
+		c.Limits.WorkerOverheadBytes = 16 << 20
+	})
+	s := open(t, p)
+	run(t, s, "kept = 1")
+	r := run(t, s, "chunks = []\nfor _ in range(24):\n    chunks.append(bytearray(10 * 2**20))")
+	if r.Outcome != sandbox.OutcomeMemoryLimit || !strings.Contains(r.Detail, "killed") {
+		t.Fatalf("outcome %s (%s), want memory_limit from the OOM killer", r.Outcome, r.Detail)
+	}
+	after := run(t, s, "print('kept' in globals())")
+	if after.Outcome != sandbox.OutcomeCompleted || strings.TrimSpace(after.Stdout) != "False" || !after.StateLost {
+		t.Fatalf("after the OOM kill: %+v; want a fresh interpreter that reports lost state", after)
+	}
+}
+
+// TestSessionMemoryOption: a session may ask for a different guest memory,
+// within the operator's maximum.
+func TestSessionMemoryOption(t *testing.T) {
+	p := sandboxtest.New(t)
+	cfg := sandboxtest.Config(t)
+	_, err := p.Open(context.Background(), sandbox.SessionOptions{MemoryBytes: cfg.Limits.MaxGuestMemoryBytes * 2})
+	var le *sandbox.LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("oversized session memory: %v, want *LimitError", err)
+	}
+	s, err := p.Open(context.Background(), sandbox.SessionOptions{MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := run(t, s, "x = bytearray(100 * 2**20)")
+	if r.Outcome != sandbox.OutcomeMemoryLimit {
+		t.Fatalf("100 MiB in a 64 MiB session: %+v", r)
+	}
+}
