@@ -155,7 +155,7 @@ type worker struct {
 	// the stdlib through /proc/self/fd/N, and an unreferenced *os.File is
 	// closed by its finalizer.
 	runtimeDir *os.File
-	sendMu sync.Mutex
+	sendMu     sync.Mutex
 
 	stdinW  *io.PipeWriter
 	stdout  *boundedWriter
