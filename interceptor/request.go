@@ -62,8 +62,8 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	tools := root.Get("tools")
 	hasTool := hasNativeTool(tools)
 	input := root.Get("input")
-	hasHistory := input.IsArray() && strings.Contains(input.Raw, `"code_interpreter_call"`)
-	if !hasTool && !hasHistory {
+	newInput, changed := i.rewriteInput(input)
+	if !hasTool && !changed {
 		return pass, nil
 	}
 	if i.cfg.MaxBodyBytes > 0 && len(body) > i.cfg.MaxBodyBytes {
@@ -75,7 +75,6 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	}
 	r := request{modified: true, obfuscate: true}
 	var edits []edit
-
 	if hasTool {
 		r.intercepted = true
 		te, err := i.rewriteTools(&r, root, tools)
@@ -84,8 +83,6 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 		}
 		edits = append(edits, te...)
 	}
-
-	newInput, changed := i.rewriteInput(input)
 	switch {
 	case changed:
 		edits = append(edits, set("input", newInput))
@@ -99,13 +96,8 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	default:
 		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
 	}
-	if !r.intercepted {
-		// Only replayed history needed rewriting; the response is the
-		// upstream's own.
-		r.upstream = editObject(doc, edits...)
-		return &Exchange{ic: i, req: r}, nil
-	}
-
+	// Without our tool only replayed history was rewritten, and the response
+	// is the upstream's own.
 	r.upstream = editObject(doc, edits...)
 	return &Exchange{ic: i, req: r}, nil
 }

@@ -228,14 +228,14 @@ func chunks(text string) []string {
 		}
 		for n < len(text) && n < maxChunk {
 			r, size := utf8.DecodeRuneInString(text[n:])
-			if n > 0 && (unicode.IsSpace(r) || unicode.IsPunct(r)) && !unicode.IsSpace(rune(text[n-1])) {
+			if n > 0 && (unicode.IsSpace(r) || isPunct(r)) && !unicode.IsSpace(rune(text[n-1])) {
 				break
 			}
 			if n+size > maxChunk && n > 0 {
 				break
 			}
 			n += size
-			if unicode.IsPunct(r) || r == '\n' {
+			if isPunct(r) || r == '\n' {
 				break
 			}
 		}
@@ -247,6 +247,9 @@ func chunks(text string) []string {
 	}
 	return out
 }
+
+// isPunct ends a chunk; '_' stays inside identifiers as tokenizers keep it.
+func isPunct(r rune) bool { return r != '_' && unicode.IsPunct(r) }
 
 const obfuscationAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
