@@ -1,0 +1,45 @@
+// Package devproxy is a small HTTP front proxy that drives an Envoy
+// ext_proc server the way Envoy's HTTP ext_proc filter does. It exists so
+// that `extproc dev` runs on a laptop without Envoy and so that end-to-end
+// tests exercise the real gRPC ext_proc server through the same message
+// order, timers and mutation rules Envoy applies.
+//
+// Production runs Envoy (or Envoy Gateway), not this package. The proxy
+// emulates one filter configuration: header modes SEND or SKIP, body modes
+// NONE or BUFFERED, trailer modes SKIP or SEND, allow_mode_override, the
+// per-message timer with max_message_timeout, failure_mode_allow and
+// status_on_error. It follows the rules written down in
+// ../shared/design/envoy-ext-proc.md; the numbers in comments (§1.2, C19, …)
+// refer to that document:
+//
+//   - message order: request_headers, request_body, response_headers,
+//     response_body, exactly one response per message, nothing sent
+//     upstream before the request_body response is applied (§1.2, C6);
+//   - an absent body gives end_of_stream on the headers message and no body
+//     message; a present empty body gives body "" with end_of_stream (C4, C5);
+//   - protocol_config only on the stream's first message (C2);
+//   - mode_override honoured only in headers responses with
+//     allow_mode_override, merged over the filter-level mode, an unset body
+//     mode meaning NONE, checked against allowed_override_modes (C9–C11);
+//   - buffer limit: a request over it gets 413, a response 500 (C12);
+//   - header mutations read raw_value only, remove before set, append
+//     true/false, the default mutation_rules (no host, :authority, :method,
+//     :scheme, x-envoy-*; no removing pseudo-headers or host) (C14–C17);
+//   - a body mutation whose length differs from the held content-length is
+//     a fail-closed error and nothing is forwarded (C19);
+//   - CONTINUE_AND_REPLACE with a body removes content-length (C20);
+//   - immediate_response: status < 200 becomes 200, a non-empty body gets
+//     content-length and a default text/plain content-type (C22, C23);
+//   - message timeout → 504, override_message_timeout once per message
+//     within [1ms, max_message_timeout] with its other fields ignored
+//     (C25, C26);
+//   - a non-OK gRPC close → status_on_error, an OK close → continue
+//     unprocessed, spurious responses → status_on_error (C27, C28).
+//
+// Deliberate simplifications: STREAMED, BUFFERED_PARTIAL and
+// FULL_DUPLEX_STREAMED body modes, observability mode, attributes and
+// metadata forwarding are not emulated (a mode_override asking for one is
+// answered with status_on_error so a test notices); the upstream Host is
+// rewritten to the upstream URL's host (as a route with auto_host_rewrite);
+// header count and size limits are not enforced.
+package devproxy

@@ -1,0 +1,210 @@
+package devproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+)
+
+// Envoy's defaults (§0.1, §2.2, §5.1).
+const (
+	DefaultMessageTimeout = 200 * time.Millisecond
+	DefaultBufferLimit    = 1 << 20
+	defaultStatusOnError  = http.StatusInternalServerError
+)
+
+// Config is the emulated listener, route and ext_proc filter configuration.
+type Config struct {
+	// Upstream is the cluster requests are forwarded to: scheme and host,
+	// plus an optional path prefix that is prepended to the request path.
+	Upstream *url.URL
+	// Processor is the ext_proc gRPC client. nil runs the proxy without the
+	// filter (a plain route), which benchmarks use as the baseline.
+	Processor extprocv3.ExternalProcessorClient
+	// ProcessingMode is the filter-level mode. nil means the mode codeinterp
+	// is deployed with: headers SEND, bodies BUFFERED, trailers SKIP.
+	ProcessingMode *filterv3.ProcessingMode
+	// MessageTimeout is the per-message timer; zero means Envoy's 200ms.
+	MessageTimeout time.Duration
+	// MaxMessageTimeout bounds override_message_timeout; zero disables
+	// overrides, as in Envoy.
+	MaxMessageTimeout time.Duration
+	// AllowModeOverride honours mode_override in headers responses.
+	AllowModeOverride bool
+	// AllowedOverrideModes, when non-empty, lists the only merged modes an
+	// override may produce.
+	AllowedOverrideModes []*filterv3.ProcessingMode
+	// FailureModeAllow continues unprocessed after a stream failure.
+	FailureModeAllow bool
+	// StatusOnError is the local reply status for stream failures; zero
+	// means 500.
+	StatusOnError int
+	// DisallowIsError turns disallowed header mutations into local replies.
+	DisallowIsError bool
+	// BufferLimit is the listener's per-connection buffer limit; zero
+	// means 1 MiB.
+	BufferLimit int64
+	// Transport forwards to the upstream; nil means a transport that, like
+	// Envoy, never adds or strips content encodings.
+	Transport http.RoundTripper
+	// Logger receives one line per local reply; nil discards.
+	Logger *zap.Logger
+	// OnLocalReply, when set, is told about every reply the proxy generates
+	// itself (status and Envoy's response code details). Tests use it.
+	OnLocalReply func(status int, details string)
+}
+
+// Proxy is an http.Handler that forwards to Config.Upstream through the
+// ext_proc filter emulation.
+type Proxy struct {
+	cfg       Config
+	mode      *filterv3.ProcessingMode
+	transport http.RoundTripper
+	log       *zap.Logger
+	rejected  atomic.Int64
+}
+
+// New checks cfg and returns a proxy.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Upstream == nil || cfg.Upstream.Host == "" || (cfg.Upstream.Scheme != "http" && cfg.Upstream.Scheme != "https") {
+		return nil, errors.New("devproxy: Upstream must be an absolute http(s) URL")
+	}
+	mode := cfg.ProcessingMode
+	if mode == nil {
+		mode = &filterv3.ProcessingMode{
+			RequestHeaderMode:   filterv3.ProcessingMode_SEND,
+			ResponseHeaderMode:  filterv3.ProcessingMode_SEND,
+			RequestBodyMode:     filterv3.ProcessingMode_BUFFERED,
+			ResponseBodyMode:    filterv3.ProcessingMode_BUFFERED,
+			RequestTrailerMode:  filterv3.ProcessingMode_SKIP,
+			ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
+		}
+	}
+	mode = proto.Clone(mode).(*filterv3.ProcessingMode)
+	if err := supportedMode(mode); err != nil {
+		return nil, fmt.Errorf("devproxy: processing mode: %w", err)
+	}
+	if cfg.MessageTimeout < 0 || cfg.MaxMessageTimeout < 0 || cfg.BufferLimit < 0 {
+		return nil, errors.New("devproxy: timeouts and buffer limit must not be negative")
+	}
+	if cfg.MessageTimeout == 0 {
+		cfg.MessageTimeout = DefaultMessageTimeout
+	}
+	if cfg.BufferLimit == 0 {
+		cfg.BufferLimit = DefaultBufferLimit
+	}
+	if cfg.StatusOnError == 0 {
+		cfg.StatusOnError = defaultStatusOnError
+	}
+	if cfg.StatusOnError < 400 || cfg.StatusOnError > 599 {
+		return nil, errors.New("devproxy: StatusOnError must be a 4xx or 5xx status")
+	}
+	p := &Proxy{cfg: cfg, mode: mode, transport: cfg.Transport, log: cfg.Logger}
+	if p.transport == nil {
+		p.transport = &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // pass bodies through exactly as the upstream sent them
+			ForceAttemptHTTP2:   true,
+		}
+	}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
+	return p, nil
+}
+
+// RejectedHeaderMutations counts disallowed header edits that were skipped,
+// like Envoy's rejected_header_mutations stat.
+func (p *Proxy) RejectedHeaderMutations() int64 { return p.rejected.Load() }
+
+// supportedMode reports modes the emulation cannot reproduce faithfully.
+func supportedMode(m *filterv3.ProcessingMode) error {
+	for _, b := range []filterv3.ProcessingMode_BodySendMode{m.GetRequestBodyMode(), m.GetResponseBodyMode()} {
+		if b != filterv3.ProcessingMode_NONE && b != filterv3.ProcessingMode_BUFFERED {
+			return fmt.Errorf("body mode %s is not emulated (only NONE and BUFFERED)", b)
+		}
+	}
+	return nil
+}
+
+// ServeHTTP runs one HTTP exchange.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ex := &exchange{p: p, w: w, r: r, mode: proto.Clone(p.mode).(*filterv3.ProcessingMode)}
+	if p.cfg.Processor == nil {
+		ex.complete = true
+	}
+	defer ex.closeStream()
+	ex.run(r.Context())
+}
+
+// requestHeaders builds the header map the processor sees: after Envoy's
+// HCM has turned Host into :authority, added x-forwarded-proto and
+// x-request-id and removed hop-by-hop headers (§0.3, C3).
+func requestHeaders(r *http.Request) *headerMap {
+	m := &headerMap{}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	m.add(":authority", r.Host)
+	m.add(":path", r.URL.RequestURI())
+	m.add(":method", r.Method)
+	m.add(":scheme", scheme)
+	rest := fromHTTP(r.Header)
+	rest.del("content-length") // re-added below from what the codec framed
+	m.h = append(m.h, rest.h...)
+	if r.ContentLength > 0 {
+		m.add("content-length", fmt.Sprint(r.ContentLength))
+	}
+	if _, ok := m.get("x-forwarded-proto"); !ok {
+		m.add("x-forwarded-proto", scheme)
+	}
+	if _, ok := m.get("x-request-id"); !ok {
+		m.add("x-request-id", newRequestID())
+	}
+	return m
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// upstreamURL joins the cluster address and the (possibly mutated) :path.
+func (p *Proxy) upstreamURL(path string) (*url.URL, error) {
+	ref, err := url.ParseRequestURI(path)
+	if err != nil {
+		return nil, fmt.Errorf("bad :path %q: %w", path, err)
+	}
+	u := *p.cfg.Upstream
+	u.Path = strings.TrimSuffix(u.Path, "/") + ref.Path
+	u.RawPath = ""
+	u.RawQuery = ref.RawQuery
+	return &u, nil
+}
+
+func (p *Proxy) messageTimeout() time.Duration { return p.cfg.MessageTimeout }
+
+// contextDone reports whether the client has gone.
+func contextDone(ctx context.Context) bool { return ctx.Err() != nil }
