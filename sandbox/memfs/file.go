@@ -32,11 +32,6 @@ type file struct {
 
 var _ experimentalsys.File = (*file)(nil)
 
-func (h *file) lock() func() {
-	h.fs.b.mu.Lock()
-	return h.fs.b.mu.Unlock
-}
-
 // Dev implements sys.File.
 func (h *file) Dev() (uint64, experimentalsys.Errno) { return h.fs.dev, 0 }
 
@@ -48,13 +43,15 @@ func (h *file) IsDir() (bool, experimentalsys.Errno) { return h.n.isDir(), 0 }
 
 // IsAppend implements sys.File.
 func (h *file) IsAppend() bool {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	return h.append
 }
 
 // SetAppend implements sys.File.
 func (h *file) SetAppend(enable bool) experimentalsys.Errno {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	switch {
 	case h.closed:
 		return experimentalsys.EBADF
@@ -67,7 +64,8 @@ func (h *file) SetAppend(enable bool) experimentalsys.Errno {
 
 // Stat implements sys.File.
 func (h *file) Stat() (sys.Stat_t, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed {
 		return sys.Stat_t{}, experimentalsys.EBADF
 	}
@@ -103,7 +101,8 @@ func (h *file) writeErr() experimentalsys.Errno {
 
 // Read implements sys.File.
 func (h *file) Read(buf []byte) (int, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if errno := h.readErr(); errno != 0 {
 		return 0, errno
 	}
@@ -114,7 +113,8 @@ func (h *file) Read(buf []byte) (int, experimentalsys.Errno) {
 
 // Pread implements sys.File.
 func (h *file) Pread(buf []byte, off int64) (int, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if errno := h.readErr(); errno != 0 {
 		return 0, errno
 	}
@@ -132,7 +132,8 @@ type seekOffset = int64
 // Seek implements sys.File. On a directory only a rewind is meaningful
 // (wazero's fd_seek refuses directories before reaching here).
 func (h *file) Seek(offset seekOffset, whence int) (int64, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed {
 		return 0, experimentalsys.EBADF
 	}
@@ -162,7 +163,8 @@ func (h *file) Seek(offset seekOffset, whence int) (int64, experimentalsys.Errno
 
 // Readdir implements sys.File without "." and "..", which wazero adds.
 func (h *file) Readdir(count int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed || !h.n.isDir() {
 		return nil, experimentalsys.EBADF
 	}
@@ -193,7 +195,8 @@ func (h *file) Readdir(count int) ([]experimentalsys.Dirent, experimentalsys.Err
 // Write implements sys.File. See the package documentation for how a write
 // that does not fit in the budget behaves.
 func (h *file) Write(buf []byte) (int, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if errno := h.writeErr(); errno != 0 {
 		return 0, errno
 	}
@@ -211,7 +214,8 @@ func (h *file) Write(buf []byte) (int, experimentalsys.Errno) {
 // Pwrite implements sys.File. As POSIX requires (unlike Linux), the offset
 // is honoured even in append mode.
 func (h *file) Pwrite(buf []byte, off int64) (int, experimentalsys.Errno) {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if errno := h.writeErr(); errno != 0 {
 		return 0, errno
 	}
@@ -254,7 +258,8 @@ func (f *FS) writeAt(n *inode, buf []byte, off int64) (int, experimentalsys.Errn
 
 // Truncate implements sys.File. Growing is all-or-nothing against the budget.
 func (h *file) Truncate(size int64) experimentalsys.Errno {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	switch {
 	case h.closed:
 		return experimentalsys.EBADF
@@ -277,7 +282,8 @@ func (h *file) Truncate(size int64) experimentalsys.Errno {
 
 // Sync implements sys.File; memory needs no flushing.
 func (h *file) Sync() experimentalsys.Errno {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed {
 		return experimentalsys.EBADF
 	}
@@ -289,7 +295,8 @@ func (h *file) Datasync() experimentalsys.Errno { return h.Sync() }
 
 // Utimens implements sys.File.
 func (h *file) Utimens(atim, mtim int64) experimentalsys.Errno {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed {
 		return experimentalsys.EBADF
 	}
@@ -300,7 +307,8 @@ func (h *file) Utimens(atim, mtim int64) experimentalsys.Errno {
 // Close implements sys.File. It is idempotent; the last close of an
 // unlinked inode returns its bytes to the budget.
 func (h *file) Close() experimentalsys.Errno {
-	defer h.lock()()
+	h.fs.b.mu.Lock()
+	defer h.fs.b.mu.Unlock()
 	if h.closed {
 		return 0
 	}
