@@ -8,7 +8,14 @@
 import ast, builtins, io, linecache, os, sys, traceback
 
 def _codeinterp_loop():
-    compile("pass", "<warmup>", "exec")  # builds the AST types before the first program
+    # Take the first-use costs (AST types, code paths below) now, before a
+    # session is waiting: run a throwaway cell through the same steps.
+    _warm = compile(b"_ = 1\n_", "<warmup>", "exec", ast.PyCF_ONLY_AST)
+    _last = ast.Expression(_warm.body.pop().value)
+    _ns = {"__builtins__": builtins}
+    exec(compile(_warm, "<warmup>", "exec"), _ns)
+    eval(compile(_last, "<warmup>", "eval"), _ns)
+    del _warm, _last, _ns
     read, write = os.read, os.write
     ns = {"__name__": "__main__", "__builtins__": builtins}
     sys.stdin = io.StringIO("")  # input() gets EOF instead of eating the next program
