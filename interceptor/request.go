@@ -252,6 +252,16 @@ func (i *Interceptor) checkNativeTool(param string, t gjson.Result) (int64, *API
 	t.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "type":
+		case "allowed_callers":
+			// The model calls the tool directly; nothing else can here.
+			ok := v.Type == gjson.Null || v.IsArray()
+			v.ForEach(func(_, c gjson.Result) bool {
+				ok = ok && c.Str == "direct"
+				return ok
+			})
+			if !ok {
+				apiErr = invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
+			}
 		case "container":
 			hasContainer = true
 			mem, apiErr = i.checkContainer(param+".container", v)
