@@ -1,0 +1,48 @@
+# codeinterp — every target does its own set-up through its dependencies.
+#   make demo    the main job: server + sandbox + scripted model, a real code_interpreter_call
+#   make test    every test (needs root: cgroups; builds the CPython-WASI runtime first)
+#   make bench   benchmarks → docs/benchmarks.md
+#   make lint    gofmt, go vet, staticcheck
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TESTFLAGS   ?= -count=1 -timeout 40m
+BENCHTIME   ?= 1s
+
+.PHONY: all setup runtime deps build test bench lint demo clean
+
+all: build
+
+# Toolchain pieces that come from Debian (the runtime script installs its own).
+setup: deps runtime
+
+deps:
+	$(GO) mod download
+
+# CPython 3.13 for wasm32-wasip1, built once into ~/.cache/codeinterp (seconds when cached).
+runtime:
+	bash runtime/build-python-wasi.sh
+
+build: deps
+	$(GO) build -o bin/extproc ./cmd/extproc
+
+test: setup
+	$(GO) test $(TESTFLAGS) ./...
+
+bench: setup
+	@mkdir -p docs
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./... | tee bench.out
+	$(GO) run ./internal/benchtable < bench.out > docs/benchmarks.md
+	@rm -f bench.out
+	@echo "wrote docs/benchmarks.md"
+
+lint: deps
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+demo: setup build
+	$(GO) run ./cmd/extproc-demo --extproc bin/extproc
+
+clean:
+	rm -rf bin bench.out

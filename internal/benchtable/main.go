@@ -1,0 +1,169 @@
+// Command benchtable turns `go test -bench` output (stdin) into the
+// Markdown table of docs/benchmarks.md, with the date and the machine, and
+// the ratios the project's targets are stated in.
+//
+//	go test -run '^$' -bench . ./... | go run ./internal/benchtable > docs/benchmarks.md
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type row struct {
+	name    string
+	pkg     string
+	iters   string
+	metrics [][2]string // value, unit, in output order
+}
+
+func (r row) metric(unit string) (float64, bool) {
+	for _, m := range r.metrics {
+		if m[1] == unit {
+			v, err := strconv.ParseFloat(m[0], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// ratios are the comparisons the targets are written in: numerator over
+// denominator, both the named metric of the named benchmarks.
+var ratios = []struct{ label, num, den, unit string }{
+	{"native python3 subprocess ÷ warm sandbox print(25) (median)", "NativePython3Subprocess", "WarmPrint25", "ms-p50"},
+	{"cold ÷ warm sandbox print(25) (median)", "ColdPrint25", "WarmPrint25", "ms-p50"},
+}
+
+func main() {
+	rows, cpu, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: no benchmark lines on stdin")
+		os.Exit(1)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "# Benchmarks\n\nWritten by `make bench` on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "Machine: %s, %d cores, %s, %s, %s.\n\n", cpu, runtime.NumCPU(), memTotal(), kernel(), runtime.Version())
+	fmt.Fprintln(w, "Figures from one run on a shared machine; compare ratios measured side by side, not absolute values across runs.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| package | benchmark | iterations | time/op | other |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---|")
+	for _, r := range rows {
+		var nsop string
+		var other []string
+		for _, m := range r.metrics {
+			if m[1] == "ns/op" {
+				v, _ := strconv.ParseFloat(m[0], 64)
+				nsop = human(v)
+				continue
+			}
+			other = append(other, m[0]+" "+m[1])
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.pkg, r.name, r.iters, nsop, strings.Join(other, ", "))
+	}
+	var lines []string
+	for _, q := range ratios {
+		n, okN := find(rows, q.num, q.unit)
+		d, okD := find(rows, q.den, q.unit)
+		if okN && okD && d > 0 {
+			lines = append(lines, fmt.Sprintf("| %s | %.1f× |", q.label, n/d))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w, "\n| ratio | value |\n|---|---:|")
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+	}
+}
+
+func find(rows []row, name, unit string) (float64, bool) {
+	for _, r := range rows {
+		if r.name == name {
+			return r.metric(unit)
+		}
+	}
+	return 0, false
+}
+
+func parse(in io.Reader) ([]row, string, error) {
+	var rows []row
+	cpu, pkg := "unknown CPU", ""
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "cpu: "); ok {
+			cpu = strings.TrimSpace(v)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimPrefix(strings.TrimSpace(v), "github.com/codeinterp/codeinterp/")
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		r := row{name: name, pkg: pkg, iters: f[1]}
+		for i := 2; i+1 < len(f); i += 2 {
+			r.metrics = append(r.metrics, [2]string{f[i], f[i+1]})
+		}
+		rows = append(rows, r)
+	}
+	return rows, cpu, sc.Err()
+}
+
+func human(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.2f s", ns/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown memory"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return fmt.Sprintf("%.0f GiB", kb/1024/1024)
+		}
+	}
+	return "unknown memory"
+}
+
+func kernel() string {
+	out, err := exec.Command("uname", "-sr").Output()
+	if err != nil {
+		return "unknown kernel"
+	}
+	return strings.TrimSpace(string(out))
+}
