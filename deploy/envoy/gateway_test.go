@@ -1,0 +1,705 @@
+package envoy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/codeinterp/codeinterp/config"
+)
+
+const gatewayDir = "gateway"
+
+// newObject returns the Go type for a manifest's apiVersion and kind.
+func newObject(apiVersion, kind string) (any, error) {
+	switch apiVersion + " " + kind {
+	case "v1 Namespace":
+		return &corev1.Namespace{}, nil
+	case "v1 ConfigMap":
+		return &corev1.ConfigMap{}, nil
+	case "v1 Service":
+		return &corev1.Service{}, nil
+	case "apps/v1 Deployment":
+		return &appsv1.Deployment{}, nil
+	case "autoscaling/v2 HorizontalPodAutoscaler":
+		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
+	case "policy/v1 PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, nil
+	case "node.k8s.io/v1 RuntimeClass":
+		return &nodev1.RuntimeClass{}, nil
+	case "gateway.networking.k8s.io/v1 GatewayClass":
+		return &gwapiv1.GatewayClass{}, nil
+	case "gateway.networking.k8s.io/v1 Gateway":
+		return &gwapiv1.Gateway{}, nil
+	case "gateway.networking.k8s.io/v1 HTTPRoute":
+		return &gwapiv1.HTTPRoute{}, nil
+	case "gateway.envoyproxy.io/v1alpha1 EnvoyExtensionPolicy":
+		return &egv1a1.EnvoyExtensionPolicy{}, nil
+	case "gateway.envoyproxy.io/v1alpha1 ClientTrafficPolicy":
+		return &egv1a1.ClientTrafficPolicy{}, nil
+	}
+	return nil, fmt.Errorf("no Go type known for %s %s", apiVersion, kind)
+}
+
+// manifests are the decoded documents, by type.
+type manifests struct {
+	namespaces      []*corev1.Namespace
+	configMaps      []*corev1.ConfigMap
+	services        []*corev1.Service
+	deployments     []*appsv1.Deployment
+	hpas            []*autoscalingv2.HorizontalPodAutoscaler
+	pdbs            []*policyv1.PodDisruptionBudget
+	runtimeClasses  []*nodev1.RuntimeClass
+	gatewayClasses  []*gwapiv1.GatewayClass
+	gateways        []*gwapiv1.Gateway
+	routes          []*gwapiv1.HTTPRoute
+	extPolicies     []*egv1a1.EnvoyExtensionPolicy
+	clientPolicies  []*egv1a1.ClientTrafficPolicy
+	documentsByFile map[string]int
+}
+
+// decodeManifest decodes one YAML document strictly (unknown or duplicate
+// fields fail) into its real Go type.
+func decodeManifest(doc []byte) (any, error) {
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return nil, err
+	}
+	obj, err := newObject(tm.APIVersion, tm.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", tm.APIVersion, tm.Kind, err)
+	}
+	return obj, nil
+}
+
+func (m *manifests) add(obj any) {
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		m.namespaces = append(m.namespaces, o)
+	case *corev1.ConfigMap:
+		m.configMaps = append(m.configMaps, o)
+	case *corev1.Service:
+		m.services = append(m.services, o)
+	case *appsv1.Deployment:
+		m.deployments = append(m.deployments, o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		m.hpas = append(m.hpas, o)
+	case *policyv1.PodDisruptionBudget:
+		m.pdbs = append(m.pdbs, o)
+	case *nodev1.RuntimeClass:
+		m.runtimeClasses = append(m.runtimeClasses, o)
+	case *gwapiv1.GatewayClass:
+		m.gatewayClasses = append(m.gatewayClasses, o)
+	case *gwapiv1.Gateway:
+		m.gateways = append(m.gateways, o)
+	case *gwapiv1.HTTPRoute:
+		m.routes = append(m.routes, o)
+	case *egv1a1.EnvoyExtensionPolicy:
+		m.extPolicies = append(m.extPolicies, o)
+	case *egv1a1.ClientTrafficPolicy:
+		m.clientPolicies = append(m.clientPolicies, o)
+	}
+}
+
+func splitDocuments(data []byte) ([][]byte, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		d, err := r.Read()
+		if err == io.EOF {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(stripComments(d))) > 0 {
+			docs = append(docs, d)
+		}
+	}
+}
+
+func stripComments(d []byte) []byte {
+	var out [][]byte
+	for _, l := range bytes.Split(d, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			out = append(out, l)
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+// loadManifests decodes every document of the given files.
+func loadManifests(files map[string][]byte) (*manifests, error) {
+	m := &manifests{documentsByFile: map[string]int{}}
+	var errs []error
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		docs, err := splitDocuments(files[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		for i, d := range docs {
+			obj, err := decodeManifest(d)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s document %d: %w", name, i+1, err))
+				continue
+			}
+			m.add(obj)
+			m.documentsByFile[name]++
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+func readGatewayFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(gatewayDir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no manifests in %s: %v", gatewayDir, err)
+	}
+	files := map[string][]byte{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(p)] = data
+	}
+	return files
+}
+
+func one[T any](kind string, items []T, fail func(string, ...any)) T {
+	var zero T
+	if len(items) != 1 {
+		fail("want exactly one %s, found %d", kind, len(items))
+		return zero
+	}
+	return items[0]
+}
+
+func qty(s string) resource.Quantity { return resource.MustParse(s) }
+
+// serverConfig parses the server configuration carried by the ConfigMap
+// with the real config package (strict decoding and validation).
+func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, error) {
+	c := d.Spec.Template.Spec.Containers[0]
+	i := slices.Index(c.Args, "--config")
+	if i < 0 || i+1 >= len(c.Args) {
+		return nil, "", fmt.Errorf("container %s: no --config FILE argument in %v", c.Name, c.Args)
+	}
+	path := c.Args[i+1]
+	for _, vm := range c.VolumeMounts {
+		if !strings.HasPrefix(path, vm.MountPath+"/") {
+			continue
+		}
+		key := strings.TrimPrefix(path, vm.MountPath+"/")
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != vm.Name || v.ConfigMap == nil {
+				continue
+			}
+			for _, cm := range m.configMaps {
+				if cm.Name != v.ConfigMap.Name || cm.Namespace != d.Namespace {
+					continue
+				}
+				data, ok := cm.Data[key]
+				if !ok {
+					return nil, "", fmt.Errorf("ConfigMap %s has no key %q", cm.Name, key)
+				}
+				cfg, err := config.Parse([]byte(data))
+				if err == nil {
+					err = cfg.Validate()
+				}
+				if err != nil {
+					return nil, "", fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
+				}
+				return cfg, cm.Name, nil
+			}
+			return nil, "", fmt.Errorf("volume %s references ConfigMap %s, which is not defined", v.Name, v.ConfigMap.Name)
+		}
+	}
+	return nil, "", fmt.Errorf("--config %s is not on a ConfigMap volume", path)
+}
+
+func portOf(addr string) (int32, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(p)
+	return int32(n), err
+}
+
+// containerPort resolves a named or numbered target port on a container.
+func containerPort(c corev1.Container, p intstr.IntOrString) (int32, bool) {
+	for _, cp := range c.Ports {
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp.ContainerPort, true
+		}
+	}
+	return 0, false
+}
+
+// checkManifests checks the cross references and the pairing with the
+// server configuration. Every finding is returned.
+func checkManifests(m *manifests) error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	d := one("Deployment", m.deployments, fail)
+	svc := one("Service", m.services, fail)
+	hpa := one("HorizontalPodAutoscaler", m.hpas, fail)
+	pol := one("EnvoyExtensionPolicy", m.extPolicies, fail)
+	gw := one("Gateway", m.gateways, fail)
+	ctp := one("ClientTrafficPolicy", m.clientPolicies, fail)
+	if d == nil || svc == nil || hpa == nil || pol == nil || gw == nil || ctp == nil {
+		return errors.Join(errs...)
+	}
+	ns := d.Namespace
+	namespaced := []metav1.Object{svc, hpa, pol, gw, ctp}
+	for _, r := range m.routes {
+		namespaced = append(namespaced, r)
+	}
+	for _, o := range namespaced {
+		if o.GetNamespace() != ns {
+			fail("%s is in namespace %q, not %q with the Deployment", o.GetName(), o.GetNamespace(), ns)
+		}
+	}
+	if !slices.ContainsFunc(m.namespaces, func(n *corev1.Namespace) bool { return n.Name == ns }) {
+		fail("namespace %s is not defined", ns)
+	}
+
+	// Deployment ↔ Service ↔ HPA ↔ PDB.
+	pod := d.Spec.Template
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		fail("Deployment %s: selector %v does not match its pod labels %v (%v)", d.Name, d.Spec.Selector, pod.Labels, err)
+	}
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+		fail("Service %s: selector %v does not select the Deployment's pods %v", svc.Name, svc.Spec.Selector, pod.Labels)
+	}
+	for _, pdb := range m.pdbs {
+		ps, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || ps.Empty() || !ps.Matches(labels.Set(pod.Labels)) {
+			fail("PodDisruptionBudget %s does not select the Deployment's pods", pdb.Name)
+		}
+	}
+	ref := hpa.Spec.ScaleTargetRef
+	if ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.Name != d.Name {
+		fail("HorizontalPodAutoscaler %s targets %s %s %s, not the Deployment %s", hpa.Name, ref.APIVersion, ref.Kind, ref.Name, d.Name)
+	}
+	if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas {
+		fail("HorizontalPodAutoscaler %s: want 2 <= minReplicas <= maxReplicas", hpa.Name)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		fail("Deployment %s: want one container", d.Name)
+		return errors.Join(errs...)
+	}
+	ctr := pod.Spec.Containers[0]
+	for _, mt := range hpa.Spec.Metrics {
+		if mt.Type == autoscalingv2.ResourceMetricSourceType && mt.Resource != nil {
+			if _, ok := ctr.Resources.Requests[mt.Resource.Name]; !ok {
+				fail("HorizontalPodAutoscaler scales on %s utilization, but the container requests no %s", mt.Resource.Name, mt.Resource.Name)
+			}
+		}
+	}
+
+	// The server configuration in the ConfigMap.
+	cfg, _, err := serverConfig(m, d)
+	if err != nil {
+		fail("%v", err)
+		return errors.Join(errs...)
+	}
+	grpcPort, err := portOf(cfg.Server.Listen)
+	if err != nil {
+		fail("server.listen: %v", err)
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Server.Listen); host != "" && host != "0.0.0.0" && host != "::" {
+		fail("server.listen %s must bind all interfaces in a pod", cfg.Server.Listen)
+	}
+	if _, ok := containerPort(ctr, intstr.FromInt32(grpcPort)); !ok {
+		fail("server.listen port %d is not a container port", grpcPort)
+	}
+	adminPort, err := portOf(cfg.Server.AdminListen)
+	if err != nil {
+		fail("server.admin_listen: %v", err)
+	}
+
+	// Probes reach real endpoints of the server.
+	for name, p := range map[string]*corev1.Probe{"readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
+		switch {
+		case p == nil:
+			fail("container %s: no %s probe", ctr.Name, name)
+		case p.GRPC != nil:
+			if p.GRPC.Port != grpcPort {
+				fail("%s probe: gRPC port %d is not server.listen's %d", name, p.GRPC.Port, grpcPort)
+			}
+		case p.HTTPGet != nil:
+			if port, ok := containerPort(ctr, p.HTTPGet.Port); !ok || port != adminPort {
+				fail("%s probe: port %v is not server.admin_listen's %d", name, p.HTTPGet.Port.String(), adminPort)
+			}
+			if p.HTTPGet.Path != "/healthz" && p.HTTPGet.Path != "/readyz" {
+				fail("%s probe: path %s is not a health endpoint", name, p.HTTPGet.Path)
+			}
+		default:
+			fail("%s probe: want gRPC or HTTP", name)
+		}
+	}
+
+	// Graceful drain fits in the termination grace period.
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= cfg.Server.ShutdownTimeout {
+		fail("terminationGracePeriodSeconds must exceed server.shutdown_timeout %s", cfg.Server.ShutdownTimeout)
+	}
+
+	// Memory: every session at its maximum must fit in the pod's limit,
+	// or the kernel kills the server instead of a worker.
+	lim := cfg.Sandbox.Limits
+	worst := int64(cfg.Sandbox.MaxSessions)*int64(lim.MaxGuestMemory+lim.WorkerOverhead) + 256<<20
+	if mem, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok || mem.Value() < worst {
+		fail("memory limit %v < max_sessions x (max_guest_memory + worker_overhead) + 256MiB = %d bytes", ctr.Resources.Limits.Memory(), worst)
+	}
+	if cfg.Interceptor.MaxMemoryLimit > lim.MaxGuestMemory {
+		fail("interceptor.max_memory_limit exceeds sandbox.limits.max_guest_memory")
+	}
+
+	// Least privilege that still allows cgroup management.
+	sc := ctr.SecurityContext
+	switch {
+	case sc == nil:
+		fail("container %s: no securityContext", ctr.Name)
+	default:
+		if sc.Privileged != nil && *sc.Privileged {
+			fail("container must not be privileged (see the RuntimeClass comment)")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			fail("allowPrivilegeEscalation must be false")
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			fail("readOnlyRootFilesystem must be true")
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			fail("capabilities must drop ALL")
+		} else {
+			add := slices.Clone(sc.Capabilities.Add)
+			slices.Sort(add)
+			if !slices.Equal(add, []corev1.Capability{"KILL", "SETGID", "SETUID"}) {
+				fail("capabilities.add = %v, want exactly KILL, SETGID, SETUID", sc.Capabilities.Add)
+			}
+		}
+	}
+	if rc := pod.Spec.RuntimeClassName; rc == nil || !slices.ContainsFunc(m.runtimeClasses, func(r *nodev1.RuntimeClass) bool { return r.Name == *rc }) {
+		fail("runtimeClassName must name a RuntimeClass defined here (writable cgroupfs)")
+	}
+	if cfg.Sandbox.Isolation.Cgroup == "off" {
+		fail("sandbox.isolation.cgroup must not be off in a deployment")
+	}
+	if cfg.Sandbox.CacheDir != "" && !slices.ContainsFunc(ctr.VolumeMounts, func(v corev1.VolumeMount) bool {
+		return v.MountPath == cfg.Sandbox.CacheDir && !v.ReadOnly
+	}) {
+		fail("sandbox.cache_dir %s is not a writable volume (the root filesystem is read-only)", cfg.Sandbox.CacheDir)
+	}
+
+	// Gateway ↔ routes ↔ policy ↔ Service.
+	if !slices.ContainsFunc(m.gatewayClasses, func(g *gwapiv1.GatewayClass) bool { return string(g.Name) == string(gw.Spec.GatewayClassName) }) {
+		fail("Gateway %s: GatewayClass %s is not defined", gw.Name, gw.Spec.GatewayClassName)
+	}
+	routes := map[string]*gwapiv1.HTTPRoute{}
+	for _, r := range m.routes {
+		routes[r.Name] = r
+		for _, p := range r.Spec.ParentRefs {
+			if string(p.Name) != gw.Name || (p.Kind != nil && *p.Kind != "Gateway") {
+				fail("HTTPRoute %s: parentRef %s is not the Gateway %s", r.Name, p.Name, gw.Name)
+			}
+		}
+	}
+	var policyRoutes []*gwapiv1.HTTPRoute
+	if len(pol.Spec.TargetRefs) == 0 {
+		fail("EnvoyExtensionPolicy %s: no targetRefs", pol.Name)
+	}
+	for _, tr := range pol.Spec.TargetRefs {
+		if tr.Group != gwapiv1.GroupName || tr.Kind != "HTTPRoute" {
+			fail("EnvoyExtensionPolicy %s: targets %s/%s; want an HTTPRoute so other routes stay untouched", pol.Name, tr.Group, tr.Kind)
+			continue
+		}
+		r := routes[string(tr.Name)]
+		if r == nil {
+			fail("EnvoyExtensionPolicy %s: target HTTPRoute %s is not defined", pol.Name, tr.Name)
+			continue
+		}
+		policyRoutes = append(policyRoutes, r)
+	}
+	// The policy's routes match exactly the server's paths (Exact), and the
+	// other routes do not reach the filter.
+	var matched []string
+	for _, r := range policyRoutes {
+		for _, rule := range r.Spec.Rules {
+			for _, mt := range rule.Matches {
+				if mt.Path == nil || mt.Path.Type == nil || *mt.Path.Type != gwapiv1.PathMatchExact || mt.Path.Value == nil {
+					fail("HTTPRoute %s: the policy's route must match paths Exactly", r.Name)
+					continue
+				}
+				matched = append(matched, *mt.Path.Value)
+			}
+		}
+	}
+	slices.Sort(matched)
+	want := slices.Clone(cfg.Routes.Paths)
+	slices.Sort(want)
+	if !slices.Equal(matched, want) {
+		fail("the policy's HTTPRoutes match %v; the server handles routes.paths %v", matched, want)
+	}
+
+	if len(pol.Spec.ExtProc) != 1 {
+		fail("EnvoyExtensionPolicy %s: want one extProc, found %d", pol.Name, len(pol.Spec.ExtProc))
+		return errors.Join(errs...)
+	}
+	ep := pol.Spec.ExtProc[0]
+	if len(ep.BackendRefs) != 1 {
+		fail("extProc: want one backendRef")
+	} else {
+		br := ep.BackendRefs[0].BackendObjectReference
+		if (br.Kind != nil && *br.Kind != "Service") || string(br.Name) != svc.Name || br.Port == nil {
+			fail("extProc backendRef %v does not name the Service %s with a port", br, svc.Name)
+		} else {
+			found := false
+			for _, sp := range svc.Spec.Ports {
+				if sp.Port != *br.Port {
+					continue
+				}
+				found = true
+				if cp, ok := containerPort(ctr, sp.TargetPort); !ok || cp != grpcPort {
+					fail("Service port %d targets %v, not server.listen's port %d", sp.Port, sp.TargetPort.String(), grpcPort)
+				}
+				if sp.AppProtocol == nil || *sp.AppProtocol != "kubernetes.io/h2c" {
+					fail("Service port %d: appProtocol must be kubernetes.io/h2c (gRPC)", sp.Port)
+				}
+			}
+			if !found {
+				fail("extProc backendRef port %d is not a port of Service %s", *br.Port, svc.Name)
+			}
+		}
+	}
+	if ep.FailOpen == nil || *ep.FailOpen {
+		fail("extProc: failOpen must be false")
+	}
+	pmode := ep.ProcessingMode
+	if pmode == nil || !pmode.AllowModeOverride {
+		fail("extProc: processingMode.allowModeOverride must be true")
+	}
+	for dir, o := range map[string]*egv1a1.ProcessingModeOptions{"request": pmode.Request, "response": pmode.Response} {
+		if o == nil || o.Body == nil || *o.Body != egv1a1.BufferedExtProcBodyProcessingMode {
+			fail("extProc: processingMode.%s.body must be Buffered", dir)
+		}
+	}
+	// No max_message_timeout in Envoy Gateway: messageTimeout alone must
+	// cover a round, and the server must not rely on overrides.
+	var mt time.Duration
+	if ep.MessageTimeout == nil {
+		fail("extProc: messageTimeout unset (Envoy's default is 200ms)")
+	} else if mt, err = time.ParseDuration(string(*ep.MessageTimeout)); err != nil {
+		fail("extProc: messageTimeout %q: %v", *ep.MessageTimeout, err)
+	}
+	if round := lim.RunTimeout + cfg.Upstream.Timeout; mt < round || mt > time.Hour {
+		fail("extProc: messageTimeout %s must cover one round (run_timeout + upstream.timeout = %s) and be <= 1h", mt, round)
+	}
+	if cfg.Server.OverrideMessageTimeout != 0 {
+		fail("server.override_message_timeout must be 0: Envoy Gateway leaves max_message_timeout at 0, so Envoy ignores overrides")
+	}
+
+	// Listener settings for the buffered exchange.
+	targetsGateway := slices.ContainsFunc(ctp.Spec.TargetRefs, func(tr gwapiv1.LocalPolicyTargetReferenceWithSectionName) bool {
+		return tr.Group == gwapiv1.GroupName && tr.Kind == "Gateway" && string(tr.Name) == gw.Name
+	})
+	if !targetsGateway {
+		fail("ClientTrafficPolicy %s does not target the Gateway %s", ctp.Name, gw.Name)
+	}
+	if ctp.Spec.Connection == nil || ctp.Spec.Connection.BufferLimit == nil || ctp.Spec.Connection.BufferLimit.Value() < int64(cfg.Server.MaxBodyBytes) {
+		fail("ClientTrafficPolicy: connection.bufferLimit must be >= server.max_body_bytes %s", cfg.Server.MaxBodyBytes)
+	}
+	var idle time.Duration
+	if t := ctp.Spec.Timeout; t != nil && t.HTTP != nil && t.HTTP.StreamIdleTimeout != nil {
+		idle, _ = time.ParseDuration(string(*t.HTTP.StreamIdleTimeout))
+	}
+	if idle < mt {
+		fail("ClientTrafficPolicy: timeout.http.streamIdleTimeout %s must outlast the extProc messageTimeout %s", idle, mt)
+	}
+
+	// Follow-ups go straight to a model Service, not back through the Gateway.
+	if !strings.Contains(cfg.Upstream.URL, ".svc.cluster.local") {
+		fail("upstream.url %s: want a cluster Service URL (the Gateway route would run the filter again)", cfg.Upstream.URL)
+	}
+	return errors.Join(errs...)
+}
+
+func TestGatewayManifests(t *testing.T) {
+	m, err := loadManifests(readGatewayFiles(t))
+	if err != nil {
+		t.Fatalf("manifests do not decode:\n%v", err)
+	}
+	for _, f := range []string{"gateway.yaml", "extension-policy.yaml", "codeinterp.yaml"} {
+		if m.documentsByFile[f] == 0 {
+			t.Errorf("%s: no documents decoded", f)
+		}
+	}
+	if err := checkManifests(m); err != nil {
+		t.Fatalf("manifests are inconsistent:\n%v", err)
+	}
+}
+
+func route(m *manifests, name string) *gwapiv1.HTTPRoute {
+	for _, r := range m.routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	panic("no HTTPRoute " + name)
+}
+
+// Manifests the API server would reject, or that would not fit together,
+// must fail.
+func TestGatewayManifestsBroken(t *testing.T) {
+	textCases := []struct {
+		name, file, old, new, want string
+	}{
+		{"unknown field", "extension-policy.yaml", "    failOpen: false", "    failOpen: false\n    failClosed: true", `unknown field "failClosed"`},
+		{"misspelt field", "codeinterp.yaml", "  minReplicas: 2", "  minReplica: 2", `unknown field "minReplica"`},
+		{"wrong type", "codeinterp.yaml", "  replicas: 2", "  replicas: two", "replicas"},
+		{"duplicate field", "gateway.yaml", "  gatewayClassName: eg", "  gatewayClassName: eg\n  gatewayClassName: eg", "already set"},
+		{"bad quantity", "codeinterp.yaml", "memory: 6Gi\n          limits", "memory: 6 gigs\n          limits", "quantities must match"},
+		{"unknown kind", "gateway.yaml", "kind: GatewayClass", "kind: GatewayKlass", "no Go type known"},
+		{"strict ConfigMap config", "codeinterp.yaml", "      max_sessions: 8", "      max_session: 8", `sandbox.max_session: unknown field`},
+	}
+	for _, tt := range textCases {
+		t.Run(tt.name, func(t *testing.T) {
+			files := readGatewayFiles(t)
+			data := string(files[tt.file])
+			if strings.Count(data, tt.old) != 1 {
+				t.Fatalf("%s no longer contains %q exactly once; update the test", tt.file, tt.old)
+			}
+			files[tt.file] = []byte(strings.Replace(data, tt.old, tt.new, 1))
+			m, err := loadManifests(files)
+			if err == nil {
+				err = checkManifests(m)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
+			}
+		})
+	}
+
+	cases := []struct {
+		name   string
+		mutate func(*manifests)
+		want   string
+	}{
+		{"policy targets a missing route", func(m *manifests) { m.extPolicies[0].Spec.TargetRefs[0].Name = "nope" }, "target HTTPRoute nope is not defined"},
+		{"policy targets the Gateway", func(m *manifests) {
+			m.extPolicies[0].Spec.TargetRefs[0].Kind = "Gateway"
+			m.extPolicies[0].Spec.TargetRefs[0].Name = "llm"
+		}, "want an HTTPRoute so other routes stay untouched"},
+		{"backendRef names another Service", func(m *manifests) { m.extPolicies[0].Spec.ExtProc[0].BackendRefs[0].Name = "other" }, "does not name the Service codeinterp"},
+		{"backendRef port missing on the Service", func(m *manifests) {
+			p := gwapiv1.PortNumber(50052)
+			m.extPolicies[0].Spec.ExtProc[0].BackendRefs[0].Port = &p
+		}, "port 50052 is not a port of Service"},
+		{"streamed body", func(m *manifests) {
+			s := egv1a1.StreamedExtProcBodyProcessingMode
+			m.extPolicies[0].Spec.ExtProc[0].ProcessingMode.Response.Body = &s
+		}, "processingMode.response.body must be Buffered"},
+		{"no mode override", func(m *manifests) { m.extPolicies[0].Spec.ExtProc[0].ProcessingMode.AllowModeOverride = false }, "allowModeOverride must be true"},
+		{"fail open", func(m *manifests) { f := true; m.extPolicies[0].Spec.ExtProc[0].FailOpen = &f }, "failOpen must be false"},
+		{"short message timeout", func(m *manifests) {
+			d := gwapiv1.Duration("10s")
+			m.extPolicies[0].Spec.ExtProc[0].MessageTimeout = &d
+		}, "messageTimeout 10s must cover one round"},
+		{"Service selects other pods", func(m *manifests) { m.services[0].Spec.Selector = map[string]string{"app": "x"} }, "does not select the Deployment's pods"},
+		{"Deployment selector mismatch", func(m *manifests) {
+			m.deployments[0].Spec.Selector.MatchLabels = map[string]string{"app": "x"}
+		}, "does not match its pod labels"},
+		{"HPA targets another Deployment", func(m *manifests) { m.hpas[0].Spec.ScaleTargetRef.Name = "other" }, "not the Deployment codeinterp"},
+		{"HPA on CPU without requests", func(m *manifests) {
+			delete(m.deployments[0].Spec.Template.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
+		}, "requests no cpu"},
+		{"Service targets the admin port", func(m *manifests) { m.services[0].Spec.Ports[0].TargetPort = intstr.FromString("admin") }, "not server.listen's port 50051"},
+		{"memory limit too small", func(m *manifests) {
+			m.deployments[0].Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = qty("2Gi")
+		}, "memory limit 2Gi <"},
+		{"privileged", func(m *manifests) {
+			p := true
+			m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &p
+		}, "must not be privileged"},
+		{"extra capability", func(m *manifests) {
+			sc := m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext
+			sc.Capabilities.Add = append(sc.Capabilities.Add, "SYS_ADMIN")
+		}, "want exactly KILL, SETGID, SETUID"},
+		{"missing RuntimeClass", func(m *manifests) { m.runtimeClasses = nil }, "runtimeClassName must name a RuntimeClass"},
+		{"ConfigMap missing", func(m *manifests) { m.configMaps = nil }, "references ConfigMap codeinterp-config, which is not defined"},
+		{"grace period shorter than the drain", func(m *manifests) {
+			g := int64(30)
+			m.deployments[0].Spec.Template.Spec.TerminationGracePeriodSeconds = &g
+		}, "terminationGracePeriodSeconds must exceed server.shutdown_timeout 2m0s"},
+		{"probe on the wrong port", func(m *manifests) {
+			m.deployments[0].Spec.Template.Spec.Containers[0].ReadinessProbe.GRPC.Port = 9090
+		}, "readiness probe: gRPC port 9090"},
+		{"buffer limit too small", func(m *manifests) { q := qty("1Mi"); m.clientPolicies[0].Spec.Connection.BufferLimit = &q }, "connection.bufferLimit must be >= server.max_body_bytes"},
+		{"idle timeout shorter than the loop", func(m *manifests) {
+			d := gwapiv1.Duration("300s")
+			m.clientPolicies[0].Spec.Timeout.HTTP.StreamIdleTimeout = &d
+		}, "streamIdleTimeout 5m0s must outlast"},
+		{"policy route with a prefix match", func(m *manifests) {
+			pt := gwapiv1.PathMatchPathPrefix
+			route(m, "llm-responses").Spec.Rules[0].Matches[0].Path.Type = &pt
+		}, "must match paths Exactly"},
+		{"policy route on another path", func(m *manifests) {
+			v := "/v1/chat/completions"
+			route(m, "llm-responses").Spec.Rules[0].Matches[0].Path.Value = &v
+		}, "the policy's HTTPRoutes match [/v1/chat/completions]; the server handles routes.paths [/v1/responses]"},
+		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway llm"},
+		{"wrong namespace", func(m *manifests) { m.services[0].Namespace = "default" }, `codeinterp is in namespace "default"`},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := loadManifests(readGatewayFiles(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(m)
+			err = checkManifests(m)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
+			}
+		})
+	}
+}
