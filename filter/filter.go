@@ -1,0 +1,156 @@
+package filter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/codeinterp/codeinterp/interceptor"
+)
+
+// Config is the filter's part of the operator configuration.
+type Config struct {
+	// Paths are the exact :path values handled (query ignored). Default
+	// ["/v1/responses"].
+	Paths []string
+	// Methods are the methods handled on those paths. Default ["POST"].
+	Methods []string
+	// MaxBodyBytes bounds request and upstream response bodies; keep it
+	// equal to Envoy's buffer limit. Default 16 MiB.
+	MaxBodyBytes int64
+	// OverrideMessageTimeout is sent as override_message_timeout before
+	// the loop runs; it must not exceed Envoy's max_message_timeout or
+	// Envoy ignores it. Zero sends none.
+	OverrideMessageTimeout time.Duration
+	// Upstream is where follow-ups go.
+	Upstream UpstreamConfig
+}
+
+// DefaultMaxBodyBytes is the default body limit.
+const DefaultMaxBodyBytes = 16 << 20
+
+func (c Config) withDefaults() Config {
+	if len(c.Paths) == 0 {
+		c.Paths = []string{"/v1/responses"}
+	}
+	if len(c.Methods) == 0 {
+		c.Methods = []string{http.MethodPost}
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Upstream.ForwardHeaders == nil {
+		c.Upstream.ForwardHeaders = DefaultForwardHeaders()
+	}
+	return c
+}
+
+// Server is the ext_proc gRPC service.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	cfg     Config
+	ic      *interceptor.Interceptor
+	metrics *Metrics
+	log     *zap.Logger
+	client  *http.Client
+	paths   map[string]bool
+	methods map[string]bool
+	forward []string
+
+	streams sync.WaitGroup
+}
+
+// New builds the service. metrics and log may be nil.
+func New(cfg Config, ic *interceptor.Interceptor, metrics *Metrics, log *zap.Logger) (*Server, error) {
+	if ic == nil {
+		return nil, errors.New("filter: an interceptor is required")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Upstream.validate(); err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.OverrideMessageTimeout < 0 {
+		return nil, errors.New("filter: max body bytes and override message timeout must not be negative")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s := &Server{cfg: cfg, ic: ic, metrics: metrics, log: log, client: cfg.Upstream.Client,
+		paths: map[string]bool{}, methods: map[string]bool{}}
+	for _, p := range cfg.Paths {
+		s.paths[p] = true
+	}
+	for _, m := range cfg.Methods {
+		s.methods[strings.ToUpper(m)] = true
+	}
+	for _, h := range cfg.Upstream.ForwardHeaders {
+		s.forward = append(s.forward, strings.ToLower(h))
+	}
+	if s.client == nil {
+		s.client = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}}
+	}
+	return s, nil
+}
+
+// Process serves one ext_proc stream: one HTTP request through Envoy.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	s.streams.Add(1)
+	defer s.streams.Done()
+	if s.metrics != nil {
+		s.metrics.ActiveStreams.Inc()
+		defer s.metrics.ActiveStreams.Dec()
+	}
+	st := newStreamState(s)
+	err := st.run(stream)
+	st.finish(err)
+	return err
+}
+
+// Wait blocks until every open stream has ended or ctx is done. A graceful
+// gRPC stop already drains streams; this is for callers that need to know.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.streams.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// protocolError ends a stream whose message order or content breaks the
+// ext_proc contract; Envoy answers the client with status_on_error.
+func protocolError(format string, args ...any) error {
+	return status.Errorf(codes.FailedPrecondition, "codeinterp ext_proc: "+format, args...)
+}
+
+// isStreamEnd reports errors that mean Envoy (or the client) is gone.
+func isStreamEnd(ctx context.Context, err error) bool {
+	if errors.Is(err, io.EOF) || ctx.Err() != nil {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
