@@ -18,6 +18,7 @@ type file struct {
 
 	fs       *FS
 	n        *inode
+	dir      bool // cached: IsDir is called without the lock
 	readable bool
 	writable bool
 	append   bool
@@ -38,8 +39,8 @@ func (h *file) Dev() (uint64, experimentalsys.Errno) { return h.fs.dev, 0 }
 // Ino implements sys.File. Inode numbers never change, so no lock is needed.
 func (h *file) Ino() (sys.Inode, experimentalsys.Errno) { return h.n.ino, 0 }
 
-// IsDir implements sys.File. The type never changes.
-func (h *file) IsDir() (bool, experimentalsys.Errno) { return h.n.isDir(), 0 }
+// IsDir implements sys.File.
+func (h *file) IsDir() (bool, experimentalsys.Errno) { return h.dir, 0 }
 
 // IsAppend implements sys.File.
 func (h *file) IsAppend() bool {

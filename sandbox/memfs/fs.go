@@ -192,6 +192,7 @@ func (f *FS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode)
 	return &file{
 		fs:       f,
 		n:        n,
+		dir:      n.isDir(),
 		readable: readable,
 		writable: writable,
 		append:   flag&experimentalsys.O_APPEND != 0,
