@@ -3,10 +3,397 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/filter"
+	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
-// runServe is implemented with the filter (issue: ext_proc server).
-func runServe(ctx context.Context, args []string) error { return errors.New("serve: not implemented yet") }
+// runServe runs the ext_proc gRPC server until ctx ends, then drains.
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configPath := fs.String("config", "", "YAML configuration `FILE` (empty: defaults plus CODEINTERP_* environment)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: extproc serve --config FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Logging)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	a, err := startApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", zap.String("grpc", a.grpcAddr.String()), zap.String("admin", a.adminAddr()),
+		zap.String("upstream", cfg.Upstream.URL))
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: draining streams", zap.Duration("timeout", cfg.Server.ShutdownTimeout))
+	case err = <-a.errc:
+		log.Error("server failed", zap.Error(err))
+	}
+	a.shutdown(cfg.Server.ShutdownTimeout)
+	return err
+}
 
-// runDev is implemented with the filter (issue: ext_proc server).
-func runDev(ctx context.Context, args []string) error { return errors.New("dev: not implemented yet") }
+// runDev runs the server and, in front of it, the Envoy-like proxy from
+// package devproxy, so a laptop or a test needs no Envoy. Production runs
+// Envoy.
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP `ADDR` clients use as their OpenAI base URL host")
+	upstream := fs.String("upstream", "", "model server `URL` (scheme://host[:port][/prefix]), e.g. http://127.0.0.1:8000 for vLLM, http://127.0.0.1:11434 for Ollama, https://api.openai.com")
+	configPath := fs.String("config", "", "YAML configuration `FILE` (its upstream.url is replaced by --upstream)")
+	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "ext_proc gRPC `ADDR` (port 0 picks a free one)")
+	adminListen := fs.String("admin-listen", "", "health and metrics HTTP `ADDR` (empty: none)")
+	msgTimeout := fs.Duration("message-timeout", 10*time.Second, "Envoy ext_proc message_timeout to emulate")
+	maxMsgTimeout := fs.Duration("max-message-timeout", 900*time.Second, "Envoy ext_proc max_message_timeout to emulate")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: extproc dev --listen ADDR --upstream URL [--config FILE]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{fmt.Sprintf("dev: unexpected argument %q", fs.Arg(0))}
+	}
+	up, err := url.Parse(*upstream)
+	if *upstream == "" || err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return &usageError{fmt.Sprintf("dev: --upstream must be an absolute http(s) URL, got %q", *upstream)}
+	}
+	if *msgTimeout <= 0 || *maxMsgTimeout < 0 {
+		return &usageError{"dev: --message-timeout must be positive and --max-message-timeout not negative"}
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	// Without Envoy there is no internal listener: follow-ups go to the
+	// model server directly, at the first handled path.
+	cfg.Upstream.URL = strings.TrimSuffix(up.String(), "/") + cfg.Routes.Paths[0]
+	cfg.Server.Listen = *grpcListen
+	cfg.Server.AdminListen = *adminListen
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Logging)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	a, err := startApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.shutdown(cfg.Server.ShutdownTimeout)
+	if err := waitWarm(ctx, a.provider, 60*time.Second); err != nil {
+		return err
+	}
+	cc, err := grpc.NewClient(a.grpcAddr.String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.Server.GRPCMaxRecvBytes()), grpc.MaxCallSendMsgSize(cfg.Server.GRPCMaxRecvBytes())))
+	if err != nil {
+		return fmt.Errorf("dev: ext_proc client: %w", err)
+	}
+	defer cc.Close()
+	proxy, err := devproxy.New(devproxy.Config{
+		Upstream:          up,
+		Processor:         extprocv3.NewExternalProcessorClient(cc),
+		MessageTimeout:    *msgTimeout,
+		MaxMessageTimeout: *maxMsgTimeout,
+		AllowModeOverride: true,
+		BufferLimit:       int64(cfg.Server.MaxBodyBytes),
+		Logger:            log.Named("devproxy"),
+	})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	hs := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+	herr := make(chan error, 1)
+	go func() { herr <- hs.Serve(lis) }()
+	log.Info("dev proxy ready (an Envoy stand-in; production runs Envoy)",
+		zap.String("listen", "http://"+lis.Addr().String()), zap.String("upstream", up.String()),
+		zap.String("grpc", a.grpcAddr.String()))
+	fmt.Fprintf(os.Stderr, "extproc dev: OPENAI_BASE_URL=http://%s/v1 → %s\n", lis.Addr(), up)
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-herr:
+	case err = <-a.errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	return err
+}
+
+// app is the running server: sandbox pool, interceptor, ext_proc service,
+// gRPC server with health, and the admin HTTP server.
+type app struct {
+	log      *zap.Logger
+	provider sandbox.Provider
+	grpc     *grpc.Server
+	health   *health.Server
+	grpcAddr net.Addr
+	admin    *http.Server
+	adminLis net.Listener
+	errc     chan error
+	stop     context.CancelFunc
+}
+
+func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locating this binary for sandbox workers: %w", err)
+	}
+	if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := filter.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pool.New(ctx, cfg.PoolConfig([]string{self, workerCommand}), log.Named("sandbox"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	prov, err := metrics.InstrumentProvider(p)
+	if err != nil {
+		return nil, err
+	}
+	ic, err := interceptor.New(interceptor.Config{
+		FunctionName:     cfg.Interceptor.FunctionName,
+		MaxRounds:        cfg.Interceptor.MaxRounds,
+		MaxParallelCalls: cfg.Interceptor.MaxParallelCalls,
+		MaxMemoryBytes:   int64(cfg.Interceptor.MaxMemoryLimit),
+		FollowUp:         interceptor.FollowUpMode(cfg.Interceptor.FollowUp),
+		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
+	}, prov, log.Named("interceptor"))
+	if err != nil {
+		return nil, err
+	}
+	fsrv, err := filter.New(filter.Config{
+		Paths:                  cfg.Routes.Paths,
+		Methods:                cfg.Routes.Methods,
+		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
+		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
+		Upstream: filter.UpstreamConfig{
+			URL:            cfg.Upstream.URL,
+			ForwardHeaders: cfg.Upstream.ForwardHeaders,
+			Headers:        cfg.Upstream.Headers,
+			Timeout:        cfg.Upstream.Timeout,
+		},
+	}, ic, metrics, log.Named("filter"))
+	if err != nil {
+		return nil, err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("server.listen: %w", err)
+	}
+	max := cfg.Server.GRPCMaxRecvBytes()
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(max), grpc.MaxSendMsgSize(max),
+		// Envoy keeps its HTTP/2 connection to the cluster open and pings it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	extprocv3.RegisterExternalProcessorServer(gs, fsrv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	setServing(hs, false)
+
+	actx, stop := context.WithCancel(context.Background())
+	a = &app{log: log, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 2), stop: stop}
+	go func() {
+		if err := gs.Serve(lis); err != nil {
+			a.errc <- fmt.Errorf("grpc: %w", err)
+		}
+	}()
+	go a.watchReadiness(actx)
+
+	if cfg.Server.AdminListen != "" {
+		alis, err := net.Listen("tcp", cfg.Server.AdminListen)
+		if err != nil {
+			a.shutdown(time.Second)
+			return nil, fmt.Errorf("server.admin_listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			if err := prov.Ready(r.Context()); err != nil {
+				http.Error(w, "sandbox not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
+		if cfg.Metrics.Enabled {
+			mux.Handle("GET "+cfg.Metrics.Path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		}
+		a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		a.adminLis = alis
+		go func() {
+			if err := a.admin.Serve(alis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.errc <- fmt.Errorf("admin: %w", err)
+			}
+		}()
+	}
+	return a, nil
+}
+
+func (a *app) adminAddr() string {
+	if a.adminLis == nil {
+		return ""
+	}
+	return a.adminLis.Addr().String()
+}
+
+// setServing sets both the server-wide status and the ext_proc service's.
+func setServing(hs *health.Server, ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	hs.SetServingStatus("", st)
+	hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
+}
+
+// watchReadiness keeps the gRPC health status in step with the sandbox:
+// Envoy's health checks then stop sending streams to a replica that cannot
+// run code.
+func (a *app) watchReadiness(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	last := false
+	for {
+		ready := a.provider.Ready(ctx) == nil
+		if ready != last {
+			setServing(a.health, ready)
+			a.log.Info("health", zap.Bool("serving", ready))
+			last = ready
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// shutdown reports NOT_SERVING, drains open streams for up to timeout,
+// then stops the rest.
+func (a *app) shutdown(timeout time.Duration) {
+	a.stop()
+	a.health.Shutdown()
+	done := make(chan struct{})
+	go func() { a.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		a.log.Warn("drain timed out; closing remaining streams", zap.Duration("timeout", timeout))
+		a.grpc.Stop()
+		<-done
+	}
+	if a.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = a.admin.Shutdown(ctx)
+		cancel()
+	}
+	if err := a.provider.Close(); err != nil {
+		a.log.Warn("closing the sandbox", zap.Error(err))
+	}
+}
+
+// waitWarm waits until the sandbox is ready and has an interpreter started,
+// so the first request is not the one that pays for it.
+func waitWarm(ctx context.Context, p sandbox.Provider, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := p.Ready(ctx)
+		c := p.Capacity()
+		if err == nil && (c.Warm > 0 || c.Max == 0) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				return nil // ready, just slow to warm: serve anyway
+			}
+			return fmt.Errorf("sandbox not ready after %s: %w", limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// newLogger builds the zap logger the configuration asks for.
+func newLogger(c config.Logging) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(c.Level); err != nil {
+		return nil, fmt.Errorf("logging.level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Sampling = nil // one line per request; never drop them
+	return zc.Build()
+}
