@@ -35,8 +35,8 @@ var crdFiles = []struct{ module, path string }{
 
 // crdValidator validates custom resources as the API server does at
 // creation: the CRD's OpenAPI schema (types, enums, patterns, bounds,
-// required fields) and its x-kubernetes-validations CEL rules. Defaulting
-// and admission webhooks are not run.
+// required fields) and its x-kubernetes-validations CEL rules, after
+// applying the schema's defaults. Admission webhooks are not run.
 type crdValidator struct {
 	sv    validation.SchemaValidator
 	struc *schema.Structural
