@@ -36,7 +36,12 @@ func TestHostilePrograms(t *testing.T) {
 		want  []sandbox.Outcome
 		check func(t *testing.T, r sandbox.Result)
 	}{
-		{name: "python busy loop", code: "while True:\n    pass", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
+		{name: "python busy loop", code: "print('started')\nwhile True:\n    pass", want: []sandbox.Outcome{sandbox.OutcomeTimeout},
+			check: func(t *testing.T, r sandbox.Result) {
+				if r.Stdout != "started\n" {
+					t.Errorf("output before the timeout was lost: %q", r.Stdout)
+				}
+			}},
 		{name: "C-level loop (bigint power)", code: "10**(10**9)", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
 		{name: "C-level loop (regex backtracking)", code: "import re\nre.match(r'(a+)+$', 'a'*64 + 'b')", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
 		{name: "memory bomb, one allocation", code: "x = bytearray(2**30)", want: []sandbox.Outcome{sandbox.OutcomeMemoryLimit},
@@ -62,7 +67,7 @@ func TestHostilePrograms(t *testing.T) {
 			}},
 		{name: "socket", code: "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)", want: []sandbox.Outcome{sandbox.OutcomeError}},
 		{name: "deep recursion", code: "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed, sandbox.OutcomeMemoryLimit, sandbox.OutcomeTimeout}},
-		{name: "deep C recursion", code: "import sys\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(200000):\n    x = [x]\nrepr(x)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed}},
+		{name: "deep C recursion", code: "import sys\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(200000):\n    x = [x]\nrepr(x)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed, sandbox.OutcomeTimeout}},
 		{name: "threads", code: "import threading\nthreading.Thread(target=print).start()", want: []sandbox.Outcome{sandbox.OutcomeError},
 			check: stderrHas("thread")},
 		{name: "subprocess", code: "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'id'])", want: []sandbox.Outcome{sandbox.OutcomeError}},

@@ -139,6 +139,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	if mem == p.cfg.Limits.GuestMemoryBytes {
 		select {
 		case w := <-p.warm:
+			w.foreground()
 			s.proc = w
 		default:
 		}
@@ -221,7 +222,7 @@ func (p *Pool) refiller() {
 		case <-p.refill:
 		}
 		for len(p.warm) < cap(p.warm) {
-			w, err := p.spawn(p.ctx, spawnOpts{id: p.newID(), guestMem: p.cfg.Limits.GuestMemoryBytes})
+			w, err := p.spawn(p.ctx, spawnOpts{id: p.newID(), guestMem: p.cfg.Limits.GuestMemoryBytes, background: true})
 			p.mu.Lock()
 			p.lastErr = err
 			p.mu.Unlock()

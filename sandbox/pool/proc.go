@@ -69,7 +69,15 @@ func (s *spawner) stop() { close(s.reqs) }
 type spawnOpts struct {
 	id       string
 	guestMem int64
+	// background marks a spawn nobody is waiting for (a warm refill): it
+	// runs niced, so that starting a spare interpreter does not slow the
+	// runs of live sessions on a busy machine.
+	background bool
 }
+
+// warmNice is the scheduling niceness of a worker while it waits in the
+// warm pool; handing it to a session restores 0.
+const warmNice = 10
 
 // spawn starts a worker, confines it, configures it and waits until its
 // interpreter is warm.
@@ -128,6 +136,11 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		return nil, fmt.Errorf("pool: start worker: %w", startErr)
 	}
 
+	if o.background {
+		// PRIO_PGRP reaches every thread of the worker (its own process
+		// group); threads it makes later inherit the niceness.
+		_ = syscall.Setpriority(syscall.PRIO_PGRP, cmd.Process.Pid, warmNice)
+	}
 	w := &proc{
 		id:       o.id,
 		cmd:      cmd,
@@ -221,6 +234,13 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 // startTimeout bounds a worker's start-up (it loads the compiled module from
 // the cache and starts CPython: well under a second normally).
 const startTimeout = 60 * time.Second
+
+// foreground restores normal scheduling priority for a worker taken from
+// the warm pool. Lowering niceness needs CAP_SYS_NICE: as non-root the
+// worker stays niced, which costs speed, not safety.
+func (w *proc) foreground() {
+	_ = syscall.Setpriority(syscall.PRIO_PGRP, w.cmd.Process.Pid, 0)
+}
 
 // kill ends the worker's process group and waits until it is reaped. It is
 // safe to call more than once and from several goroutines.

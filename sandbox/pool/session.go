@@ -56,10 +56,14 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 	}
 	s.runID++
 	w := s.proc
-	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindRun, Run: &wire.Run{ID: s.runID, Code: []byte(code)}}); err != nil {
+	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindRun, Run: &wire.Run{
+		ID: s.runID, Code: []byte(code), TimeoutNanos: lim.RunTimeout.Nanoseconds(),
+	}}); err != nil {
 		return s.lose(w, start, stateLost, sandbox.OutcomeCrashed, "the worker stopped accepting work"), nil
 	}
-	timer := time.NewTimer(lim.RunTimeout)
+	// The worker reports its own timeout with the output so far; this
+	// backstop covers a worker too stuck to do so.
+	timer := time.NewTimer(lim.RunTimeout + timeoutGrace)
 	defer timer.Stop()
 	for {
 		select {
@@ -126,6 +130,9 @@ func (s *session) result(r *wire.Result, stateLost bool) sandbox.Result {
 	case wire.StatusMemory:
 		res.Outcome = sandbox.OutcomeMemoryLimit
 		res.Detail = fmt.Sprintf("the code ran out of its %d MiB of memory", s.guestMem>>20)
+	case wire.StatusTimeout:
+		res.Outcome = sandbox.OutcomeTimeout
+		res.Detail = fmt.Sprintf("the code ran longer than %s and was stopped", s.pool.cfg.Limits.RunTimeout)
 	case wire.StatusExited:
 		res.Outcome = sandbox.OutcomeCompleted
 		if r.Detail != "the interpreter exited with status 0" {
@@ -140,6 +147,10 @@ func (s *session) result(r *wire.Result, stateLost bool) sandbox.Result {
 	}
 	return res
 }
+
+// timeoutGrace is how long past the run's limit the server waits for the
+// worker's own timeout report before it kills the worker.
+const timeoutGrace = 2 * time.Second
 
 func truncationNote(dropped int64) string {
 	return fmt.Sprintf("\n[output truncated: %d more bytes were not kept]\n", dropped)

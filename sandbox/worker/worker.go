@@ -281,9 +281,16 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 		_, _ = w.stdinW.Write(append([]byte(fmt.Sprintf("%s %d\n", nonce, len(r.Code))), r.Code...))
 	}()
 	res := &wire.Result{ID: r.ID}
+	timer := time.NewTimer(time.Duration(r.TimeoutNanos))
+	defer timer.Stop()
 	select {
 	case status := <-done:
 		res.Status = status
+	case <-timer.C:
+		// The guest cannot be stopped and go on: report what it printed,
+		// then this worker ends (the server kills it in any case).
+		res.Status = wire.StatusTimeout
+		res.InterpreterGone = true
 	case err := <-w.exited:
 		res.Status = wire.StatusExited
 		res.InterpreterGone = true

@@ -67,6 +67,10 @@ type Credential struct {
 type Run struct {
 	ID   uint64 `json:"id"`
 	Code []byte `json:"code"`
+	// TimeoutNanos is the run's wall-time limit. The worker enforces it so
+	// it can report the output produced so far; the server kills the worker
+	// a little later regardless.
+	TimeoutNanos int64 `json:"timeout_ns"`
 }
 
 // Ready reports a warm interpreter.
@@ -79,7 +83,8 @@ const (
 	StatusOK     = "ok"     // ran to the end (or sys.exit(0))
 	StatusError  = "error"  // an exception escaped
 	StatusMemory = "memory" // MemoryError escaped
-	StatusExited = "exited" // the interpreter ended (os._exit, a trap); the session's state is gone
+	StatusExited  = "exited"  // the interpreter ended (os._exit, a trap); the session's state is gone
+	StatusTimeout = "timeout" // the run's time limit passed; the worker is ending
 )
 
 // Result is one program's outcome.
