@@ -80,9 +80,9 @@ type Ready struct {
 
 // Status values of a Result, as the guest bootstrap reports them.
 const (
-	StatusOK     = "ok"     // ran to the end (or sys.exit(0))
-	StatusError  = "error"  // an exception escaped
-	StatusMemory = "memory" // MemoryError escaped
+	StatusOK      = "ok"      // ran to the end (or sys.exit(0))
+	StatusError   = "error"   // an exception escaped
+	StatusMemory  = "memory"  // MemoryError escaped
 	StatusExited  = "exited"  // the interpreter ended (os._exit, a trap); the session's state is gone
 	StatusTimeout = "timeout" // the run's time limit passed; the worker is ending
 )
