@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -286,7 +287,42 @@ func enableV2(mount, parent string) error {
 	return writeSubtree(dir)
 }
 
+// writeSubtree enables the required controllers for dir's children. The
+// kernel refuses (EBUSY) while dir itself holds processes — the "no internal
+// processes" rule. In a container the server typically sits in the
+// namespace's root group; then the server moves itself into a leaf group of
+// its own and the write is retried once.
 func writeSubtree(dir string) error {
+	err := writeSubtreeOnce(dir)
+	if !errors.Is(err, syscall.EBUSY) {
+		return err
+	}
+	if merr := moveSelfToLeaf(dir); merr != nil {
+		return fmt.Errorf("%w (and moving the server to a leaf group failed: %v)", err, merr)
+	}
+	return writeSubtreeOnce(dir)
+}
+
+// serverLeaf is the group the server moves itself to, see writeSubtree.
+const serverLeaf = "codeinterp-server"
+
+func moveSelfToLeaf(dir string) error {
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	self := strconv.Itoa(os.Getpid())
+	if !slices.Contains(strings.Fields(string(procs)), self) {
+		return fmt.Errorf("%s holds other processes, not the server", dir)
+	}
+	leaf := filepath.Join(dir, serverLeaf)
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(self), 0)
+}
+
+func writeSubtreeOnce(dir string) error {
 	f := filepath.Join(dir, "cgroup.subtree_control")
 	b, err := os.ReadFile(f)
 	if err != nil {
