@@ -90,6 +90,7 @@ func Open(mode, parent string) (Driver, error) {
 type v1Driver struct {
 	parent     string
 	hierarchy  cgroup1.Hierarchy
+	memRoot    string // the memory hierarchy's mount, for files containerd does not read
 	memswFiles bool
 }
 
@@ -122,6 +123,7 @@ func openV1(parent string) (Driver, error) {
 	return &v1Driver{
 		parent:     parent,
 		hierarchy:  func() ([]cgroup1.Subsystem, error) { return picked, nil },
+		memRoot:    memRoot,
 		memswFiles: err == nil,
 	}, nil
 }
@@ -149,17 +151,7 @@ func (d *v1Driver) New(name string, l Limits) (Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: create %s: %w", p, err)
 	}
-	return &v1Group{cg: cg, path: p, memRoot: d.memRoot()}, nil
-}
-
-func (d *v1Driver) memRoot() string {
-	subs, _ := d.hierarchy()
-	for _, s := range subs {
-		if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
-			return p.Path("/")
-		}
-	}
-	return ""
+	return &v1Group{cg: cg, path: p, memRoot: d.memRoot}, nil
 }
 
 func cpuV1(cpus float64) *specs.LinuxCPU {

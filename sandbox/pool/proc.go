@@ -3,7 +3,6 @@ package pool
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -286,5 +285,3 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.buf))
 }
-
-var errWorkerGone = errors.New("worker gone")
