@@ -34,6 +34,7 @@ func TestWorkerHardening(t *testing.T) {
 			"CapEff":     "0000000000000000",
 			"CapPrm":     "0000000000000000",
 			"Groups":     "",
+			"Seccomp":    "2", // filter mode
 		} {
 			if got := field(status, key); got != want {
 				t.Errorf("worker %d: %s = %q, want %q", pid, key, got, want)

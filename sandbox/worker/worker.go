@@ -206,6 +206,9 @@ func (w *worker) start(runtimeDir *os.File) error {
 	if err := dropPrivileges(w.init.DropTo, w.init.ParentPID); err != nil {
 		return fmt.Errorf("drop privileges: %w", err)
 	}
+	if err := installSeccomp(); err != nil {
+		return err
+	}
 
 	// From here on the guest runs.
 	stdinR, stdinW := io.Pipe()
