@@ -29,6 +29,39 @@ func fields(raw string) []field {
 	return out
 }
 
+// object is a JSON object walked once: its members and, for lookups, the
+// first member of each key. A large request is scanned once this way rather
+// than once per field looked up.
+type object struct {
+	raw   string
+	fs    []field
+	first map[string]int
+	dup   string // a key that occurs more than once, or ""
+}
+
+func parseObject(raw string) *object {
+	o := &object{raw: raw, fs: fields(raw)}
+	o.first = make(map[string]int, len(o.fs))
+	for i, f := range o.fs {
+		if _, ok := o.first[f.key]; ok {
+			if o.dup == "" {
+				o.dup = f.key
+			}
+			continue
+		}
+		o.first[f.key] = i
+	}
+	return o
+}
+
+// get returns the member key's value (the first, as gjson would).
+func (o *object) get(key string) gjson.Result {
+	if i, ok := o.first[key]; ok {
+		return o.fs[i].value
+	}
+	return gjson.Result{}
+}
+
 // edit changes one member of an object: set it to value (raw JSON), or
 // delete it. A set for a key the object lacks appends the member.
 type edit struct {
@@ -47,6 +80,13 @@ func editObject(raw string, edits ...edit) []byte {
 }
 
 func appendEditedObject(dst []byte, raw string, edits ...edit) []byte {
+	if !gjson.Parse(raw).IsObject() {
+		return append(dst, raw...) // not ours to shape
+	}
+	return appendEditedFields(dst, raw, fields(raw), edits...)
+}
+
+func appendEditedFields(dst []byte, raw string, fs []field, edits ...edit) []byte {
 	done := make([]bool, len(edits))
 	dst = append(dst, '{')
 	n := 0
@@ -56,7 +96,7 @@ func appendEditedObject(dst []byte, raw string, edits ...edit) []byte {
 		}
 		n++
 	}
-	for _, f := range fields(raw) {
+	for _, f := range fs {
 		ei := -1
 		for j := range edits {
 			if edits[j].key == f.key {

@@ -2,12 +2,12 @@ package interceptor
 
 import (
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/pretty"
 )
 
 // kv is one field of an event: a key and its raw JSON value.
@@ -25,29 +25,48 @@ type sseWriter struct {
 }
 
 func (w *sseWriter) event(typ string, fs ...kv) {
-	fs = append(fs, kv{"sequence_number", strconv.Itoa(w.seq)})
-	w.seq++
-	sort.Slice(fs, func(i, j int) bool { return fs[i].k < fs[j].k })
+	// Insertion sort: a handful of fields, and no allocation.
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].k < fs[j-1].k; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
 	w.buf = append(w.buf, "event: "...)
 	w.buf = append(w.buf, typ...)
 	w.buf = append(w.buf, "\ndata: {\"type\":"...)
 	w.buf = appendString(w.buf, typ)
+	seqDone := false
 	for _, f := range fs {
+		if !seqDone && f.k > "sequence_number" {
+			w.buf = w.appendSeq(w.buf)
+			seqDone = true
+		}
 		w.buf = append(w.buf, ',')
 		w.buf = appendString(w.buf, f.k)
 		w.buf = append(w.buf, ':')
 		w.buf = append(w.buf, f.v...)
 	}
+	if !seqDone {
+		w.buf = w.appendSeq(w.buf)
+	}
 	w.buf = append(w.buf, "}\n\n"...)
+	w.seq++
 }
 
-// delta emits one delta event per chunk of text; extra are the event's
-// other fields.
+func (w *sseWriter) appendSeq(dst []byte) []byte {
+	dst = append(dst, `,"sequence_number":`...)
+	return strconv.AppendInt(dst, int64(w.seq), 10)
+}
+
+// deltas emits one delta event per chunk of text; extra are the event's
+// other fields (at most 4).
 func (w *sseWriter) deltas(typ, text string, extra ...kv) {
+	var arr [6]kv
 	for _, chunk := range chunks(text) {
-		fs := append([]kv{{"delta", jsonString(chunk)}}, extra...)
+		fs := append(arr[:0], kv{"delta", jsonString(chunk)})
+		fs = append(fs, extra...)
 		if w.obfuscate {
-			fs = append(fs, kv{"obfuscation", jsonString(obfuscation(chunk))})
+			fs = append(fs, kv{"obfuscation", obfuscation(chunk)})
 		}
 		w.event(typ, fs...)
 	}
@@ -56,7 +75,9 @@ func (w *sseWriter) deltas(typ, text string, extra ...kv) {
 // synthesizeSSE turns a final response object into the event stream OpenAI
 // would have sent for it. final must be a valid response object.
 func synthesizeSSE(final []byte, obfuscate bool) []byte {
-	doc := string(final)
+	// An event's data is one line: drop the whitespace between tokens (a
+	// pretty-printing upstream would otherwise break the framing).
+	doc := string(pretty.Ugly(final))
 	root := gjson.Parse(doc)
 	w := &sseWriter{buf: make([]byte, 0, 3*len(final)+1024), obfuscate: obfuscate}
 
@@ -71,7 +92,11 @@ func synthesizeSSE(final []byte, obfuscate bool) []byte {
 	w.event("response.in_progress", kv{"response", start})
 
 	idx := 0
-	root.Get("output").ForEach(func(_, it gjson.Result) bool {
+	output := root.Get("output")
+	if !output.IsArray() {
+		output = gjson.Result{}
+	}
+	output.ForEach(func(_, it gjson.Result) bool {
 		w.item(idx, it)
 		idx++
 		return true
@@ -255,12 +280,14 @@ const obfuscationAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 
 // obfuscation pads a delta to a multiple of 16 characters with random
 // letters, as OpenAI's stream obfuscation does, so event sizes do not reveal
-// token lengths.
+// token lengths. It returns the JSON string (the letters need no escaping).
 func obfuscation(delta string) string {
 	n := 16 - utf8.RuneCountInString(delta)%16
-	b := make([]byte, n)
-	for i := range b {
+	var b [18]byte
+	b[0] = '"'
+	for i := 1; i <= n; i++ {
 		b[i] = obfuscationAlphabet[rand.IntN(len(obfuscationAlphabet))]
 	}
-	return string(b)
+	b[n+1] = '"'
+	return string(b[:n+2])
 }
