@@ -32,6 +32,8 @@ const (
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16 // low 32 bits on little-endian
+	offArg1 = 24
+	offArg2 = 32
 
 	x32SyscallBit = 0x40000000
 )
@@ -41,8 +43,19 @@ func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
 }
 
-// seccompProgram builds the filter for the denied syscall numbers.
-func seccompProgram(denied []uintptr) []unix.SockFilter {
+// argRule allows a syscall only when its argument passes a test.
+type argRule struct {
+	nr  uintptr
+	arg uint32 // offset of the argument in seccomp_data
+	// equal: allow only when the argument's low 32 bits equal value;
+	// otherwise: deny when any bit of value is set in the argument.
+	equal bool
+	value uint32
+}
+
+// seccompProgram builds the filter for the denied syscall numbers and the
+// argument rules.
+func seccompProgram(denied []uintptr, rules []argRule) []unix.SockFilter {
 	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
 	prog := []unix.SockFilter{
 		// Another architecture's syscall numbers would mean something else.
@@ -69,6 +82,19 @@ func seccompProgram(denied []uintptr) []unix.SockFilter {
 		jump(bpfJMP|bpfJEQ|bpfK, uint32(unix.SYS_CLONE3), 0, 1),
 		stmt(bpfRET|bpfK, errno(unix.ENOSYS)),
 	)
+	for _, r := range rules {
+		prog = append(prog,
+			jump(bpfJMP|bpfJEQ|bpfK, uint32(r.nr), 0, 4),
+			stmt(bpfLD|bpfW|bpfABS, r.arg))
+		if r.equal {
+			prog = append(prog, jump(bpfJMP|bpfJEQ|bpfK, r.value, 0, 1))
+		} else {
+			prog = append(prog, jump(bpfJMP|bpfJSET|bpfK, r.value, 1, 0))
+		}
+		prog = append(prog,
+			stmt(bpfRET|bpfK, unix.SECCOMP_RET_ALLOW),
+			stmt(bpfRET|bpfK, errno(unix.EPERM)))
+	}
 	for _, nr := range denied {
 		prog = append(prog,
 			jump(bpfJMP|bpfJEQ|bpfK, uint32(nr), 0, 1),
@@ -92,7 +118,26 @@ var deniedCommon = []uintptr{
 	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
 	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
 	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	unix.SYS_MEMFD_CREATE, unix.SYS_PIDFD_GETFD, unix.SYS_PIDFD_OPEN,
+	unix.SYS_MEMFD_CREATE, unix.SYS_PIDFD_GETFD, unix.SYS_PIDFD_OPEN, unix.SYS_PIDFD_SEND_SIGNAL,
+	unix.SYS_TKILL, unix.SYS_OPENAT2,
+	// The host filesystem is read-only to the worker.
+	unix.SYS_MKDIRAT, unix.SYS_UNLINKAT, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_LINKAT,
+	unix.SYS_SYMLINKAT, unix.SYS_FCHMODAT, unix.SYS_FCHOWNAT, unix.SYS_TRUNCATE, unix.SYS_MKNODAT,
+}
+
+// writeFlags are the open flags that would change the host filesystem.
+const writeFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | unix.O_APPEND
+
+// argRules: signals only to the worker itself (other workers share its
+// uid), and opens only for reading.
+func argRules(pid uint32) []argRule {
+	return append([]argRule{
+		{nr: unix.SYS_KILL, arg: offArg0, equal: true, value: pid},
+		{nr: unix.SYS_TGKILL, arg: offArg0, equal: true, value: pid},
+		{nr: unix.SYS_RT_SIGQUEUEINFO, arg: offArg0, equal: true, value: pid},
+		{nr: unix.SYS_RT_TGSIGQUEUEINFO, arg: offArg0, equal: true, value: pid},
+		{nr: unix.SYS_OPENAT, arg: offArg2, value: writeFlags},
+	}, argRulesArch...)
 }
 
 // installSeccomp applies the filter to every thread of the process.
@@ -104,7 +149,7 @@ func installSeccomp() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	prog := seccompProgram(append(append([]uintptr(nil), deniedCommon...), deniedArch...))
+	prog := seccompProgram(append(append([]uintptr(nil), deniedCommon...), deniedArch...), argRules(uint32(unix.Getpid())))
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	r1, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))

@@ -9,3 +9,5 @@ const (
 
 // deniedArch: arm64 has no fork, vfork or accept syscalls of its own.
 var deniedArch = []uintptr{}
+
+var argRulesArch = []argRule{}

@@ -49,6 +49,16 @@ func seccompChild() int {
 	report("setuid", unix.Setuid(0))
 	_, err = unix.MemfdCreate("x", 0)
 	report("memfd", err)
+	_, err = unix.Open("/tmp/codeinterp-seccomp-probe", unix.O_CREAT|unix.O_WRONLY, 0o600)
+	report("open_create", err)
+	_, err = unix.Open("/proc/self/status", unix.O_RDWR, 0)
+	report("open_rdwr", err)
+	report("mkdir", unix.Mkdir("/tmp/codeinterp-seccomp-dir", 0o700))
+	report("unlink", unix.Unlink("/tmp/codeinterp-seccomp-absent"))
+	report("kill_other", unix.Kill(1, 0))
+	report("kill_all", unix.Kill(-1, 0))
+	report("kill_self", unix.Kill(unix.Getpid(), 0))
+	report("tgkill_other", unix.Tgkill(1, 1, 0))
 	// The Go runtime must keep working: new OS threads, files, memory.
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
@@ -96,6 +106,8 @@ func TestSeccompDeniesEscapeSyscalls(t *testing.T) {
 		"socket": "EPERM", "socket_unix": "EPERM", "execve": "EPERM", "forkexec": "EPERM",
 		"fork_via_clone": "EPERM", "ptrace": "EPERM", "unshare": "EPERM", "setuid": "EPERM",
 		"memfd": "EPERM", "readfile": "ok",
+		"open_create": "EPERM", "open_rdwr": "EPERM", "mkdir": "EPERM", "unlink": "EPERM",
+		"kill_other": "EPERM", "kill_all": "EPERM", "kill_self": "ok", "tgkill_other": "EPERM",
 	}
 	for k, v := range want {
 		if got[k] != v {
