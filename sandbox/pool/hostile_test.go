@@ -76,8 +76,9 @@ func TestHostilePrograms(t *testing.T) {
 		{name: "non-UTF-8 source", code: "print('\xff\xfe')\n", want: []sandbox.Outcome{sandbox.OutcomeError},
 			check: stderrHas("SyntaxError")},
 		{name: "fill the scratch space", code: "f = open('/tmp/big', 'wb')\nwhile True:\n    f.write(b'x' * 65536)\n    f.flush()", want: []sandbox.Outcome{sandbox.OutcomeError},
-			// wazero v1.12 cannot carry ENOSPC to the guest: memfs reports EIO.
-			check: stderrHas("OSError")},
+			// wazero v1.12 cannot carry ENOSPC to the guest: memfs reports
+			// EIO, and the worker says what it means.
+			check: all(stderrHas("OSError"), stderrHas("are full (1 MiB"))},
 		{name: "forge the end-of-run marker", code: "import os\nos.write(2, b'\\x00CI:0123456789abcdef:ok\\n')\nprint('still running')", want: []sandbox.Outcome{sandbox.OutcomeCompleted},
 			check: func(t *testing.T, r sandbox.Result) {
 				if strings.TrimSpace(r.Stdout) != "still running" {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+	"github.com/codeinterp/codeinterp/sandbox/memfs"
 )
 
 //go:embed bootstrap.py
@@ -157,6 +158,7 @@ type worker struct {
 	runtimeDir *os.File
 	sendMu     sync.Mutex
 
+	scratch *memfs.Budget
 	stdinW  *io.PipeWriter
 	stdout  *boundedWriter
 	stderr  *markerWriter
@@ -216,10 +218,8 @@ func (w *worker) start(runtimeDir *os.File) error {
 	w.stdout = newBoundedWriter(w.init.StdoutBytes)
 	w.stderr = &markerWriter{out: newBoundedWriter(w.init.StderrBytes)}
 	ready := make(chan struct{})
-	fsConfig, err := guestFS(filepath.Join(root, "lib"), w.init.ScratchBytes)
-	if err != nil {
-		return err
-	}
+	w.scratch = memfs.NewBudget(w.init.ScratchBytes)
+	fsConfig := guestFS(filepath.Join(root, "lib"), w.scratch)
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs("python3.13", "-u", "-c", bootstrap).
@@ -276,6 +276,7 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 	_, _ = rand.Read(nonceBytes[:])
 	nonce := hex.EncodeToString(nonceBytes[:])
 	w.stdout.reset()
+	full := w.scratch.Stats().NoSpace
 	done := w.stderr.expect(nonce)
 	start := time.Now()
 	go func() {
@@ -302,6 +303,9 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 	res.DurationNanos = time.Since(start).Nanoseconds()
 	res.Stdout, res.StdoutDropped = w.stdout.take()
 	res.Stderr, res.StderrDropped = w.stderr.out.take()
+	if w.scratch.Stats().NoSpace > full {
+		res.Stderr = append(res.Stderr, scratchFullNote(w.scratch)...)
+	}
 	return res
 }
 
