@@ -142,7 +142,7 @@ func (e *APIError) Body() []byte { return e.body() }
 // Result is what the client gets for an intercepted exchange.
 type Result struct {
 	Status      int    // HTTP status for the client
-	ContentType string // "application/json" or "text/event-stream" (or the upstream's own for a passed-through error)
+	ContentType string // ContentTypeJSON or ContentTypeSSE (or the upstream's own for a passed-through answer)
 	Body        []byte
 	// Rounds is the number of follow-up inferences made.
 	Rounds int
@@ -202,9 +202,10 @@ func (x *Exchange) Modified() bool { return x.req.modified }
 // else the client's own.
 func (x *Exchange) UpstreamBody() []byte { return x.req.upstream }
 
-// ClientStream reports whether the client asked for stream:true. When
-// Intercepted the upstream gets stream:false and CompleteResponse answers
-// with synthetic SSE (text/event-stream) on success.
+// ClientStream reports whether an intercepted request asked for
+// stream:true: the upstream gets stream:false and CompleteResponse answers
+// with synthetic SSE (ContentTypeSSE, status 200). It is false when not
+// Intercepted (a stream then passes through untouched).
 func (x *Exchange) ClientStream() bool { return x.req.clientStream }
 
 // CompleteResponse takes the upstream's answer to UpstreamBody and runs the
@@ -213,11 +214,19 @@ func (x *Exchange) ClientStream() bool { return x.req.clientStream }
 // response (JSON, or synthetic SSE when ClientStream).
 //
 // A non-2xx first answer passes through unchanged (status, content type,
-// body). A follow-up answered non-2xx gives the client that status and body,
-// or for a streaming client one SSE "error" event with status 200. A
-// transport failure or an unusable upstream body gives 502 with an
-// OpenAI-shaped error. The returned error is non-nil only when ctx ended (the
-// client went away): the filter should then abandon the exchange.
+// body), also for a streaming client. Later failures (a follow-up answered
+// non-2xx: that status and body; a transport failure or an unusable upstream
+// body: 502 with an OpenAI-shaped error) reach a streaming client as one SSE
+// "error" event with status 200, since its stream has begun. The returned
+// error is non-nil only when ctx ended (the client went away): the filter
+// should then abandon the exchange. When !Intercepted the answer passes
+// through unchanged.
 func (x *Exchange) CompleteResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
 	return x.completeResponse(ctx, up, status, header, body)
 }
+
+// The content types of the bodies CompleteResponse produces, as OpenAI sends them.
+const (
+	ContentTypeJSON = "application/json"
+	ContentTypeSSE  = "text/event-stream; charset=utf-8"
+)

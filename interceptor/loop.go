@@ -176,9 +176,9 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		body = b
 	}
 	final := l.splice(rounds)
-	res := &Result{Status: http.StatusOK, ContentType: "application/json", Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
+	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
-		res.ContentType = "text/event-stream"
+		res.ContentType = ContentTypeSSE
 		res.Body = synthesizeSSE(final, l.x.req.obfuscate)
 	}
 	return res, nil
@@ -452,10 +452,10 @@ func logs(c *call) string {
 func (l *loop) fail(status int, typ, code, msg string) *Result {
 	e := &APIError{Status: status, Type: typ, Code: code, Message: msg}
 	if l.x.req.clientStream {
-		return &Result{Status: http.StatusOK, ContentType: "text/event-stream", Body: errorEvent(code, msg, ""),
+		return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, ""),
 			Rounds: l.followUps, ToolCalls: l.toolCalls}
 	}
-	return &Result{Status: status, ContentType: "application/json", Body: e.Body(), Rounds: l.followUps, ToolCalls: l.toolCalls}
+	return &Result{Status: status, ContentType: ContentTypeJSON, Body: e.Body(), Rounds: l.followUps, ToolCalls: l.toolCalls}
 }
 
 // upstreamError hands a follow-up's error answer to the client.
@@ -472,7 +472,7 @@ func (l *loop) upstreamError(status int, header http.Header, body []byte) *Resul
 	if code == "" {
 		code = e.Get("type").Str
 	}
-	return &Result{Status: http.StatusOK, ContentType: "text/event-stream", Body: errorEvent(code, msg, e.Get("param").Str),
+	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, e.Get("param").Str),
 		Rounds: l.followUps, ToolCalls: l.toolCalls}
 }
 

@@ -647,3 +647,100 @@ func TestLoopArgumentsAndClientCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopCancelled: the client going away ends the loop with the context's
+// error, during a follow-up or during a run, and the session is released.
+func TestLoopCancelled(t *testing.T) {
+	p := sandboxtest.New(t)
+	ic := newLoopInterceptor(t, p, nil)
+	first := func(t *testing.T, code string) (*Exchange, []byte) {
+		x, err := ic.RewriteRequest([]byte(`{"model":"m","input":"go","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := newScriptedUpstream(t, step{items: []string{fcItem("c1", code)}})
+		_, _, body, _ := up.CreateResponse(context.Background(), x.UpstreamBody())
+		return x, body
+	}
+	t.Run("during a follow-up", func(t *testing.T) {
+		x, body := first(t, "print(1)")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		up := UpstreamFunc(func(ctx context.Context, _ []byte) (int, http.Header, []byte, error) {
+			cancel() // the client disconnects while the model thinks
+			return 0, nil, nil, ctx.Err()
+		})
+		res, err := x.CompleteResponse(ctx, up, 200, jsonHeader(), body)
+		if !errors.Is(err, context.Canceled) || res != nil {
+			t.Fatalf("got %v, %v; want context.Canceled", res, err)
+		}
+		if in := p.Capacity().InUse; in != 0 {
+			t.Fatalf("%d sessions still open", in)
+		}
+	})
+	t.Run("during a run", func(t *testing.T) {
+		x, body := first(t, "while True:\n    pass")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// A trigger, not a timed assertion: the run never ends by itself
+		// before the test's 20 s run timeout.
+		stop := time.AfterFunc(300*time.Millisecond, cancel)
+		defer stop.Stop()
+		up := UpstreamFunc(func(context.Context, []byte) (int, http.Header, []byte, error) {
+			t.Error("a follow-up was sent after cancellation")
+			return 500, nil, nil, nil
+		})
+		res, err := x.CompleteResponse(ctx, up, 200, jsonHeader(), body)
+		if !errors.Is(err, context.Canceled) || res != nil {
+			t.Fatalf("got %v, %v; want context.Canceled", res, err)
+		}
+		if in := p.Capacity().InUse; in != 0 {
+			t.Fatalf("%d sessions still open", in)
+		}
+	})
+}
+
+// TestLoopBodyShapeMatchesOpenAI: the JSON the client gets has OpenAI's
+// fields, and our code_interpreter_call item exactly the recorded item's
+// field set and order.
+func TestLoopBodyShapeMatchesOpenAI(t *testing.T) {
+	p := sandboxtest.New(t)
+	ref := gjson.Parse(loadCassette(t, fixtureNonStreaming)[0].Response)
+	refStream := parseSSE(t, loadCassette(t, fixtureStreaming)[0].SSE)
+	refCI := gjson.Get(finalResponse(t, refStream), "output.0")
+	up := newScriptedUpstream(t,
+		step{items: []string{fcItem("c1", `print(f"CODE_INTERPRETER_OK={sum(i*i for i in range(1, 11))}")`)}},
+		step{items: []string{msgItem("CODE_INTERPRETER_OK=385")}},
+	)
+	ic := newLoopInterceptor(t, p, nil)
+	x, err := ic.RewriteRequest([]byte(loadCassette(t, fixtureNonStreaming)[0].Request))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, hdr, body, _ := up.CreateResponse(context.Background(), x.UpstreamBody())
+	res, err := x.CompleteResponse(context.Background(), up, st, hdr, body)
+	if err != nil || res.Status != 200 || res.ContentType != "application/json" || res.Rounds != 1 || res.ToolCalls != 1 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	got := gjson.ParseBytes(res.Body)
+	if strings.Join(keys(got), ",") != strings.Join(keys(ref), ",") {
+		t.Errorf("top-level fields\n got %v\nwant %v", keys(got), keys(ref))
+	}
+	ci := got.Get("output.0")
+	var order, refOrder []string
+	ci.ForEach(func(k, _ gjson.Result) bool { order = append(order, k.Str); return true })
+	refCI.ForEach(func(k, _ gjson.Result) bool { refOrder = append(refOrder, k.Str); return true })
+	if strings.Join(order, ",") != strings.Join(refOrder, ",") || ci.Get("outputs").Raw != "null" {
+		t.Errorf("code_interpreter_call %s\nOpenAI's %s", ci.Raw, refCI.Raw)
+	}
+	if strings.Join(keys(got.Get("output.1")), ",") != strings.Join(keys(ref.Get("output.1")), ",") {
+		t.Errorf("message fields %s", got.Get("output.1").Raw)
+	}
+	var r responses.Response
+	if err := r.UnmarshalJSON(res.Body); err != nil {
+		t.Fatal(err)
+	}
+	if r.OutputText() != "CODE_INTERPRETER_OK=385" || r.Output[0].AsCodeInterpreterCall().Status != "completed" {
+		t.Errorf("decoded: %s", r.RawJSON())
+	}
+}
