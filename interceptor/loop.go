@@ -390,19 +390,27 @@ func modelOutput(c *call) string {
 		return b.String()
 	}
 	r := c.res
+	b.WriteString(ciStatus(c))
 	switch r.Outcome {
 	case sandbox.OutcomeCompleted:
-		b.WriteString("completed")
 	case sandbox.OutcomeError:
-		b.WriteString("failed: a Python exception was raised (traceback in stderr)")
+		b.WriteString(": a Python exception was raised (traceback in stderr)")
 	case sandbox.OutcomeTimeout:
-		b.WriteString("incomplete: the run hit the time limit and was stopped; variables from earlier calls are lost")
+		b.WriteString(": the run hit the time limit and was stopped; variables from earlier calls are lost")
 	case sandbox.OutcomeMemoryLimit:
-		b.WriteString("incomplete: the run hit the memory limit and was stopped; variables from earlier calls are lost")
+		b.WriteString(": the run hit the memory limit and was stopped; variables from earlier calls are lost")
 	case sandbox.OutcomeOutputTruncated:
-		b.WriteString("incomplete: the code ran to its end, but its output was cut at the size limit")
+		b.WriteString(": the code ran to its end, but its output was cut at the size limit")
+	case sandbox.OutcomeCapacity:
+		b.WriteString(": the code did not run")
+	case sandbox.OutcomeRejected:
+		b.WriteString(": the code was refused before running")
+	case sandbox.OutcomeCrashed:
+		b.WriteString(": the interpreter crashed; variables from earlier calls are lost")
+	case sandbox.OutcomeCancelled:
+		b.WriteString(": the run was cancelled")
 	default:
-		b.WriteString(strings.ReplaceAll(string(r.Outcome), "_", " "))
+		b.WriteString(": " + strings.ReplaceAll(string(r.Outcome), "_", " "))
 	}
 	if r.Detail != "" {
 		b.WriteString(" (" + oneLine(r.Detail) + ")")
