@@ -199,7 +199,7 @@ func (x *Exchange) Intercepted() bool { return x.req.intercepted }
 func (x *Exchange) Modified() bool { return x.req.modified }
 
 // UpstreamBody is the body to send upstream: the rewritten one when Modified,
-// else the client's own.
+// else the client's own (so always sending it is correct).
 func (x *Exchange) UpstreamBody() []byte { return x.req.upstream }
 
 // ClientStream reports whether an intercepted request asked for

@@ -21,6 +21,9 @@ import (
 // These tests run the loop through the real sandbox (CPython-WASI worker
 // processes) with a scripted model, and read the answers with openai-go.
 
+// futureItem is an output item type no client library knows yet.
+const futureItem = `{"id":"fi_1","type":"future_item","payload":{"a":[1,2.50,"\u00e9"]}}`
+
 const prompt = "Use the python tool to calculate the sum of the squares of the integers from 1 through 10."
 
 func newLoopInterceptor(t *testing.T, p sandbox.Provider, mod func(*Config)) *Interceptor {
@@ -122,14 +125,14 @@ func TestLoopMultiRoundKeepsState(t *testing.T) {
 					t.Errorf("first request: input %s include %s", req.Get("input").Raw, req.Get("include").Raw)
 				}
 			},
-			items: []string{reasoningItem("Compute it."), fcItem("call_1", "x = sum(i*i for i in range(1, 11))\nprint(x)")},
+			items: []string{reasoningItem("Compute it."), fcItem("call_1", "x = sum(i*i for i in range(1, 11))\nprint(x)"), futureItem},
 		},
 		step{
 			check: func(t *testing.T, req gjson.Result) {
 				in := req.Get("input").Array()
 				// replay: the prompt, the turn's items, then the output
-				if len(in) != 4 || in[0].Get("role").Str != "user" || in[0].Get("content").Str != prompt ||
-					in[1].Get("type").Str != "reasoning" || in[2].Get("call_id").Str != "call_1" || in[3].Get("type").Str != "function_call_output" {
+				if len(in) != 5 || in[0].Get("role").Str != "user" || in[0].Get("content").Str != prompt ||
+					in[1].Get("type").Str != "reasoning" || in[2].Get("call_id").Str != "call_1" || in[3].Raw != futureItem || in[4].Get("type").Str != "function_call_output" {
 					t.Fatalf("replayed input: %s", req.Get("input").Raw)
 				}
 				out := outputOf(t, req, "call_1")
@@ -144,7 +147,7 @@ func TestLoopMultiRoundKeepsState(t *testing.T) {
 		},
 		step{
 			check: func(t *testing.T, req gjson.Result) {
-				if len(req.Get("input").Array()) != 6 {
+				if len(req.Get("input").Array()) != 7 {
 					t.Errorf("second follow-up input: %s", req.Get("input").Raw)
 				}
 				if out := outputOf(t, req, "call_2"); !strings.Contains(out, "386") {
@@ -165,8 +168,11 @@ func TestLoopMultiRoundKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := codeCalls(t, r)
-	if len(r.Output) != 4 || len(calls) != 2 || r.Output[0].Type != "reasoning" || r.Output[3].Type != "message" {
+	if len(r.Output) != 5 || len(calls) != 2 || r.Output[0].Type != "reasoning" || r.Output[4].Type != "message" {
 		t.Fatalf("output: %s", r.RawJSON())
+	}
+	if got := gjson.Get(r.RawJSON(), "output.2").Raw; got != futureItem {
+		t.Errorf("unknown item type not kept byte for value: %s", got)
 	}
 	checkCodeCall(t, calls[0], "completed", "x = sum(i*i for i in range(1, 11))\nprint(x)", "385\n")
 	checkCodeCall(t, calls[1], "completed", "print(x + 1)", "386\n")
@@ -236,6 +242,8 @@ func TestLoopMultiRoundKeepsState(t *testing.T) {
 		case "message":
 			v := it.AsMessage().ToParam()
 			history = append(history, responses.ResponseInputItemUnionParam{OfOutputMessage: &v})
+		case "future_item":
+			// openai-go cannot type it; a client would drop or pass it raw.
 		default:
 			t.Fatalf("unexpected item %s", it.RawJSON())
 		}
@@ -292,7 +300,10 @@ func TestLoopParallelCallsStream(t *testing.T) {
 	ic := newLoopInterceptor(t, p, func(c *Config) { c.MaxParallelCalls = 2 })
 	_, client := gateway(t, ic, up)
 
-	stream := client.Responses.NewStreaming(context.Background(), ciParams(withOutputs))
+	stream := client.Responses.NewStreaming(context.Background(), ciParams(func(p *responses.ResponseNewParams) {
+		withOutputs(p)
+		p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(responses.ToolCodeInterpreterContainerCodeInterpreterContainerAutoParam{MemoryLimit: "1g"})}
+	}))
 	var events []responses.ResponseStreamEventUnion
 	for stream.Next() {
 		events = append(events, stream.Current())
@@ -449,6 +460,11 @@ func TestLoopLimits(t *testing.T) {
 			if n := len(up.requests()); n != len(tc.steps) {
 				t.Fatalf("upstream got %d requests, want %d", n, len(tc.steps))
 			}
+			// The client sent no tool_choice: it sees the default the first
+			// turn ran with, not the "none" of the last follow-up.
+			if got := gjson.Get(r.RawJSON(), "tool_choice").Raw; got != `"auto"` {
+				t.Errorf("tool_choice shown %s", got)
+			}
 		})
 	}
 }
@@ -536,6 +552,7 @@ func TestLoopFollowUpModes(t *testing.T) {
 		{"auto, not stored", FollowUpAuto, false, false},
 		{"replay, stored", FollowUpReplay, true, false},
 		{"previous_response_id", FollowUpPreviousResponseID, false, true},
+		{"conversation", FollowUpAuto, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -545,7 +562,12 @@ func TestLoopFollowUpModes(t *testing.T) {
 				step{store: tc.store, check: func(t *testing.T, req gjson.Result) {
 					first := up.ids[0]
 					in := req.Get("input").Array()
-					if tc.wantPrev {
+					if tc.name == "conversation" {
+						// The stored conversation holds the turn: only the outputs go.
+						if req.Get("previous_response_id").Exists() || len(in) != 1 || in[0].Get("type").Str != "function_call_output" || req.Get("conversation").Str != "conv_1" {
+							t.Errorf("conversation follow-up: %s", req.Raw)
+						}
+					} else if tc.wantPrev {
 						if req.Get("previous_response_id").Str != first || len(in) != 1 || in[0].Get("type").Str != "function_call_output" {
 							t.Errorf("previous_response_id follow-up: prev %s input %s", req.Get("previous_response_id").Raw, req.Get("input").Raw)
 						}
@@ -558,7 +580,11 @@ func TestLoopFollowUpModes(t *testing.T) {
 				}, items: []string{msgItem("42")}},
 			)
 			_, client := gateway(t, newLoopInterceptor(t, p, func(c *Config) { c.FollowUp = tc.mode }), up)
-			r, err := client.Responses.New(context.Background(), ciParams(func(p *responses.ResponseNewParams) { p.Store = openai.Bool(tc.store) }))
+			var opts []option.RequestOption
+			if tc.name == "conversation" {
+				opts = append(opts, option.WithJSONSet("conversation", "conv_1"))
+			}
+			r, err := client.Responses.New(context.Background(), ciParams(func(p *responses.ResponseNewParams) { p.Store = openai.Bool(tc.store) }), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
