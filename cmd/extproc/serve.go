@@ -115,6 +115,9 @@ func runDev(ctx context.Context, args []string) error {
 	cfg.Upstream.URL = strings.TrimSuffix(up.String(), "/") + cfg.Routes.Paths[0]
 	cfg.Server.Listen = *grpcListen
 	cfg.Server.AdminListen = *adminListen
+	if *adminListen == "" {
+		cfg.Metrics.Enabled = false // they are served on the admin listener only
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

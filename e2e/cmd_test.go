@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/codeinterp/codeinterp/devproxy"
+)
+
+// buildExtproc compiles the real binary once per test.
+func buildExtproc(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "extproc")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extproc")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/extproc: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is a running extproc whose stderr (zap JSON lines) is collected.
+type proc struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	added chan struct{}
+	done  chan error
+}
+
+func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, added: make(chan struct{}, 1), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.added <- struct{}{}:
+			default:
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("extproc %s output:\n%s", args[0], strings.Join(p.all(), "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proc) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// waitLine waits for a stderr line for which match returns true.
+func (p *proc) waitLine(t *testing.T, what string, match func(string) bool) string {
+	t.Helper()
+	deadline := time.After(3 * time.Minute)
+	seen := 0
+	for {
+		lines := p.all()
+		for _, l := range lines[seen:] {
+			if match(l) {
+				return l
+			}
+		}
+		seen = len(lines)
+		select {
+		case <-p.added:
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("extproc exited (%v) before %s", err, what)
+		case <-deadline:
+			t.Fatalf("no %s after 3 minutes", what)
+		}
+	}
+}
+
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("extproc exited with %v after SIGTERM", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("extproc did not exit after SIGTERM")
+	}
+}
+
+func logField(line, field string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) != nil {
+		return ""
+	}
+	s, _ := m[field].(string)
+	return s
+}
+
+// TestServeCommand runs `extproc serve`: health turns SERVING, metrics and
+// readiness are served, a request through it is logged with its request
+// id, and SIGTERM drains an exchange that is mid-run before exiting 0.
+func TestServeCommand(t *testing.T) {
+	sh := loadShapes(t)
+	bin := buildExtproc(t)
+	var m *model
+	m = newModel(t, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{m.call("import time\ntime.sleep(2)\nprint('slept')")}}
+		}
+		return reply{items: []string{m.message(firstStdoutLine(lastOutputs(c)[0].Get("output").Str))}}
+	})
+	p := startProc(t, bin, []string{"CODEINTERP_UPSTREAM_URL=" + m.URL() + "/v1/responses"},
+		"serve", "--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
+	serving := p.waitLine(t, "serving log line", func(l string) bool { return strings.Contains(l, `"msg":"serving"`) })
+	grpcAddr, adminAddr := logField(serving, "grpc"), logField(serving, "admin")
+
+	cc, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: extprocv3.ExternalProcessor_ServiceDesc.ServiceName})
+		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health never SERVING: %v %v", r, err)
+		}
+	}
+	for path, want := range map[string]string{"/readyz": "ok", "/healthz": "ok", "/metrics": "codeinterp_sandbox_sessions_max 4"} {
+		resp, err := http.Get("http://" + adminAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d, no %q in %.300s", path, resp.StatusCode, want, b)
+		}
+	}
+
+	// Envoy's part is played by devproxy, pointed at the server's port.
+	up, _ := url.Parse(m.URL())
+	px, err := devproxy.New(devproxy.Config{Upstream: up, Processor: extprocv3.NewExternalProcessorClient(cc),
+		MessageTimeout: 10 * time.Second, MaxMessageTimeout: 900 * time.Second, AllowModeOverride: true, BufferLimit: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := newHTTPServer(t, px)
+	client := openai.NewClient(option.WithBaseURL(front+"/v1/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0),
+		option.WithHeader("X-Request-Id", "e2e-serve-request-1"))
+	type result struct {
+		r   *responses.Response
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		r, err := client.Responses.New(context.Background(), ciParams("sleep then print", true))
+		res <- result{r, err}
+	}()
+	// Stop the server while the code sleeps: the open stream must finish.
+	for deadline := time.Now().Add(time.Minute); len(m.all()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never reached the model")
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	got := <-res
+	if got.err != nil {
+		t.Fatalf("request during shutdown: %v", got.err)
+	}
+	if got.r.OutputText() != "slept" {
+		t.Errorf("output %q", got.r.OutputText())
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("serve did not exit after draining")
+	}
+	line := p.waitLine(t, "request log line", func(l string) bool { return strings.Contains(l, `"msg":"request"`) })
+	if logField(line, "request_id") != "e2e-serve-request-1" || logField(line, "outcome") != "completed" {
+		t.Errorf("request log line %s", line)
+	}
+}
+
+// TestDevCommand runs `extproc dev` as a user would and sends one request
+// through it with the official client.
+func TestDevCommand(t *testing.T) {
+	sh := loadShapes(t)
+	bin := buildExtproc(t)
+	var m *model
+	m = newModel(t, sh, oneCallScript(&m, sh))
+	p := startProc(t, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
+		"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
+	line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+	base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
+	r, err := client.Responses.New(context.Background(), ciParams(sh.prompt, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := ciCalls(r)
+	if len(calls) != 1 || calls[0].Outputs[0].Logs != "CODE_INTERPRETER_OK=385\n" || r.OutputText() != "CODE_INTERPRETER_OK=385" {
+		t.Fatalf("output %s", r.RawJSON())
+	}
+	p.stop(t)
+}

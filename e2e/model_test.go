@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// apiKey is what the client sends; the model server checks every request
+// (first calls and follow-ups) carries it.
+const apiKey = "sk-e2e-test-key"
+
+// convo is what the scripted model sees of one request: the request and
+// the whole conversation (stored history resolved through
+// previous_response_id, then the request's input).
+type convo struct {
+	req   gjson.Result
+	items []gjson.Result
+}
+
+// outputs are the function_call_output items, in order.
+func (c *convo) outputs() []gjson.Result {
+	var out []gjson.Result
+	for _, it := range c.items {
+		if it.Get("type").Str == "function_call_output" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// userText is the text of the first user message.
+func (c *convo) userText() string {
+	for _, it := range c.items {
+		if it.Get("role").Str == "user" || it.Get("type").Str == "message" && it.Get("role").Str == "" {
+			if ct := it.Get("content"); ct.Type == gjson.String {
+				return ct.Str
+			}
+			return it.Get("content.0.text").Str
+		}
+	}
+	return ""
+}
+
+// reply is a scripted answer: output items, or an HTTP error.
+type reply struct {
+	items  []string
+	status int    // non-2xx: answer with errBody
+	body   string // error body
+}
+
+// script decides the model's answer to one request.
+type script func(t testing.TB, c *convo) reply
+
+// model is the scripted upstream: it replays fixture shapes and checks
+// every request the gateway sends it.
+type model struct {
+	t      testing.TB
+	sh     shapes
+	srv    *httptest.Server
+	script script
+
+	mu       sync.Mutex
+	stored   map[string][]gjson.Result // response id → conversation incl. its output
+	requests []modelRequest
+	busy     time.Duration // total time spent answering, for benchmarks
+}
+
+type modelRequest struct {
+	header http.Header
+	body   []byte
+	convo  *convo
+}
+
+func newModel(t testing.TB, sh shapes, s script) *model {
+	m := &model{t: t, sh: sh, script: s, stored: map[string][]gjson.Result{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *model) URL() string { return m.srv.URL }
+
+func (m *model) all() []modelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]modelRequest(nil), m.requests...)
+}
+
+func (m *model) busyTime() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.busy
+}
+
+func (m *model) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() {
+		m.mu.Lock()
+		m.busy += time.Since(start)
+		m.mu.Unlock()
+	}()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	c, problem := m.check(r, body)
+	m.mu.Lock()
+	m.requests = append(m.requests, modelRequest{r.Header.Clone(), body, c})
+	m.mu.Unlock()
+	if problem != "" {
+		m.t.Errorf("model server: bad request from the gateway: %s\nbody: %s", problem, body)
+		writeError(w, 400, "invalid_request_error", problem)
+		return
+	}
+	rep := m.script(m.t, c)
+	if rep.status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.status)
+		_, _ = io.WriteString(w, rep.body)
+		return
+	}
+	resp := m.response(c, rep.items)
+	if c.req.Get("store").Type != gjson.False {
+		conv := append([]gjson.Result(nil), c.items...)
+		gjson.Get(resp, "output").ForEach(func(_, it gjson.Result) bool { conv = append(conv, it); return true })
+		m.mu.Lock()
+		m.stored[gjson.Get(resp, "id").Str] = conv
+		m.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(resp)))
+	_, _ = io.WriteString(w, resp)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// check is what a real Responses server (plus this test's expectations of
+// the gateway) demands of a request. It returns the conversation and a
+// description of the first problem.
+func (m *model) check(r *http.Request, body []byte) (*convo, string) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+		return nil, fmt.Sprintf("%s %s", r.Method, r.URL.Path)
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer "+apiKey {
+		return nil, fmt.Sprintf("authorization %q, want the client's key", got)
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(strings.ToLower(k), "x-codeinterp-") {
+			return nil, "internal header " + k + " reached the model"
+		}
+	}
+	if !gjson.ValidBytes(body) {
+		return nil, "body is not JSON"
+	}
+	req := gjson.ParseBytes(body)
+	if req.Get("stream").Type == gjson.True {
+		return nil, "stream:true reached the model (the gateway must ask for JSON)"
+	}
+	hasFn := false
+	for _, tool := range req.Get("tools").Array() {
+		if tool.Get("type").Str == "code_interpreter" {
+			return nil, "the native code_interpreter tool reached the model"
+		}
+		if tool.Get("type").Str == "function" && tool.Get("name").Str == "code_interpreter" {
+			hasFn = true
+			if tool.Get("parameters.properties.code.type").Str != "string" || tool.Get("parameters.required.0").Str != "code" {
+				return nil, "the code_interpreter function has no required string parameter code"
+			}
+		}
+	}
+	if !hasFn {
+		return nil, "no code_interpreter function tool"
+	}
+	c := &convo{req: req}
+	if prev := req.Get("previous_response_id").Str; prev != "" {
+		m.mu.Lock()
+		hist, ok := m.stored[prev]
+		m.mu.Unlock()
+		if !ok {
+			return c, "previous_response_id " + prev + " is not a stored response"
+		}
+		c.items = append(c.items, hist...)
+	}
+	switch in := req.Get("input"); {
+	case in.Type == gjson.String:
+		c.items = append(c.items, gjson.Parse(`{"type":"message","role":"user","content":`+in.Raw+`}`))
+	case in.IsArray():
+		c.items = append(c.items, in.Array()...)
+	default:
+		return c, "input is neither a string nor a list"
+	}
+	// Every output answers a call of ours made earlier, exactly once, and
+	// every call of ours before the last item is answered.
+	calls := map[string]bool{}
+	answered := map[string]bool{}
+	for _, it := range c.items {
+		switch it.Get("type").Str {
+		case "function_call":
+			if it.Get("name").Str == "code_interpreter" {
+				calls[it.Get("call_id").Str] = true
+			}
+		case "function_call_output":
+			id := it.Get("call_id").Str
+			if !calls[id] {
+				return c, "function_call_output for unknown call " + id
+			}
+			if answered[id] {
+				return c, "call " + id + " answered twice"
+			}
+			answered[id] = true
+		case "code_interpreter_call":
+			return c, "a code_interpreter_call item reached the model (replayed history must become function calls)"
+		}
+	}
+	for id := range calls {
+		if !answered[id] {
+			return c, "call " + id + " has no function_call_output"
+		}
+	}
+	return c, ""
+}
+
+func newID(prefix string) string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// response fills the fixture envelope with items, echoing what a real
+// server echoes from the request.
+func (m *model) response(c *convo, items []string) string {
+	doc := m.sh.envelope
+	set := func(path string, v any) {
+		var err error
+		if doc, err = sjson.Set(doc, path, v); err != nil {
+			m.t.Errorf("model: set %s: %v", path, err)
+		}
+	}
+	setRaw := func(path, raw string) {
+		var err error
+		if doc, err = sjson.SetRaw(doc, path, raw); err != nil {
+			m.t.Errorf("model: set %s: %v", path, err)
+		}
+	}
+	now := time.Now().Unix()
+	set("id", newID("resp_"))
+	set("created_at", now)
+	set("completed_at", now)
+	set("store", c.req.Get("store").Type != gjson.False)
+	if p := c.req.Get("previous_response_id"); p.Exists() {
+		setRaw("previous_response_id", p.Raw)
+	} else {
+		setRaw("previous_response_id", "null")
+	}
+	setRaw("tools", c.req.Get("tools").Raw)
+	if tc := c.req.Get("tool_choice"); tc.Exists() {
+		setRaw("tool_choice", tc.Raw)
+	}
+	setRaw("output", "["+strings.Join(items, ",")+"]")
+	return doc
+}
+
+// call is a function_call item of the code_interpreter function, in the
+// fixture's real shape.
+func (m *model) call(code string) string {
+	args, _ := json.Marshal(map[string]string{"code": code})
+	it := m.sh.functionCall
+	it, _ = sjson.Set(it, "id", newID("fc_"))
+	it, _ = sjson.Set(it, "call_id", newID("call_")[:29])
+	it, _ = sjson.Set(it, "name", "code_interpreter")
+	it, _ = sjson.Set(it, "arguments", string(args))
+	return it
+}
+
+// message is an assistant message item in the fixture's real shape.
+func (m *model) message(text string) string {
+	it := m.sh.message
+	it, _ = sjson.Set(it, "id", newID("msg_"))
+	it, _ = sjson.Set(it, "content.0.text", text)
+	return it
+}
+
+// lastOutputs returns the outputs answering the calls of the previous turn.
+func lastOutputs(c *convo) []gjson.Result {
+	outs := c.outputs()
+	// The outputs of the newest turn follow its calls at the end of the
+	// conversation.
+	n := 0
+	for i := len(c.items) - 1; i >= 0 && c.items[i].Get("type").Str == "function_call_output"; i-- {
+		n++
+	}
+	return outs[len(outs)-n:]
+}
+
+// firstStdoutLine reads the tool output the way a model would: the first
+// line printed (the gateway's output has a status line, then "stdout:").
+func firstStdoutLine(output string) string {
+	_, rest, ok := strings.Cut(output, "stdout:\n")
+	if !ok {
+		return ""
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	return line
+}

@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/filter"
+	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+)
+
+// stackOptions tune one test's stack.
+type stackOptions struct {
+	pool        []func(*pool.Config)
+	interceptor interceptor.Config
+	quiet       bool // no per-request logs (benchmarks, load)
+}
+
+// stack is the whole path: client → devproxy → ext_proc gRPC → filter →
+// interceptor → sandbox, with the scripted model behind.
+type stack struct {
+	model    *model
+	proxyURL string
+	server   *filter.Server
+	metrics  *filter.Metrics
+	runs     *runRecorder
+	client   openai.Client
+}
+
+func newStack(t testing.TB, sh shapes, s script, o stackOptions) *stack {
+	t.Helper()
+	m := newModel(t, sh, s)
+	st := newStackWithUpstream(t, sh, m.URL(), o)
+	st.model = m
+	return st
+}
+
+// newRawUpstream is a model server that answers with handler, for cases
+// that are not about the code interpreter.
+func newRawUpstream(t testing.TB, handler func(w http.ResponseWriter, r *http.Request, body []byte)) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		handler(w, r, b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOptions) *stack {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	if o.quiet {
+		log = zap.NewNop()
+	}
+	runs := &runRecorder{Provider: sandboxtest.New(t, o.pool...), started: make(chan string, 64)}
+	reg := prometheus.NewRegistry()
+	metrics, err := filter.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := metrics.InstrumentProvider(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := interceptor.New(o.interceptor, prov, log.Named("interceptor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := filter.New(filter.Config{
+		OverrideMessageTimeout: 10 * time.Minute,
+		Upstream:               filter.UpstreamConfig{URL: upstream + "/v1/responses"},
+	}, ic, metrics, log.Named("filter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(32<<20), grpc.MaxSendMsgSize(32<<20))
+	extprocv3.RegisterExternalProcessorServer(gs, fs)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	up, _ := url.Parse(upstream)
+	// The filter configuration deploy/envoy uses: message_timeout 10s,
+	// max_message_timeout 900s, allow_mode_override, 16 MiB buffers.
+	px, err := devproxy.New(devproxy.Config{
+		Upstream:          up,
+		Processor:         extprocv3.NewExternalProcessorClient(cc),
+		MessageTimeout:    10 * time.Second,
+		MaxMessageTimeout: 900 * time.Second,
+		AllowModeOverride: true,
+		BufferLimit:       16 << 20,
+		Logger:            log.Named("devproxy"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(px)
+	t.Cleanup(hs.Close)
+	return &stack{
+		proxyURL: hs.URL, server: fs, metrics: metrics, runs: runs,
+		client: openai.NewClient(
+			option.WithBaseURL(hs.URL+"/v1/"),
+			option.WithAPIKey(apiKey),
+			option.WithMaxRetries(0), // a retry would hide what the gateway did
+			option.WithRequestTimeout(5*time.Minute),
+		),
+	}
+}
+
+// drained waits until every ext_proc stream has ended, so metrics are final.
+func (s *stack) drained(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.server.Wait(ctx); err != nil {
+		t.Fatalf("ext_proc streams still open: %v", err)
+	}
+}
+
+func (s *stack) outcome(o filter.Outcome) float64 {
+	return testutil.ToFloat64(s.metrics.Requests.WithLabelValues(string(o)))
+}
+
+func (s *stack) codeRuns(status string) float64 {
+	return testutil.ToFloat64(s.metrics.CodeRuns.WithLabelValues(status))
+}
+
+// runRecorder observes the sandbox from outside: when runs start and how
+// they end.
+type runRecorder struct {
+	sandbox.Provider
+	started chan string // the code of each run as it starts
+
+	mu      sync.Mutex
+	results []sandbox.Result
+	ended   []chan sandbox.Result
+	opens   []time.Duration // wall time of each Open
+	runsDur []time.Duration // wall time of each Run
+	closes  []time.Duration // wall time of each session Close
+}
+
+// timings returns the Open and Run wall times recorded since the last call.
+func (r *runRecorder) timings() (opens, runs, closes []time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	opens, runs, closes = r.opens, r.runsDur, r.closes
+	r.opens, r.runsDur, r.closes = nil, nil, nil
+	return opens, runs, closes
+}
+
+// nextEnd returns a channel that receives the result of the next run to end.
+func (r *runRecorder) nextEnd() <-chan sandbox.Result {
+	ch := make(chan sandbox.Result, 1)
+	r.mu.Lock()
+	r.ended = append(r.ended, ch)
+	r.mu.Unlock()
+	return ch
+}
+
+func (r *runRecorder) Open(ctx context.Context, o sandbox.SessionOptions) (sandbox.Session, error) {
+	start := time.Now()
+	s, err := r.Provider.Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.opens = append(r.opens, time.Since(start))
+	r.mu.Unlock()
+	return &recordedSession{Session: s, r: r}, nil
+}
+
+type recordedSession struct {
+	sandbox.Session
+	r *runRecorder
+}
+
+func (s *recordedSession) Close() error {
+	start := time.Now()
+	err := s.Session.Close()
+	s.r.mu.Lock()
+	s.r.closes = append(s.r.closes, time.Since(start))
+	s.r.mu.Unlock()
+	return err
+}
+
+func (s *recordedSession) Run(ctx context.Context, code string) (sandbox.Result, error) {
+	select {
+	case s.r.started <- code:
+	default:
+	}
+	start := time.Now()
+	res, err := s.Session.Run(ctx, code)
+	d := time.Since(start)
+	s.r.mu.Lock()
+	s.r.runsDur = append(s.r.runsDur, d)
+	s.r.results = append(s.r.results, res)
+	for _, ch := range s.r.ended {
+		ch <- res
+	}
+	s.r.ended = nil
+	s.r.mu.Unlock()
+	return res, err
+}
+
+// rawPost sends body to the proxy with the client's headers and returns the
+// whole answer.
+func rawPost(t *testing.T, proxyURL, body string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, proxyURL+"/v1/responses", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// newHTTPServer serves h on loopback for the test's life and returns its URL.
+func newHTTPServer(t testing.TB, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
