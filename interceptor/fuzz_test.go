@@ -107,3 +107,29 @@ func FuzzSynthesizeSSE(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTopFields: the fast top-level walk agrees with gjson on every valid
+// JSON object.
+func FuzzTopFields(f *testing.F) {
+	f.Add(`{"a":"x\\\"y","b":[1,{"c":"]}"}],"d":-1.5e3,"e":true,"f":null,"g":{"h":"\\\\"}}`)
+	f.Add(` { "k" : "v" , "k" : [ ] } `)
+	f.Add(`{"s":"\u00e9\ud83d\ude00","n":0}`)
+	f.Add(string(requestOfSize(2<<10, true)))
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !gjson.Valid(raw) || !gjson.Parse(raw).IsObject() {
+			topFields(raw) // must not panic on anything
+			return
+		}
+		fast, slow := topFields(raw), fields(raw)
+		if len(fast) != len(slow) {
+			t.Fatalf("%d fields, gjson finds %d", len(fast), len(slow))
+		}
+		for i := range fast {
+			a, b := fast[i], slow[i]
+			if a.key != b.key || a.start != b.start || a.end != b.end || a.value.Raw != b.value.Raw ||
+				a.value.Type != b.value.Type || a.value.Str != b.value.Str || a.value.Index != b.value.Index {
+				t.Fatalf("field %d: fast %+v, gjson %+v", i, a, b)
+			}
+		}
+	})
+}

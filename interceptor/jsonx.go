@@ -40,7 +40,7 @@ type object struct {
 }
 
 func parseObject(raw string) *object {
-	o := &object{raw: raw, fs: fields(raw)}
+	o := &object{raw: raw, fs: topFields(raw)}
 	o.first = make(map[string]int, len(o.fs))
 	for i, f := range o.fs {
 		if _, ok := o.first[f.key]; ok {

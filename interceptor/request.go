@@ -57,7 +57,7 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	tools := root.get("tools")
 	hasTool := hasNativeTool(tools)
 	input := root.get("input")
-	if !hasTool && !(input.IsArray() && strings.Contains(input.Raw, `"code_interpreter_call"`)) {
+	if !hasTool && !mayReplayCalls(input) {
 		return pass, nil
 	}
 	if !gjson.Valid(doc) {
@@ -107,6 +107,13 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	// is the upstream's own.
 	r.upstream = appendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.fs, edits...)
 	return &Exchange{ic: i, req: r}, nil
+}
+
+// mayReplayCalls is a quick test that input could hold code_interpreter_call
+// items. The search starts at '_', a rare byte, for the same reason as
+// fastMarker.
+func mayReplayCalls(input gjson.Result) bool {
+	return input.IsArray() && strings.Contains(input.Raw, "_interpreter_call\"")
 }
 
 // hasNativeTool reports whether tools (the request's "tools") declares the
@@ -429,7 +436,7 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
 // function_call + function_call_output pair the upstream model understands.
 // Items it cannot represent (e.g. with image outputs) are left intact.
 func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
-	if !input.IsArray() || !strings.Contains(input.Raw, `"code_interpreter_call"`) {
+	if !mayReplayCalls(input) {
 		return input.Raw, false
 	}
 	var out []string
