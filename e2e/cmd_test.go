@@ -255,3 +255,33 @@ func TestDevCommand(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+// TestDemo runs the demo program (`make demo`) as the README tells users
+// to: it must exit 0 and print a real code_interpreter_call with the
+// program's output, streamed and not.
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/extproc", "./cmd/extproc-demo")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	demo := exec.Command(filepath.Join(dir, "extproc-demo"), "--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
+	var stdout, stderr strings.Builder
+	demo.Stdout, demo.Stderr = &stdout, &stderr
+	if err := demo.Run(); err != nil {
+		t.Fatalf("extproc-demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"=== non-streaming", "=== streaming", `"type": "code_interpreter_call"`, "sum=385 mean=38.5",
+		"response.code_interpreter_call.completed", "answer: The code printed sum=385 mean=38.5.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "code_interpreter_call ci_"); n != 2 {
+		t.Errorf("demo printed %d code_interpreter_call summaries, want 2 (stream and non-stream)", n)
+	}
+}
