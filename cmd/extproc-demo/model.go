@@ -72,7 +72,7 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"previous_response_id": nil, "store": req.Get("store").Type != gjson.False,
 		"temperature": 1.0, "text": map[string]any{"format": map[string]any{"type": "text"}},
 		"tool_choice": json.RawMessage(orDefault(req.Get("tool_choice").Raw, `"auto"`)),
-		"tools": json.RawMessage(req.Get("tools").Raw), "top_p": 1.0, "truncation": "disabled",
+		"tools":       json.RawMessage(req.Get("tools").Raw), "top_p": 1.0, "truncation": "disabled",
 		"usage": map[string]any{"input_tokens": 120, "input_tokens_details": map[string]any{"cached_tokens": 0},
 			"output_tokens": 30, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 150},
 		"user": nil, "metadata": map[string]any{},
