@@ -175,6 +175,7 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		}
 		body = b
 	}
+	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
 	final := l.splice(rounds)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
