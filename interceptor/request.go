@@ -42,9 +42,14 @@ type request struct {
 // vectorised byte scan instead of stopping at every 'c'.
 var fastMarker = []byte("_interpreter")
 
+// escapeMarker starts every JSON \u escape. A client may spell a type name
+// with escapes ("code\u005finterpreter"), which hides fastMarker; such
+// bodies take the parsing path, where gjson decodes the escapes.
+var escapeMarker = []byte(`\u`)
+
 func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	pass := &Exchange{ic: i, req: request{upstream: body}}
-	if !bytes.Contains(body, fastMarker) {
+	if !bytes.Contains(body, fastMarker) && !bytes.Contains(body, escapeMarker) {
 		return pass, nil
 	}
 	doc := string(body)
@@ -113,7 +118,7 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 // items. The search starts at '_', a rare byte, for the same reason as
 // fastMarker.
 func mayReplayCalls(input gjson.Result) bool {
-	return input.IsArray() && strings.Contains(input.Raw, "_interpreter_call\"")
+	return input.IsArray() && (strings.Contains(input.Raw, "_interpreter_call\"") || strings.Contains(input.Raw, `\u`))
 }
 
 // hasNativeTool reports whether tools (the request's "tools") declares the

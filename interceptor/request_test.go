@@ -197,6 +197,20 @@ func TestRewrite(t *testing.T) {
 			},
 		},
 		{
+			name: "type names written with JSON escapes are still ours",
+			body: `{"model":"m","tools":[{"type":"code\u005finterpreter","container":{"type":"auto"}}],` +
+				`"input":[{"type":"code_interpreter\u005fcall","id":"ci_1","code":"print(1)","container_id":"cntr_1","status":"completed","outputs":null}]}`,
+			check: func(t *testing.T, x *Exchange, up gjson.Result) {
+				if !x.Intercepted() {
+					t.Fatal("escaped tool type not intercepted")
+				}
+				checkFunctionTool(t, up.Get("tools.0"), "code_interpreter")
+				if typ := up.Get("input.0.type").Str; typ != "function_call" {
+					t.Fatalf("escaped replayed item not rewritten: %s", up.Get("input").Raw)
+				}
+			},
+		},
+		{
 			name: "configured function name",
 			cfg:  func(c *Config) { c.FunctionName = "python" },
 			body: `{"model":"m","tools":[` + ci + `],"tool_choice":{"type":"code_interpreter"}}`,
