@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	warnUnknownEnv(log)
 	a, err := startApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -126,6 +127,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	warnUnknownEnv(log)
 
 	a, err := startApp(ctx, cfg, log)
 	if err != nil {
@@ -383,6 +385,14 @@ func waitWarm(ctx context.Context, p sandbox.Provider, limit time.Duration) erro
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// warnUnknownEnv names CODEINTERP_* variables that match no field: a typo
+// there would otherwise silently leave a default in force.
+func warnUnknownEnv(log *zap.Logger) {
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		log.Warn("environment variable matches no configuration field; ignored", zap.String("name", name))
 	}
 }
 
