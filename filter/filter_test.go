@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -464,7 +465,7 @@ func TestInterceptedExchange(t *testing.T) {
 			if stream {
 				wantCT = "text/event-stream"
 			}
-			if h["content-type"] != wantCT {
+			if mt, _, err := mime.ParseMediaType(h["content-type"]); err != nil || mt != wantCT {
 				t.Errorf("content-type %q, want %q", h["content-type"], wantCT)
 			}
 			if !bytes.Contains(body, []byte(`"type":"code_interpreter_call"`)) || !bytes.Contains(body, []byte(`42\n`)) {
