@@ -178,7 +178,25 @@ func TestCapacity(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrCapacity) {
 		t.Fatalf("third session: %v, want ErrCapacity", err)
 	}
+	before := map[int]bool{}
+	for _, pid := range p.WorkerPIDs() {
+		before[pid] = true
+	}
 	a.Close()
+	// Close returns at once; the slot comes back only once the worker is
+	// reaped. So when InUse drops, one of the workers must be gone.
+	for p.Capacity().InUse == 2 {
+		time.Sleep(time.Millisecond)
+	}
+	gone := 0
+	for pid := range before {
+		if syscall.Kill(pid, 0) != nil {
+			gone++
+		}
+	}
+	if gone == 0 {
+		t.Fatalf("a slot was released while every worker of the closed session still existed")
+	}
 	c := open(t, p)
 	if r := run(t, c, "print('in')"); strings.TrimSpace(r.Stdout) != "in" {
 		t.Fatalf("session after a slot freed: %+v", r)

@@ -179,7 +179,10 @@ func (p *Pool) acquire(ctx context.Context) error {
 
 // Close kills every worker and waits for them.
 func (p *Pool) Close() error {
-	if p.closed.Swap(true) {
+	p.mu.Lock()
+	already := p.closed.Swap(true)
+	p.mu.Unlock()
+	if already {
 		return nil
 	}
 	p.cancel()

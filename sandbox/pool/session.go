@@ -156,8 +156,11 @@ func truncationNote(dropped int64) string {
 	return fmt.Sprintf("\n[output truncated: %d more bytes were not kept]\n", dropped)
 }
 
-// Close ends the session: the worker is killed and reaped, then the slot is
-// released.
+// Close ends the session and returns at once: killing and reaping the
+// worker (about 10 ms: its address space and namespaces are torn down) and
+// removing its cgroup happen in the background, and only after that is the
+// session's slot released, so capacity never counts a worker that still
+// exists.
 func (s *session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,11 +168,29 @@ func (s *session) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.proc != nil {
-		s.proc.kill()
-		s.pool.release(s.proc)
-		s.proc = nil
+	w := s.proc
+	s.proc = nil
+	p := s.pool
+	end := func() {
+		if w != nil {
+			w.kill()
+			p.release(w)
+		}
+		<-p.slots
 	}
-	<-s.pool.slots
+	// The check and the Add are one step under p.mu, and Pool.Close sets
+	// closed under p.mu before it waits: no Add can race its Wait.
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		end()
+		return nil
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		end()
+	}()
 	return nil
 }
