@@ -85,7 +85,8 @@ func (c *Config) validateServer(v *validator) {
 	}
 	if s.AdminListen != "" {
 		checkAddr(v, "server.admin_listen", s.AdminListen)
-		v.check(s.AdminListen != s.Listen, "server.admin_listen", "must differ from server.listen")
+		// Port 0 (any free port, as in tests) never collides.
+		v.check(s.AdminListen != s.Listen || strings.HasSuffix(s.Listen, ":0"), "server.admin_listen", "must differ from server.listen")
 	}
 	v.check(s.ShutdownTimeout > 0, "server.shutdown_timeout", "must be positive")
 	v.check(s.MaxBodyBytes >= 64*KiB && s.MaxBodyBytes <= GiB, "server.max_body_bytes",
