@@ -29,9 +29,14 @@ build: deps
 test: setup
 	$(GO) test $(TESTFLAGS) ./...
 
+# Micro-benchmarks run for a time; the sandbox and end-to-end ones for a
+# fixed count (each iteration starts processes or waits for re-warming).
 bench: setup
 	@mkdir -p docs
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -timeout 60m ./... | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./sandbox/memfs | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/pool | tee -a bench.out
+	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
+	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out > docs/benchmarks.md
 	@rm -f bench.out
 	@echo "wrote docs/benchmarks.md"
@@ -42,7 +47,8 @@ lint: deps
 	$(GO) run $(STATICCHECK) ./...
 
 demo: setup build
-	$(GO) run ./cmd/extproc-demo --extproc bin/extproc
+	$(GO) build -o bin/extproc-demo ./cmd/extproc-demo
+	bin/extproc-demo --extproc bin/extproc
 
 clean:
 	rm -rf bin bench.out
