@@ -41,6 +41,22 @@ var ratios = []struct{ label, num, den, unit string }{
 	{"cold ÷ warm sandbox print(25) (median)", "ColdPrint25", "WarmPrint25", "ms-p50"},
 }
 
+// targets are the project's stated goals, checked against this run.
+var targets = []struct {
+	label, bench, unit string
+	max                float64 // the metric must be at most this
+	ratioOf            string  // if set: bench's unit ÷ ratioOf's unit must be at least min
+	min                float64
+}{
+	{label: "warm print(25), median, ≤ 2 ms", bench: "WarmPrint25", unit: "ms-p50", max: 2},
+	{label: "native python3 ÷ warm print(25), ≥ 8×", bench: "NativePython3Subprocess", ratioOf: "WarmPrint25", unit: "ms-p50", min: 8},
+	{label: "worker peak RSS, ≤ 80 MiB", bench: "WorkerPeakRSS", unit: "MiB-peak-rss", max: 80},
+	{label: "rewrite of a 1 MiB request, ≤ 5 ms", bench: "RewriteRequest/1024KiB", unit: "ns/op", max: 5e6},
+	{label: "pass-through detection, 100 KiB, ≤ 50 µs", bench: "PassThrough/100KiB", unit: "ns/op", max: 50e3},
+	{label: "filter on a pass-through request, median added, ≤ 0.3 ms", bench: "PassThroughOverhead", unit: "added-median-µs", max: 300},
+	{label: "code interpreter overhead for print(25), median, ≤ 10 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 10e3},
+}
+
 func main() {
 	rows, cpu, err := parse(os.Stdin)
 	if err != nil {
@@ -71,6 +87,30 @@ func main() {
 			other = append(other, m[0]+" "+m[1])
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.pkg, r.name, r.iters, nsop, strings.Join(other, ", "))
+	}
+	fmt.Fprintln(w, "\n| target | measured | met |\n|---|---:|:---:|")
+	for _, t := range targets {
+		v, ok := find(rows, t.bench, t.unit)
+		if !ok {
+			fmt.Fprintf(w, "| %s | not run | — |\n", t.label)
+			continue
+		}
+		met := v <= t.max
+		shown := fmt.Sprintf("%.4g %s", v, t.unit)
+		if t.ratioOf != "" {
+			d, ok := find(rows, t.ratioOf, t.unit)
+			if !ok || d == 0 {
+				fmt.Fprintf(w, "| %s | not run | — |\n", t.label)
+				continue
+			}
+			v /= d
+			met, shown = v >= t.min, fmt.Sprintf("%.1f×", v)
+		}
+		mark := "no"
+		if met {
+			mark = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t.label, shown, mark)
 	}
 	var lines []string
 	for _, q := range ratios {
