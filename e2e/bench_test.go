@@ -56,7 +56,7 @@ func timedPost(b *testing.B, c *http.Client, u, body string) time.Duration {
 // (target ≤ 300µs).
 func BenchmarkPassThroughOverhead(b *testing.B) {
 	sh := loadShapes(b)
-	req := strings.Replace(sh.passThrough.RequestBody, `"stream":true`, `"stream":false`, 1)
+	req := strings.Replace(sh.passThrough.Request, `"stream":true`, `"stream":false`, 1)
 	var answer string
 	for _, ev := range sh.passThrough.Events {
 		if ev.Get("type").Str == "response.completed" {

@@ -188,8 +188,8 @@ func TestPassThrough(t *testing.T) {
 			jsonBody = ev.Get("response").Raw
 		}
 	}
-	reqStream := pt.RequestBody
-	reqJSON := strings.Replace(pt.RequestBody, `"stream":true`, `"stream":false`, 1)
+	reqStream := pt.Request
+	reqJSON := strings.Replace(pt.Request, `"stream":true`, `"stream":false`, 1)
 	if reqJSON == reqStream {
 		t.Fatal("fixture request has no stream:true")
 	}

@@ -1,89 +1,24 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
-	"sigs.k8s.io/yaml"
+
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
-// The recorded OpenAI traffic lives outside the repository: ../shared/fixtures
-// relative to the repo root, or $CODEINTERP_FIXTURES. It is read, never copied.
+// The recorded OpenAI traffic: package internal/fixtures reads it.
 const (
-	fixtureCINonStreaming = "code-interpreter-openai-reference-gpt-5.6-nonstreaming.yaml"
-	fixtureCIStreaming    = "code-interpreter-openai-reference-gpt-5.6-streaming.yaml"
-	fixtureFunctionTool   = "codex-openai-https-function-tool-gpt-4o-streaming.yaml"
+	fixtureCINonStreaming = fixtures.CINonStreaming
+	fixtureCIStreaming    = fixtures.CIStreaming
+	fixtureFunctionTool   = fixtures.FunctionTool
 )
-
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("CODEINTERP_FIXTURES")
-	if base == "" {
-		base = filepath.Join("..", "..", "shared", "fixtures")
-	}
-	dir := filepath.Join(base, "openai-reference")
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		t.Fatalf("OpenAI reference fixtures not found at %s (set CODEINTERP_FIXTURES to the directory holding openai-reference/): %v", dir, err)
-	}
-	return dir
-}
 
 // cassetteTurn is one recorded HTTP exchange.
-type cassetteTurn struct {
-	RequestBody string            // JSON
-	Headers     map[string]string // request headers
-	Status      int
-	RespHeaders map[string]string
-	RespBody    string // JSON, "" for streams
-	SSE         string // the raw event stream, "" for JSON answers
-	Events      []gjson.Result
-}
+type cassetteTurn = fixtures.Turn
 
-func loadCassette(t testing.TB, name string) []cassetteTurn {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixturesDir(t), name))
-	if err != nil {
-		t.Fatalf("reading fixture %s: %v", name, err)
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatalf("fixture %s is not YAML: %v", name, err)
-	}
-	var out []cassetteTurn
-	gjson.GetBytes(js, "turns").ForEach(func(_, tr gjson.Result) bool {
-		ct := cassetteTurn{
-			RequestBody: tr.Get("request.body").Raw,
-			Status:      int(tr.Get("response.status_code").Int()),
-			Headers:     map[string]string{},
-			RespHeaders: map[string]string{},
-		}
-		tr.Get("request.headers").ForEach(func(k, v gjson.Result) bool { ct.Headers[k.Str] = v.Str; return true })
-		tr.Get("response.headers").ForEach(func(k, v gjson.Result) bool { ct.RespHeaders[k.Str] = v.Str; return true })
-		if b := tr.Get("response.body"); b.Exists() {
-			ct.RespBody = b.Raw
-		}
-		if s := tr.Get("response.sse"); s.Exists() {
-			var sb strings.Builder
-			s.ForEach(func(_, line gjson.Result) bool {
-				sb.WriteString(line.Str)
-				if d, ok := strings.CutPrefix(line.Str, "data: "); ok {
-					ct.Events = append(ct.Events, gjson.Parse(strings.TrimSpace(d)))
-				}
-				return true
-			})
-			ct.SSE = sb.String()
-		}
-		out = append(out, ct)
-		return true
-	})
-	if len(out) == 0 {
-		t.Fatalf("fixture %s has no turns", name)
-	}
-	return out
-}
+func loadCassette(t testing.TB, name string) []cassetteTurn { return fixtures.Load(t, name) }
 
 // shapes are the JSON shapes the scripted model replays, all taken from
 // real OpenAI traffic.
@@ -135,9 +70,9 @@ func loadShapes(t testing.TB) shapes {
 		envelope:     t1.Raw,
 		functionCall: t1.Get("output.0").Raw,
 		message:      t2.Get("output.0").Raw,
-		ciItem:       gjson.Get(ci.RespBody, "output.0"),
-		prompt:       gjson.Get(ci.RequestBody, "input").Str,
-		code:         gjson.Get(ci.RespBody, "output.0.code").Str,
+		ciItem:       gjson.Get(ci.Response, "output.0"),
+		prompt:       gjson.Get(ci.Request, "input").Str,
+		code:         gjson.Get(ci.Response, "output.0.code").Str,
 		ciEventTypes: types,
 		passThrough:  ft[0],
 	}

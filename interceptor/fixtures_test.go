@@ -1,76 +1,25 @@
 package interceptor
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
-	"sigs.k8s.io/yaml"
+
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
-// The recorded OpenAI traffic lives outside the repository
-// (../shared/fixtures relative to the repo root, or $CODEINTERP_FIXTURES).
-
+// The recorded OpenAI traffic: package internal/fixtures reads it.
 const (
-	fixtureNonStreaming = "code-interpreter-openai-reference-gpt-5.6-nonstreaming.yaml"
-	fixtureStreaming    = "code-interpreter-openai-reference-gpt-5.6-streaming.yaml"
-	fixtureFunctionTool = "codex-openai-https-function-tool-gpt-4o-streaming.yaml"
+	fixtureNonStreaming = fixtures.CINonStreaming
+	fixtureStreaming    = fixtures.CIStreaming
+	fixtureFunctionTool = fixtures.FunctionTool
 )
-
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("CODEINTERP_FIXTURES")
-	if base == "" {
-		base = filepath.Join("..", "..", "shared", "fixtures")
-	}
-	dir := filepath.Join(base, "openai-reference")
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		t.Fatalf("OpenAI reference fixtures not found at %s (set CODEINTERP_FIXTURES to the directory holding openai-reference/): %v", dir, err)
-	}
-	return dir
-}
 
 // turn is one recorded HTTP exchange.
-type turn struct {
-	Request  string // request body JSON
-	Response string // response body JSON ("" for streams)
-	SSE      string // raw event stream ("" for JSON answers)
-}
+type turn = fixtures.Turn
 
-func loadCassette(t testing.TB, name string) []turn {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixturesDir(t), name))
-	if err != nil {
-		t.Fatalf("reading fixture %s: %v", name, err)
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatalf("fixture %s is not YAML: %v", name, err)
-	}
-	var out []turn
-	gjson.GetBytes(js, "turns").ForEach(func(_, tr gjson.Result) bool {
-		tu := turn{Request: tr.Get("request.body").Raw}
-		if b := tr.Get("response.body"); b.Exists() {
-			tu.Response = b.Raw
-		}
-		if s := tr.Get("response.sse"); s.Exists() {
-			var sb strings.Builder
-			s.ForEach(func(_, line gjson.Result) bool {
-				sb.WriteString(line.Str)
-				return true
-			})
-			tu.SSE = sb.String()
-		}
-		out = append(out, tu)
-		return true
-	})
-	if len(out) == 0 {
-		t.Fatalf("fixture %s has no turns", name)
-	}
-	return out
-}
+func loadCassette(t testing.TB, name string) []turn { return fixtures.Load(t, name) }
 
 // sseEvent is one parsed server-sent event.
 type sseEvent struct {
