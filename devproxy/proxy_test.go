@@ -673,7 +673,9 @@ func TestMessageTimeout(t *testing.T) {
 		},
 		{
 			name: "override extends the timer; its other fields are ignored",
-			cfg:  Config{MessageTimeout: 300 * time.Millisecond, MaxMessageTimeout: time.Minute},
+			// The override must reach the proxy within the first timer:
+			// generous, so a loaded machine cannot make this flaky.
+			cfg: Config{MessageTimeout: 1500 * time.Millisecond, MaxMessageTimeout: time.Minute},
 			script: func(s extprocv3.ExternalProcessor_ProcessServer) error {
 				if _, err := recvKind(s, kindRequestHeaders, nil); err != nil {
 					return err
@@ -681,7 +683,7 @@ func TestMessageTimeout(t *testing.T) {
 				o := rhResp(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setRaw("x-from-override", "1")}}})
 				o.OverrideMessageTimeout = durationpb.New(30 * time.Second)
 				_ = s.Send(o)
-				time.Sleep(time.Second) // well past the original 300ms
+				time.Sleep(3 * time.Second) // well past the original 1.5s
 				_ = s.Send(rhResp(nil))
 				return passAll(s)
 			},
