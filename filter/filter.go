@@ -105,7 +105,12 @@ func New(cfg Config, ic *interceptor.Interceptor, metrics *Metrics, log *zap.Log
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   true,
-		}}
+		},
+			// Follow-ups go to the operator's URL and nowhere else: a
+			// redirect is answered as it stands (a non-2xx the client then
+			// sees), never followed with the client's credentials.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	return s, nil
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -593,5 +594,38 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := New(Config{Upstream: UpstreamConfig{URL: "http://127.0.0.1:1/v1/responses"}}, nil, nil, nil); err == nil {
 		t.Error("nil interceptor accepted")
+	}
+}
+
+// TestFollowUpNeverFollowsRedirects: an upstream that redirects must not
+// send the client's credentials (api-key survives Go's own cross-host
+// redirect scrubbing) anywhere but the configured URL.
+func TestFollowUpNeverFollowsRedirects(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/v1/responses", http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	ic, err := interceptor.New(interceptor.DefaultConfig(), noSandbox{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Upstream: UpstreamConfig{URL: redirecting.URL + "/v1/responses"}}, ic, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &httpUpstream{client: s.client, url: redirecting.URL + "/v1/responses",
+		header: http.Header{"Api-Key": {"secret"}}, maxBody: 1 << 20}
+	status, _, _, err := up.CreateResponse(context.Background(), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
+		t.Fatalf("status %d, requests elsewhere %d: the redirect was followed", status, elsewhere.Load())
 	}
 }
