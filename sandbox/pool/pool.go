@@ -261,16 +261,19 @@ func (p *Pool) track(w *proc) {
 }
 
 // release forgets a reaped worker and removes its cgroup.
+// It is idempotent: Pool.Close and a late Session.Close may both call it.
 func (p *Pool) release(w *proc) {
 	<-w.exited
-	p.mu.Lock()
-	delete(p.live, w)
-	p.mu.Unlock()
-	if w.group != nil {
-		if err := w.group.Delete(); err != nil {
-			p.log.Warn("removing a worker cgroup failed", zap.String("cgroup", w.group.Path()), zap.Error(err))
+	w.releaseOnce.Do(func() {
+		p.mu.Lock()
+		delete(p.live, w)
+		p.mu.Unlock()
+		if w.group != nil {
+			if err := w.group.Delete(); err != nil {
+				p.log.Warn("removing a worker cgroup failed", zap.String("cgroup", w.group.Path()), zap.Error(err))
+			}
 		}
-	}
+	})
 }
 
 // WorkerPIDs lists the process ids of the workers not yet reaped, warm ones

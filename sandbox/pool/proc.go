@@ -28,7 +28,8 @@ type proc struct {
 	diag     *tailBuffer // the worker's own stderr (never guest output)
 	guestMem int64
 
-	killOnce sync.Once
+	killOnce    sync.Once
+	releaseOnce sync.Once
 }
 
 // spawner starts processes from one locked OS thread. Linux delivers the
