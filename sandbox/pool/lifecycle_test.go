@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -107,5 +108,40 @@ func TestMissingRuntimeIsAClearError(t *testing.T) {
 	_, err := pool.New(context.Background(), cfg, zap.NewNop())
 	if !errors.Is(err, pool.ErrRuntimeMissing) || !strings.Contains(err.Error(), "make runtime") {
 		t.Fatalf("error %v; want ErrRuntimeMissing naming `make runtime`", err)
+	}
+}
+
+// TestCloseOrder: sessions closed after their pool (and the pool closed
+// twice) neither panic nor leave workers behind; a closed pool refuses work.
+func TestCloseOrder(t *testing.T) {
+	cfg := sandboxtest.Config(t)
+	p, err := pool.New(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Open(context.Background(), sandbox.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := p.WorkerPIDs()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(context.Background(), "1"); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("run on a closed session: %v", err)
+	}
+	if _, err := p.Open(context.Background(), sandbox.SessionOptions{}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("open on a closed pool: %v", err)
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("worker %d outlived Close", pid)
+		}
 	}
 }
