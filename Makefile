@@ -34,7 +34,7 @@ test: setup
 bench: setup
 	@mkdir -p docs
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./sandbox/memfs | tee bench.out
-	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/pool | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/pool ./sandbox/worker | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out > docs/benchmarks.md

@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/codeinterp/codeinterp/sandbox/memfs"
+)
+
+// runtimeDirForBench finds the built runtime the way the pool does, without
+// importing it (the pool's tests import this package's parent).
+func runtimeDirForBench(b *testing.B) string {
+	if d := os.Getenv("CODEINTERP_RUNTIME_DIR"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	dirs, _ := filepath.Glob(filepath.Join(home, ".cache", "codeinterp", "cpython-3.13.5-*", "MANIFEST"))
+	if len(dirs) == 0 {
+		b.Fatal("the CPython-WASI runtime is required (run `make runtime`)")
+	}
+	sort.Strings(dirs)
+	return filepath.Dir(dirs[len(dirs)-1])
+}
+
+// BenchmarkColdStartPhases splits a worker's start-up, in-process and
+// without a cgroup, into loading the compiled module from the cache and
+// starting CPython until it waits for its first program. Together with the
+// pool's ColdPrint25 it shows where a cold session's time goes.
+func BenchmarkColdStartPhases(b *testing.B) {
+	dir := runtimeDirForBench(b)
+	cacheDir := b.TempDir()
+	ctx := context.Background()
+	if err := Precompile(ctx, dir, cacheDir); err != nil {
+		b.Fatal(err)
+	}
+	wasm, err := os.ReadFile(filepath.Join(dir, "python.wasm"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var load, start []time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
+			WithCompilationCache(cache).WithMemoryLimitPages(4096).WithCloseOnContextDone(true))
+		compiled, err := rt.CompileModule(ctx, wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := instantiateWASI(ctx, rt); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		stdinR, stdinW := io.Pipe()
+		ready := make(chan struct{})
+		var stderr strings.Builder
+		mc := wazero.NewModuleConfig().WithName("").
+			WithArgs("python3.13", "-u", "-c", bootstrap).
+			WithEnv("PYTHONHOME", "/usr/local").
+			WithStdin(&readyReader{r: stdinR, ready: ready}).
+			WithStderr(&stderr).
+			WithFSConfig(guestFS(filepath.Join(dir, "lib"), memfs.NewBudget(1<<20))).
+			WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+		exited := make(chan error, 1)
+		go func() {
+			_, err := rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mmapAllocator{}), compiled, mc)
+			exited <- err
+		}()
+		select {
+		case <-ready:
+		case err := <-exited:
+			b.Fatalf("interpreter exited: %v: %s", err, stderr.String())
+		}
+		t2 := time.Now()
+		load, start = append(load, t1.Sub(t0)), append(start, t2.Sub(t1))
+		stdinW.Close()
+		<-exited
+		rt.Close(ctx)
+		cache.Close(ctx)
+	}
+	median := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(median(load), "ms-p50-load-compiled")
+	b.ReportMetric(median(start), "ms-p50-python-start")
+}
