@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,11 +44,8 @@ func runExec(ctx context.Context, args []string) error {
 	stderrMax := fs.String("stderr-limit", config.ByteSize(def.Limits.StderrBytes).String(), "stderr bytes kept")
 	sourceMax := fs.String("source-limit", config.ByteSize(def.Limits.SourceBytes).String(), "largest program accepted")
 	cgroupMode := fs.String("cgroup", def.Isolation.Cgroup, "cgroup isolation: auto, v1, v2 or off")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &usageError{err.Error()}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	src, err := execSource(*code, fs.Args())
 	if err != nil {

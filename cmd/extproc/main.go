@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,6 +78,19 @@ func dispatch(ctx context.Context, args []string) error {
 	}
 	printUsage()
 	return &usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+// parseFlags parses a command's flags. It reports help=true when the user
+// asked for -h (the usage is printed; the command should just return) and a
+// usageError for anything it cannot parse.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, &usageError{err.Error()}
+	}
+	return false, nil
 }
 
 func printUsage() {

@@ -40,11 +40,8 @@ func runServe(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: extproc serve --config FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &usageError{err.Error()}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
@@ -91,11 +88,8 @@ func runDev(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: extproc dev --listen ADDR --upstream URL [--config FILE]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &usageError{err.Error()}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("dev: unexpected argument %q", fs.Arg(0))}

@@ -26,8 +26,8 @@ func validateConfig(args, environ []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: extproc validate-config [--no-env] FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return &usageError{err.Error()}
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
