@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,13 @@ type Pool struct {
 	root    bool
 	spawner *spawner
 
-	slots  chan struct{} // one token per open session
-	warm   chan *proc    // started interpreters with the default memory size
-	refill chan struct{}
+	slots chan struct{} // one token per open session
+	warm  chan *proc    // started interpreters with the default memory size
+	// spares holds one token per warm interpreter missing: a refiller takes
+	// one before it starts an interpreter, Open returns one when it takes an
+	// interpreter from warm. So warm never holds more than WarmWorkers and
+	// a send to it never blocks.
+	spares chan struct{}
 
 	mu      sync.Mutex
 	live    map[*proc]struct{} // every worker not yet reaped, for Close
@@ -73,7 +78,7 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Pool, error) {
 		root:   os.Geteuid() == 0,
 		slots:  make(chan struct{}, cfg.MaxSessions),
 		warm:   make(chan *proc, cfg.WarmWorkers),
-		refill: make(chan struct{}, 1),
+		spares: make(chan struct{}, cfg.WarmWorkers),
 		live:   map[*proc]struct{}{},
 	}
 	if cfg.Isolation.Cgroup == "off" {
@@ -99,9 +104,16 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Pool, error) {
 	}
 	p.spawner = newSpawner()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.wg.Add(1)
-	go p.refiller()
-	p.kick()
+	for range cfg.WarmWorkers {
+		p.spares <- struct{}{}
+	}
+	// Refills run side by side, as many as there are cores to start
+	// interpreters on: a burst that empties the warm pool is made good in
+	// parallel on a big machine.
+	for range min(cfg.WarmWorkers, runtime.NumCPU()) {
+		p.wg.Add(1)
+		go p.refiller()
+	}
 	return p, nil
 }
 
@@ -141,10 +153,10 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		case w := <-p.warm:
 			w.foreground()
 			s.proc = w
+			p.spares <- struct{}{}
 		default:
 		}
 	}
-	p.kick()
 	if s.proc == nil {
 		w, err := p.spawn(ctx, spawnOpts{id: s.id, guestMem: mem})
 		if err != nil {
@@ -207,14 +219,8 @@ func (p *Pool) newID() string {
 	return fmt.Sprintf("%d-%s", p.seq.Add(1), hex.EncodeToString(b[:]))
 }
 
-func (p *Pool) kick() {
-	select {
-	case p.refill <- struct{}{}:
-	default:
-	}
-}
-
-// refiller keeps WarmWorkers interpreters started.
+// refiller keeps starting interpreters for the warm pool while spares are
+// missing.
 func (p *Pool) refiller() {
 	defer p.wg.Done()
 	backoff := 100 * time.Millisecond
@@ -222,35 +228,28 @@ func (p *Pool) refiller() {
 		select {
 		case <-p.ctx.Done():
 			return
-		case <-p.refill:
+		case <-p.spares:
 		}
-		for len(p.warm) < cap(p.warm) {
-			w, err := p.spawn(p.ctx, spawnOpts{id: p.newID(), guestMem: p.cfg.Limits.GuestMemoryBytes, background: true})
-			p.mu.Lock()
-			p.lastErr = err
-			p.mu.Unlock()
-			if err != nil {
-				if p.ctx.Err() != nil {
-					return
-				}
-				p.log.Error("starting a warm interpreter failed", zap.Error(err))
-				select {
-				case <-time.After(backoff):
-				case <-p.ctx.Done():
-					return
-				}
-				backoff = min(2*backoff, 10*time.Second)
-				continue
-			}
-			backoff = 100 * time.Millisecond
-			select {
-			case p.warm <- w:
-			case <-p.ctx.Done():
-				w.kill()
-				p.release(w)
+		w, err := p.spawn(p.ctx, spawnOpts{id: p.newID(), guestMem: p.cfg.Limits.GuestMemoryBytes, background: true})
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
+		if err != nil {
+			p.spares <- struct{}{} // still missing
+			if p.ctx.Err() != nil {
 				return
 			}
+			p.log.Error("starting a warm interpreter failed", zap.Error(err))
+			select {
+			case <-time.After(backoff):
+			case <-p.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 10*time.Second)
+			continue
 		}
+		backoff = 100 * time.Millisecond
+		p.warm <- w
 	}
 }
 
