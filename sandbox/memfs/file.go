@@ -74,27 +74,19 @@ func (h *file) Stat() (sys.Stat_t, experimentalsys.Errno) {
 }
 
 // readErr is the errno for reading from h, zero when reading is allowed.
-func (h *file) readErr() experimentalsys.Errno {
-	switch {
-	case h.closed:
-		return experimentalsys.EBADF
-	case h.n.isDir():
-		return experimentalsys.EISDIR
-	case !h.readable:
-		return experimentalsys.EBADF
-	}
-	return 0
-}
+func (h *file) readErr() experimentalsys.Errno { return h.accessErr(h.readable) }
 
 // writeErr is the errno for writing to h. A directory gives EISDIR, as
 // wazero's own os-backed files report it.
-func (h *file) writeErr() experimentalsys.Errno {
+func (h *file) writeErr() experimentalsys.Errno { return h.accessErr(h.writable) }
+
+func (h *file) accessErr(allowed bool) experimentalsys.Errno {
 	switch {
 	case h.closed:
 		return experimentalsys.EBADF
 	case h.n.isDir():
 		return experimentalsys.EISDIR
-	case !h.writable:
+	case !allowed:
 		return experimentalsys.EBADF
 	}
 	return 0

@@ -328,12 +328,19 @@ func (f *FS) Rmdir(path string) experimentalsys.Errno {
 	case len(n.children) > 0:
 		return experimentalsys.ENOTEMPTY
 	}
+	f.remove(r)
+	return 0
+}
+
+// remove takes r's node out of its directory; open handles keep it alive
+// until closed. Callers hold b.mu.
+func (f *FS) remove(r resolved) {
+	n := r.node
 	now := f.b.nowNanos()
 	unlink(r.parent, r.name, n)
 	n.ctim = now
 	touchDir(r.parent, now)
 	f.release(n)
-	return 0
 }
 
 // Unlink implements sys.FS. Open handles keep the data until closed.
@@ -351,11 +358,7 @@ func (f *FS) Unlink(path string) experimentalsys.Errno {
 	case n.isDir():
 		return experimentalsys.EISDIR // Linux; POSIX also allows EPERM
 	}
-	now := f.b.nowNanos()
-	unlink(r.parent, r.name, n)
-	n.ctim = now
-	touchDir(r.parent, now)
-	f.release(n)
+	f.remove(r)
 	return 0
 }
 

@@ -163,7 +163,6 @@ type worker struct {
 	stdout  *boundedWriter
 	stderr  *markerWriter
 	exited  chan error // the module's _start returned (with its error)
-	started time.Time
 }
 
 func (w *worker) send(m *wire.Msg) error {
@@ -173,7 +172,7 @@ func (w *worker) send(m *wire.Msg) error {
 }
 
 func (w *worker) start(runtimeDir *os.File) error {
-	w.started = time.Now()
+	started := time.Now()
 	ctx := context.Background()
 	// Privileged part: the runtime may live where the drop-to user cannot
 	// reach (e.g. root's cache). Read and compile it now.
@@ -245,7 +244,7 @@ func (w *worker) start(runtimeDir *os.File) error {
 	}
 	w.stderr.out.reset()
 	w.stdout.reset()
-	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(w.started).Nanoseconds()}})
+	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(started).Nanoseconds()}})
 }
 
 // loop serves runs until the server closes the control pipe (or dies).
