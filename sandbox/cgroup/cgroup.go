@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -38,6 +39,12 @@ type Group interface {
 	// OOMKills reports how many processes the kernel's OOM killer ended in
 	// this group.
 	OOMKills() (uint64, error)
+	// Procs lists the processes (thread-group leaders) in the group now.
+	Procs() ([]int, error)
+	// KillAll sends SIGKILL to every process in the group until the group
+	// is empty, for a worker made of several processes (a gVisor sandbox's
+	// runsc, gofer and sentry) whose children a parent cannot all reach.
+	KillAll() error
 	// Delete removes the group. Its processes must be gone.
 	Delete() error
 	// Path is the group's path relative to the hierarchy root.
@@ -192,6 +199,15 @@ func (g *v1Group) Verify(pid int) error {
 func (g *v1Group) OOMKills() (uint64, error) {
 	return readKeyed(filepath.Join(g.memRoot, g.path, "memory.oom_control"), "oom_kill")
 }
+
+func (g *v1Group) Procs() ([]int, error) {
+	return readProcs(filepath.Join(g.memRoot, g.path, "cgroup.procs"))
+}
+
+// KillAll signals until the group is empty. v1 has no cgroup.kill, so a
+// process forking as fast as it is killed is caught by the loop, bounded by
+// pids.max.
+func (g *v1Group) KillAll() error { return killLoop(g.Procs, nil) }
 
 func (g *v1Group) Delete() error {
 	if err := g.cg.Delete(); err != nil {
@@ -365,6 +381,18 @@ func (g *v2Group) OOMKills() (uint64, error) {
 	return readKeyed(filepath.Join(g.dir, "memory.events"), "oom_kill")
 }
 
+func (g *v2Group) Procs() ([]int, error) {
+	return readProcs(filepath.Join(g.dir, "cgroup.procs"))
+}
+
+// KillAll uses cgroup.kill (Linux 5.14+), which kills atomically even a
+// group that forks, and falls back to signalling each process.
+func (g *v2Group) KillAll() error {
+	return killLoop(g.Procs, func() error {
+		return os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0)
+	})
+}
+
 func (g *v2Group) Delete() error {
 	if err := g.m.Delete(); err != nil {
 		return fmt.Errorf("cgroup v2: delete %s: %w", g.path, err)
@@ -399,6 +427,55 @@ func readProcCgroup(pid int) (map[string]string, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// readProcs parses a cgroup.procs file.
+func readProcs(file string) ([]int, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: %s: bad pid %q", file, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// killWait bounds how long KillAll waits for a group to empty. A killed
+// process leaves the group as soon as it exits, before it is reaped.
+const killWait = 5 * time.Second
+
+// killLoop SIGKILLs whatever procs lists until it lists nothing. groupKill,
+// when not nil, is tried first on each round; its failure (an old kernel
+// without cgroup.kill) is not an error since the per-process signals follow.
+func killLoop(procs func() ([]int, error), groupKill func() error) error {
+	deadline := time.Now().Add(killWait)
+	for {
+		pids, err := procs()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %d processes still in the group after SIGKILL for %v: %v", len(pids), killWait, pids)
+		}
+		if groupKill != nil {
+			_ = groupKill()
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("cgroup: kill %d: %w", pid, err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // readKeyed reads "key value" lines and returns key's value.

@@ -208,3 +208,52 @@ func TestOpenRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestKillAll puts a shell and the children it forks (in their own process
+// groups, so that killing the shell's group would miss them) in a group and
+// checks that KillAll leaves it empty, on the hierarchy auto picks.
+func TestKillAll(t *testing.T) {
+	requireRoot(t)
+	d, err := Open("auto", "/codeinterp-cgtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.New(fmt.Sprintf("k-%d", os.Getpid()), Limits{MemoryBytes: 64 << 20, Pids: 16, CPUs: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := g.Delete(); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}()
+	cmd, in := startHeld(t, "for i in 1 2 3 4; do setsid sleep 60 & done; wait")
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, "go")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := g.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) >= 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group holds %v, want the shell and 4 sleeps", pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go func() { _ = cmd.Wait() }()
+	if err := g.KillAll(); err != nil {
+		t.Fatal(err)
+	}
+	if pids, err := g.Procs(); err != nil || len(pids) != 0 {
+		t.Fatalf("after KillAll the group holds %v (%v)", pids, err)
+	}
+	if err := g.KillAll(); err != nil {
+		t.Fatalf("KillAll on an empty group: %v", err)
+	}
+}
