@@ -90,14 +90,18 @@ type Upstream struct {
 	Timeout time.Duration `json:"timeout"`
 }
 
-// Sandbox configures the wazero/cgroup worker pool (sandbox/pool).
+// Sandbox configures the interpreters (sandbox/pool over a provider).
 type Sandbox struct {
-	// RuntimeDir holds python.wasm and lib/python3.13. "" means: the
+	// Provider is "wasm" (CPython-WASI under wazero: the standard library
+	// only) or "gvisor" (Debian's CPython with numpy, pandas, matplotlib and
+	// friends, in gVisor sandboxes; needs runsc and the python3-* packages).
+	Provider string `json:"provider"`
+	// RuntimeDir (wasm) holds python.wasm and lib/python3.13. "" means: the
 	// directory in $CODEINTERP_RUNTIME_DIR if set (the build script's own
 	// variable), else the newest complete cpython-3.13.5-* directory under
 	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp (see ResolvePaths).
 	RuntimeDir string `json:"runtime_dir"`
-	// CacheDir holds wazero's compilation cache. "" means
+	// CacheDir (wasm) holds wazero's compilation cache. "" means
 	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/wazero.
 	CacheDir string `json:"cache_dir"`
 	// MaxSessions is how many sessions (one per response) may be open at once.
@@ -108,6 +112,31 @@ type Sandbox struct {
 	QueueWait time.Duration `json:"queue_wait"`
 	Limits    Limits        `json:"limits"`
 	Isolation Isolation     `json:"isolation"`
+	GVisor    GVisor        `json:"gvisor"`
+}
+
+// The sandbox providers.
+const (
+	ProviderWASM   = "wasm"
+	ProviderGVisor = "gvisor"
+)
+
+// GVisor configures the gVisor provider (sandbox/gvisor).
+type GVisor struct {
+	// Runsc is the runsc binary: a path, or a name looked up on PATH.
+	Runsc string `json:"runsc"`
+	// Platform is runsc's --platform: "ptrace" works everywhere; "kvm"
+	// needs /dev/kvm (it hangs in a VM without nested virtualisation).
+	Platform string `json:"platform"`
+	// Python is the interpreter inside the sandbox (the host's /usr is
+	// mounted read-only as the sandbox's /usr).
+	Python string `json:"python"`
+	// StateDir holds runsc's state and the per-sandbox bundles. "" means a
+	// private directory under the system's temporary directory.
+	StateDir string `json:"state_dir"`
+	// MaxImages and MaxImageBytes bound the figures one run returns.
+	MaxImages     int      `json:"max_images"`
+	MaxImageBytes ByteSize `json:"max_image_bytes"`
 }
 
 // Limits bound what one run or session may use (pool.Limits).
@@ -176,6 +205,7 @@ func Default() *Config {
 			Timeout:        120 * time.Second,
 		},
 		Sandbox: Sandbox{
+			Provider:    ProviderWASM,
 			MaxSessions: 8,
 			WarmWorkers: 2,
 			QueueWait:   2 * time.Second,
@@ -192,6 +222,13 @@ func Default() *Config {
 				CPUs:           1,
 			},
 			Isolation: Isolation{Cgroup: "auto", CgroupParent: "/codeinterp", UID: 65534, GID: 65534},
+			GVisor: GVisor{
+				Runsc:         "runsc",
+				Platform:      "ptrace",
+				Python:        "/usr/bin/python3",
+				MaxImages:     8,
+				MaxImageBytes: 8 * MiB,
+			},
 		},
 		Logging: Logging{Level: "info", Format: "json"},
 		Metrics: Metrics{Enabled: true, Path: "/metrics"},

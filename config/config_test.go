@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 	"sigs.k8s.io/yaml"
 )
 
@@ -487,12 +487,12 @@ func TestPoolConfig(t *testing.T) {
 	c := Default()
 	c.Sandbox.RuntimeDir = "/rt"
 	c.Sandbox.CacheDir = "/cache"
-	got := c.PoolConfig([]string{"/bin/extproc", "__sandbox-worker"})
-	want := pool.DefaultConfig()
+	got := c.WASMConfig([]string{"/bin/extproc", "__sandbox-worker"})
+	want := wasm.DefaultConfig()
 	want.RuntimeDir, want.CacheDir = "/rt", "/cache"
 	want.WorkerCommand = []string{"/bin/extproc", "__sandbox-worker"}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("PoolConfig(Default()) =\n%+v\nwant pool.DefaultConfig()\n%+v", got, want)
+		t.Fatalf("WASMConfig(Default()) =\n%+v\nwant wasm.DefaultConfig()\n%+v", got, want)
 	}
 	if err := got.Validate(); err != nil {
 		t.Fatal(err)
@@ -500,7 +500,7 @@ func TestPoolConfig(t *testing.T) {
 	c.Sandbox.Limits.CPUs = 0.5
 	c.Sandbox.Isolation.UID = 7
 	c.Sandbox.Limits.MaxGuestMemory = 3 * GiB
-	p := c.PoolConfig(nil)
+	p := c.PoolConfig()
 	if p.Limits.CPUs != 0.5 || p.Isolation.UID != 7 || p.Limits.MaxGuestMemoryBytes != 3<<30 {
 		t.Errorf("fields not mapped: %+v", p)
 	}
@@ -596,5 +596,43 @@ func TestEnvVarsSorted(t *testing.T) {
 	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "logging", "metrics"}
 	if !reflect.DeepEqual(sections, want) {
 		t.Errorf("sections %v, want %v", sections, want)
+	}
+}
+
+// TestGVisorProviderDefaults: `provider: gvisor` alone gives limits a
+// gVisor sandbox can start with; fields the operator set are kept, and
+// values too small for gVisor are named.
+func TestGVisorProviderDefaults(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c, err := LoadEnv(write("sandbox:\n  provider: gvisor\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Sandbox.Limits
+	if l.GuestMemory != 1*GiB || l.MaxGuestMemory != 4*GiB || l.WorkerOverhead != 256*MiB || l.Pids != 512 || c.Interceptor.MaxMemoryLimit != 4*GiB {
+		t.Errorf("gvisor defaults not applied: %+v, max_memory_limit %s", l, c.Interceptor.MaxMemoryLimit)
+	}
+	c, err = LoadEnv(write("sandbox:\n  provider: gvisor\n  limits:\n    guest_memory: 512MiB\n    pids: 300\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.Limits.GuestMemory != 512*MiB || c.Sandbox.Limits.Pids != 300 || c.Sandbox.Limits.MaxGuestMemory != 4*GiB {
+		t.Errorf("operator's values not kept: %+v", c.Sandbox.Limits)
+	}
+	_, err = LoadEnv(write("sandbox:\n  provider: gvisor\n  limits:\n    pids: 100\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "sandbox.limits.pids") {
+		t.Errorf("pids 100 for gvisor: %v, want an error naming sandbox.limits.pids", err)
+	}
+	// The WASM provider keeps its own defaults.
+	c, err = LoadEnv(write("sandbox:\n  provider: wasm\n"), nil)
+	if err != nil || c.Sandbox.Limits.Pids != 64 || c.Sandbox.Limits.GuestMemory != 256*MiB {
+		t.Errorf("wasm defaults changed: %+v, %v", c.Sandbox.Limits, err)
 	}
 }

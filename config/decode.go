@@ -97,6 +97,7 @@ func LoadEnv(path string, environ []string) (*Config, error) {
 	if _, err := c.ApplyEnv(environ); err != nil {
 		return nil, &Error{Source: "environment", Err: err}
 	}
+	c.ApplyProviderDefaults()
 	// Validate before normalising so errors quote names as written.
 	if err := c.Validate(); err != nil {
 		return nil, &Error{Source: source, Err: err}

@@ -8,21 +8,32 @@ import (
 	"strings"
 
 	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
-// PoolConfig maps the sandbox section onto the pool's configuration.
-// workerCommand is the server's own binary plus its hidden worker command.
-// Call ResolvePaths first when runtime_dir or cache_dir are left empty.
-func (c *Config) PoolConfig(workerCommand []string) pool.Config {
+// WASMConfig maps the sandbox section onto the WASM provider's
+// configuration. workerCommand is the server's own binary plus its hidden
+// worker command. Call ResolvePaths first when runtime_dir or cache_dir are
+// left empty.
+func (c *Config) WASMConfig(workerCommand []string) wasm.Config {
 	s := c.Sandbox
-	l := s.Limits
-	return pool.Config{
+	return wasm.Config{
+		Config:        c.PoolConfig(),
 		RuntimeDir:    s.RuntimeDir,
 		CacheDir:      s.CacheDir,
 		WorkerCommand: append([]string(nil), workerCommand...),
-		MaxSessions:   s.MaxSessions,
-		WarmWorkers:   s.WarmWorkers,
-		QueueWait:     s.QueueWait,
+	}
+}
+
+// PoolConfig maps the sandbox section onto what the pool needs whatever the
+// provider.
+func (c *Config) PoolConfig() pool.Config {
+	s := c.Sandbox
+	l := s.Limits
+	return pool.Config{
+		MaxSessions: s.MaxSessions,
+		WarmWorkers: s.WarmWorkers,
+		QueueWait:   s.QueueWait,
 		Limits: pool.Limits{
 			SourceBytes:         int(l.SourceBytes),
 			RunTimeout:          l.RunTimeout,
@@ -50,7 +61,7 @@ const RuntimePrefix = "cpython-3.13.5-"
 
 // ErrNoRuntime is matched by ResolvePaths errors when no CPython-WASI
 // runtime can be found.
-var ErrNoRuntime = errors.New("no CPython-WASI runtime found: run runtime/build-python-wasi.sh or set sandbox.runtime_dir")
+var ErrNoRuntime = errors.New("no CPython-WASI runtime found: build it with `make runtime` (runtime/build-python-wasi.sh) or set sandbox.runtime_dir")
 
 // ResolvePaths fills an empty sandbox.runtime_dir and sandbox.cache_dir the
 // way the build script lays them out, and checks that the runtime directory

@@ -218,13 +218,7 @@ func (c *Config) validateUpstream(v *validator) {
 func (c *Config) validateSandbox(v *validator) {
 	// The pool owns the meaning of its limits, so its own Validate decides
 	// (one source of truth); its field names are this section's paths.
-	// runtime_dir and the worker command are resolved at start-up, so
-	// stand-ins keep them out of a file check.
-	pc := c.PoolConfig([]string{"extproc"})
-	if pc.RuntimeDir == "" {
-		pc.RuntimeDir = "(resolved at start-up)"
-	}
-	for _, e := range unjoin(pc.Validate()) {
+	for _, e := range unjoin(c.PoolConfig().Validate()) {
 		field, reason, ok := strings.Cut(e.Error(), ": ")
 		if !ok {
 			field, reason = "", e.Error()
@@ -233,6 +227,25 @@ func (c *Config) validateSandbox(v *validator) {
 	}
 	s := c.Sandbox
 	l := s.Limits
+	switch s.Provider {
+	case ProviderWASM:
+		v.check(l.MaxGuestMemory <= 4*GiB, "sandbox.limits.max_guest_memory", "%s must be at most 4GiB (wasm32)", l.MaxGuestMemory)
+	case ProviderGVisor:
+		g := s.GVisor
+		v.check(g.Runsc != "", "sandbox.gvisor.runsc", "must be set")
+		v.check(g.Platform == "ptrace" || g.Platform == "kvm" || g.Platform == "systrap", "sandbox.gvisor.platform",
+			"%q is not one of ptrace, kvm, systrap", g.Platform)
+		v.check(strings.HasPrefix(g.Python, "/"), "sandbox.gvisor.python", "%q must be an absolute path", g.Python)
+		v.check(g.StateDir == "" || strings.HasPrefix(g.StateDir, "/"), "sandbox.gvisor.state_dir", "%q must be an absolute path", g.StateDir)
+		v.check(g.MaxImages >= 0 && g.MaxImages <= 64, "sandbox.gvisor.max_images", "%d must be between 0 and 64", g.MaxImages)
+		v.check(g.MaxImageBytes >= 0 && g.MaxImageBytes <= 64*MiB, "sandbox.gvisor.max_image_bytes", "%s must be at most 64MiB", g.MaxImageBytes)
+		// runsc, its gofer, the sentry and its ptrace stubs are host
+		// threads in the sandbox's cgroup: an idle sandbox has ~80.
+		v.check(l.Pids >= 128, "sandbox.limits.pids", "%d is too few for gvisor: an idle sandbox already holds ~80 host threads (use 512)", l.Pids)
+		v.check(l.GuestMemory >= 256*MiB, "sandbox.limits.guest_memory", "%s is too little for gvisor: CPython with numpy, pandas and matplotlib imported holds ~150MiB (use 1GiB)", l.GuestMemory)
+	default:
+		v.add("sandbox.provider", "%q is not one of wasm, gvisor", s.Provider)
+	}
 	// Bounds the pool leaves open but that keep one response's output sane.
 	v.check(l.StdoutBytes <= 64*MiB, "sandbox.limits.stdout_bytes", "%s must be at most 64MiB", l.StdoutBytes)
 	v.check(l.StderrBytes <= 64*MiB, "sandbox.limits.stderr_bytes", "%s must be at most 64MiB", l.StderrBytes)

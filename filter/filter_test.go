@@ -46,9 +46,10 @@ func (p noSandbox) Open(context.Context, sandbox.SessionOptions) (sandbox.Sessio
 	p.t.Error("the sandbox was opened in a case that runs no code")
 	return nil, errors.New("unexpected")
 }
-func (noSandbox) Ready(context.Context) error { return nil }
-func (noSandbox) Capacity() sandbox.Capacity  { return sandbox.Capacity{} }
-func (noSandbox) Close() error                { return nil }
+func (noSandbox) Ready(context.Context) error      { return nil }
+func (noSandbox) Capacity() sandbox.Capacity       { return sandbox.Capacity{} }
+func (noSandbox) Close() error                     { return nil }
+func (noSandbox) Environment() sandbox.Environment { return sandbox.Environment{Provider: "none"} }
 
 // followUps is the operator-configured upstream: it records every
 // follow-up and answers with the next scripted body.

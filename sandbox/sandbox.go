@@ -20,6 +20,22 @@ type Provider interface {
 	Capacity() Capacity
 	// Close stops every worker; open sessions fail afterwards.
 	Close() error
+	// Environment says what code running in a session can use, as found
+	// on the running provider (for the tool description the model reads).
+	Environment() Environment
+}
+
+// Environment describes a provider's interpreter.
+type Environment struct {
+	// Provider is the provider's name ("wasm", "gvisor").
+	Provider string
+	// PythonVersion is the interpreter's "major.minor" version.
+	PythonVersion string
+	// Packages are the notable third-party packages code can import, by
+	// import name, sorted. Empty means the standard library only.
+	Packages []string
+	// Images reports whether figures a run leaves open come back as images.
+	Images bool
 }
 
 // Session is one interpreter's life. Runs on a Session are serialised.
@@ -93,6 +109,16 @@ type Result struct {
 	StateLost bool
 	// Detail is a short human-readable reason for a non-completed outcome.
 	Detail string
+	// Images are the figures the run produced (a notebook shows them after
+	// the cell), in the order they were made. Providers without a plotting
+	// library return none.
+	Images []Image
+}
+
+// Image is one picture a run produced.
+type Image struct {
+	MediaType string // e.g. "image/png"
+	Data      []byte // the encoded image
 }
 
 // ErrCapacity is matched (errors.Is) by errors that mean no interpreter was

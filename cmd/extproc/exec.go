@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/worker"
 )
 
@@ -29,21 +29,32 @@ type execOutput struct {
 	StdoutTruncated bool            `json:"stdout_truncated"`
 	StderrTruncated bool            `json:"stderr_truncated"`
 	Detail          string          `json:"detail,omitempty"`
+	// Images are the figures the run produced (gVisor provider only).
+	Images []execImage `json:"images,omitempty"`
 }
 
-// runExec runs code once through the same pool, with the same isolation, as
-// the server.
+type execImage struct {
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"` // base64
+}
+
+// runExec runs code once through the same provider, with the same
+// isolation, as the server.
 func runExec(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	def := pool.DefaultConfig()
+	cfg := config.Default()
+	sb := &cfg.Sandbox
 	code := fs.String("c", "", "code to run (otherwise a FILE argument, or - / nothing for stdin)")
-	runtimeDir := fs.String("runtime", "", "CPython-WASI runtime directory (default: the build cache)")
-	timeout := fs.Duration("timeout", def.Limits.RunTimeout, "wall-time limit of the run")
-	memory := fs.String("memory", config.ByteSize(def.Limits.GuestMemoryBytes).String(), "guest memory limit (e.g. 256MiB)")
-	stdoutMax := fs.String("stdout-limit", config.ByteSize(def.Limits.StdoutBytes).String(), "stdout bytes kept")
-	stderrMax := fs.String("stderr-limit", config.ByteSize(def.Limits.StderrBytes).String(), "stderr bytes kept")
-	sourceMax := fs.String("source-limit", config.ByteSize(def.Limits.SourceBytes).String(), "largest program accepted")
-	cgroupMode := fs.String("cgroup", def.Isolation.Cgroup, "cgroup isolation: auto, v1, v2 or off")
+	fs.StringVar(&sb.Provider, "provider", sb.Provider, "sandbox provider: wasm or gvisor")
+	fs.StringVar(&sb.RuntimeDir, "runtime", "", "(wasm) CPython-WASI runtime directory (default: the build cache)")
+	fs.StringVar(&sb.GVisor.Runsc, "runsc", sb.GVisor.Runsc, "(gvisor) the runsc binary")
+	fs.StringVar(&sb.GVisor.Platform, "platform", sb.GVisor.Platform, "(gvisor) runsc platform: ptrace, systrap or kvm")
+	fs.DurationVar(&sb.Limits.RunTimeout, "timeout", sb.Limits.RunTimeout, "wall-time limit of the run")
+	memory := fs.String("memory", sb.Limits.GuestMemory.String(), "memory limit of the session (e.g. 256MiB)")
+	stdoutMax := fs.String("stdout-limit", sb.Limits.StdoutBytes.String(), "stdout bytes kept")
+	stderrMax := fs.String("stderr-limit", sb.Limits.StderrBytes.String(), "stderr bytes kept")
+	sourceMax := fs.String("source-limit", sb.Limits.SourceBytes.String(), "largest program accepted")
+	fs.StringVar(&sb.Isolation.Cgroup, "cgroup", sb.Isolation.Cgroup, "cgroup isolation: auto, v1, v2 or off")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -51,51 +62,46 @@ func runExec(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := def
-	cfg.MaxSessions, cfg.WarmWorkers = 1, 0
-	cfg.Limits.RunTimeout = *timeout
-	cfg.Isolation.Cgroup = *cgroupMode
+	sb.MaxSessions, sb.WarmWorkers = 1, 0
+	memSet := false
+	fs.Visit(func(f *flag.Flag) { memSet = memSet || f.Name == "memory" })
 	for _, f := range []struct {
 		name, val string
-		dst       *int64
-	}{{"--memory", *memory, &cfg.Limits.GuestMemoryBytes}} {
+		dst       *config.ByteSize
+	}{
+		{"--memory", *memory, &sb.Limits.GuestMemory},
+		{"--stdout-limit", *stdoutMax, &sb.Limits.StdoutBytes},
+		{"--stderr-limit", *stderrMax, &sb.Limits.StderrBytes},
+		{"--source-limit", *sourceMax, &sb.Limits.SourceBytes},
+	} {
 		v, err := config.ParseByteSize(f.val)
 		if err != nil {
 			return &usageError{fmt.Sprintf("%s: %v", f.name, err)}
 		}
-		*f.dst = int64(v)
+		*f.dst = v
 	}
-	if cfg.Limits.GuestMemoryBytes > cfg.Limits.MaxGuestMemoryBytes {
-		cfg.Limits.MaxGuestMemoryBytes = cfg.Limits.GuestMemoryBytes
+	if !memSet {
+		sb.Limits.GuestMemory = config.Default().Sandbox.Limits.GuestMemory
 	}
-	for _, f := range []struct {
-		name, val string
-		dst       *int
-	}{{"--stdout-limit", *stdoutMax, &cfg.Limits.StdoutBytes}, {"--stderr-limit", *stderrMax, &cfg.Limits.StderrBytes}, {"--source-limit", *sourceMax, &cfg.Limits.SourceBytes}} {
-		v, err := config.ParseByteSize(f.val)
-		if err != nil {
-			return &usageError{fmt.Sprintf("%s: %v", f.name, err)}
-		}
-		*f.dst = int(v)
+	cfg.ApplyProviderDefaults()
+	if sb.Limits.GuestMemory > sb.Limits.MaxGuestMemory {
+		sb.Limits.MaxGuestMemory = sb.Limits.GuestMemory
 	}
-	if cfg.RuntimeDir = *runtimeDir; cfg.RuntimeDir == "" {
-		if cfg.RuntimeDir, err = pool.DefaultRuntimeDir(); err != nil {
-			return err
-		}
+	if sb.Limits.MaxGuestMemory > cfg.Interceptor.MaxMemoryLimit {
+		cfg.Interceptor.MaxMemoryLimit = sb.Limits.MaxGuestMemory
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{err.Error()}
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg.WorkerCommand = []string{self, workerCommand}
-	if err := cfg.Validate(); err != nil {
-		return &usageError{err.Error()}
-	}
 	log, _ := zap.NewProduction()
-	if *cgroupMode != "off" {
+	if sb.Isolation.Cgroup != "off" {
 		log = zap.NewNop() // keep stdout/stderr clean for the JSON result
 	}
-	p, err := pool.New(ctx, cfg, log)
+	p, err := newProvider(ctx, cfg, self, log)
 	if err != nil {
 		return err
 	}
@@ -113,6 +119,9 @@ func runExec(ctx context.Context, args []string) error {
 		Status: res.Outcome, Stdout: res.Stdout, Stderr: res.Stderr,
 		DurationMS:      float64(res.Duration) / float64(time.Millisecond),
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, Detail: res.Detail,
+	}
+	for _, im := range res.Images {
+		out.Images = append(out.Images, execImage{MediaType: im.MediaType, Data: base64.StdEncoding.EncodeToString(im.Data)})
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")

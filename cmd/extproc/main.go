@@ -1,6 +1,6 @@
 // Command extproc is the codeinterp server: an Envoy ext_proc service that
 // gives OpenAI-compatible models a code_interpreter tool backed by a
-// CPython-WASI sandbox.
+// sandbox: CPython-WASI under wazero, or Debian's CPython under gVisor.
 //
 //	extproc serve --config FILE           the gRPC ext_proc server
 //	extproc dev --listen ADDR --upstream URL [--config FILE]
@@ -17,11 +17,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 )
 
 // workerCommand is the hidden command the server re-executes itself with to
 // start a sandbox worker process. It is not meant to be typed by people.
 const workerCommand = "__sandbox-worker"
+
+// launcherCommand is the hidden command that becomes runsc once the server
+// has confined it to a gVisor sandbox's cgroup (sandbox/gvisor.LaunchMain).
+const launcherCommand = "__gvisor-launch"
 
 // exitUsage is the exit status for bad flags or arguments.
 const exitUsage = 2
@@ -48,6 +54,9 @@ func (e *usageError) Error() string { return e.msg }
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(runWorker(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == launcherCommand {
+		os.Exit(gvisor.LaunchMain(os.Args[2:]))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := dispatch(ctx, os.Args[1:])

@@ -29,7 +29,6 @@ import (
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
 // runServe runs the ext_proc gRPC server until ctx ends, then drains.
@@ -193,16 +192,13 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, fmt.Errorf("locating this binary for sandbox workers: %w", err)
 	}
-	if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
-		return nil, err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := filter.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pool.New(ctx, cfg.PoolConfig([]string{self, workerCommand}), log.Named("sandbox"))
+	p, err := newProvider(ctx, cfg, self, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}

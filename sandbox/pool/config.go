@@ -6,18 +6,9 @@ import (
 	"time"
 )
 
-// Config is everything the pool needs. Zero values take the defaults of
-// DefaultConfig (apply WithDefaults).
+// Config is what the pool needs whatever the kind of interpreter; start
+// from DefaultConfig (or a kind's own defaults).
 type Config struct {
-	// RuntimeDir holds python.wasm and lib/python3.13 (runtime/build-python-wasi.sh).
-	RuntimeDir string
-	// CacheDir holds wazero's compilation cache. Only the trusted
-	// pre-compilation step writes it; workers read it.
-	CacheDir string
-	// WorkerCommand is the program and arguments that start a worker: the
-	// server's own binary with its hidden worker command.
-	WorkerCommand []string
-
 	MaxSessions int           // sessions open at once
 	WarmWorkers int           // interpreters kept started and waiting
 	QueueWait   time.Duration // how long Open waits for capacity
@@ -30,9 +21,9 @@ type Config struct {
 type Limits struct {
 	SourceBytes         int           // size of one program
 	RunTimeout          time.Duration // wall time of one run
-	GuestMemoryBytes    int64         // default wasm linear memory maximum
+	GuestMemoryBytes    int64         // a session's memory unless it asks (wasm linear memory, gVisor sandbox)
 	MaxGuestMemoryBytes int64         // the most a session may ask for
-	WorkerOverheadBytes int64         // cgroup memory = guest memory + this
+	WorkerOverheadBytes int64         // cgroup memory = session memory + this
 	StdoutBytes         int           // kept per run; more is dropped and marked
 	StderrBytes         int
 	ScratchBytes        int64   // in-memory /tmp and /mnt/data per session
@@ -48,7 +39,7 @@ type Isolation struct {
 	// CgroupParent is the parent cgroup path under which a group per
 	// worker is made, e.g. "/codeinterp".
 	CgroupParent string
-	// UID and GID the worker drops to when the server runs as root.
+	// UID and GID the interpreter runs as when the server runs as root.
 	UID, GID uint32
 }
 
@@ -82,17 +73,14 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %s", field, why))
 		}
 	}
-	check(c.RuntimeDir != "", "runtime_dir", "must be set")
-	check(len(c.WorkerCommand) > 0, "worker_command", "must be set")
 	check(c.MaxSessions > 0, "max_sessions", "must be positive")
 	check(c.WarmWorkers >= 0 && c.WarmWorkers <= c.MaxSessions, "warm_workers", "must be between 0 and max_sessions")
 	check(c.QueueWait >= 0, "queue_wait", "must not be negative")
 	l := c.Limits
 	check(l.SourceBytes > 0, "limits.source_bytes", "must be positive")
 	check(l.RunTimeout > 0, "limits.run_timeout", "must be positive")
-	check(l.GuestMemoryBytes >= 32<<20, "limits.guest_memory", "must be at least 32MiB")
+	check(l.GuestMemoryBytes >= MinMemoryBytes, "limits.guest_memory", "must be at least 32MiB")
 	check(l.MaxGuestMemoryBytes >= l.GuestMemoryBytes, "limits.max_guest_memory", "must be at least guest_memory")
-	check(l.MaxGuestMemoryBytes <= 4<<30, "limits.max_guest_memory", "must be at most 4GiB (wasm32)")
 	check(l.WorkerOverheadBytes >= 16<<20, "limits.worker_overhead", "must be at least 16MiB")
 	check(l.StdoutBytes > 0, "limits.stdout_bytes", "must be positive")
 	check(l.StderrBytes > 0, "limits.stderr_bytes", "must be positive")

@@ -1,17 +1,19 @@
-// Package pool is the production sandbox.Provider: a pool of worker
-// processes, each running one CPython-WASI interpreter under wazero for one
-// session, each confined by its own cgroup.
+// Package pool is the production sandbox.Provider, generic over the kind of
+// interpreter (Kind): CPython-WASI worker processes (sandbox/wasm) or gVisor
+// sandboxes running Debian's CPython (sandbox/gvisor).
 //
-// Workers are the server's own binary re-executed with a hidden command
-// (Config.WorkerCommand). They start with an empty environment, no inherited
-// descriptors but the control pipes and the runtime directory, in their own
-// process group and (as root) their own network and IPC namespaces, with a
-// parent-death signal. The pool adds each worker to a fresh cgroup and
-// verifies the membership before the worker may start the guest.
+// The pool owns what every kind shares, so that there is one copy of it:
+// the session slots (Config.MaxSessions) and the queue wait for one, the
+// warm interpreters started ahead of demand (Config.WarmWorkers) and their
+// refills, one cgroup per interpreter (memory with no swap, pids, CPU) into
+// which the kind must confine its outermost process before it runs anything
+// untrusted, the run's time backstop, kill-and-reap before a session's
+// capacity is released, OOM detection, and the mapping of an interpreter's
+// report to a typed sandbox.Outcome. A kind only starts an interpreter and
+// speaks its protocol.
 //
-// Interpreters are started ahead of demand (Config.WarmWorkers) and wait,
-// blocked on their first read, so a session's first run costs about a
-// millisecond instead of the ~130 ms of interpreter start-up. A worker never
-// serves a second session. Timeouts and cancellations kill the worker and
-// reap it before the session's capacity is released.
+// Warm interpreters wait, blocked on their first read, so a session's first
+// run does not pay the interpreter's start-up. An interpreter never serves a
+// second session. When a run ends its interpreter (timeout, memory, crash),
+// the next run of the session gets a fresh one and reports StateLost.
 package pool

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,16 +17,15 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 )
 
-// Pool implements sandbox.Provider.
+// Pool implements sandbox.Provider over one Kind of interpreter.
 type Pool struct {
-	cfg     Config
-	log     *zap.Logger
-	cg      cgroup.Driver // nil when isolation is off
-	root    bool
-	spawner *spawner
+	cfg  Config
+	kind Kind
+	log  *zap.Logger
+	cg   cgroup.Driver // nil when isolation is off
 
 	slots chan struct{} // one token per open session
-	warm  chan *proc    // started interpreters with the default memory size
+	warm  chan *interp  // started interpreters with the default memory size
 	// spares holds one token per warm interpreter missing: a refiller takes
 	// one before it starts an interpreter, Open returns one when it takes an
 	// interpreter from warm. So warm never holds more than WarmWorkers and
@@ -37,8 +33,8 @@ type Pool struct {
 	spares chan struct{}
 
 	mu      sync.Mutex
-	live    map[*proc]struct{} // every worker not yet reaped, for Close
-	lastErr error              // the last start-up failure, for Ready
+	live    map[*interp]struct{} // every interpreter not yet released, for Close
+	lastErr error                // the last start-up failure, for Ready
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -49,40 +45,39 @@ type Pool struct {
 
 var _ sandbox.Provider = (*Pool)(nil)
 
-// ErrRuntimeMissing is matched by New's error when the CPython-WASI runtime
-// has not been built.
-var ErrRuntimeMissing = errors.New("pool: CPython-WASI runtime not found")
+// interp is the pool's record of one started interpreter.
+type interp struct {
+	Interpreter
+	group       cgroup.Group // nil when isolation is off
+	memory      int64
+	releaseOnce sync.Once
+}
 
-// New checks the runtime and isolation, fills the compilation cache, and
-// starts the warm workers in the background. It fails closed: without
-// working cgroups it returns an error unless cfg.Isolation.Cgroup is "off".
-func New(ctx context.Context, cfg Config, log *zap.Logger) (*Pool, error) {
+// New checks isolation, prepares the kind, and starts the warm
+// interpreters in the background. It fails closed: without working cgroups
+// it returns an error unless cfg.Isolation.Cgroup is "off".
+func New(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (*Pool, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pool: invalid config: %w", err)
 	}
-	for _, f := range []string{"python.wasm", "lib/python3.13/os.py"} {
-		if _, err := os.Stat(filepath.Join(cfg.RuntimeDir, f)); err != nil {
-			return nil, fmt.Errorf("%w at %s (%v): build it with `make runtime` (runtime/build-python-wasi.sh)",
-				ErrRuntimeMissing, cfg.RuntimeDir, err)
-		}
-	}
-	if cfg.CacheDir == "" {
-		cfg.CacheDir = filepath.Join(cfg.RuntimeDir, "wazero-cache")
+	if max := kind.MaxMemoryBytes(); cfg.Limits.MaxGuestMemoryBytes > max {
+		return nil, fmt.Errorf("pool: invalid config: limits.max_guest_memory: %d is above what the %s provider can honour (%d)",
+			cfg.Limits.MaxGuestMemoryBytes, kind.Name(), max)
 	}
 	p := &Pool{
 		cfg:    cfg,
+		kind:   kind,
 		log:    log,
-		root:   os.Geteuid() == 0,
 		slots:  make(chan struct{}, cfg.MaxSessions),
-		warm:   make(chan *proc, cfg.WarmWorkers),
+		warm:   make(chan *interp, cfg.WarmWorkers),
 		spares: make(chan struct{}, cfg.WarmWorkers),
-		live:   map[*proc]struct{}{},
+		live:   map[*interp]struct{}{},
 	}
 	if cfg.Isolation.Cgroup == "off" {
-		log.Warn("sandbox isolation is OFF: workers run without cgroup limits (memory, pids, CPU). Never do this in production.")
+		log.Warn("sandbox isolation is OFF: interpreters run without cgroup limits (memory, pids, CPU). Never do this in production.")
 	} else {
 		d, err := cgroup.Open(cfg.Isolation.Cgroup, cfg.Isolation.CgroupParent)
 		if err != nil {
@@ -91,18 +86,12 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Pool, error) {
 		p.cg = d
 		log.Info("sandbox cgroups", zap.String("version", d.Version()), zap.String("parent", cfg.Isolation.CgroupParent))
 	}
-	if !p.root {
-		log.Warn("server is not root: workers keep the server's uid and no namespaces are made")
+	if os.Geteuid() != 0 {
+		log.Warn("server is not root: interpreters keep the server's uid and no namespaces are made")
 	}
-	// The trusted step that writes native code to the cache runs before any
-	// worker, so workers only read it.
-	pre := exec.CommandContext(ctx, cfg.WorkerCommand[0], append(append([]string(nil), cfg.WorkerCommand[1:]...),
-		"precompile", cfg.RuntimeDir, cfg.CacheDir)...)
-	pre.Env = []string{}
-	if out, err := pre.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pool: precompile python.wasm: %w: %s", err, out)
+	if err := kind.Prepare(ctx); err != nil {
+		return nil, fmt.Errorf("pool: %s provider: %w", kind.Name(), err)
 	}
-	p.spawner = newSpawner()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for range cfg.WarmWorkers {
 		p.spares <- struct{}{}
@@ -116,6 +105,12 @@ func New(ctx context.Context, cfg Config, log *zap.Logger) (*Pool, error) {
 	}
 	return p, nil
 }
+
+// Kind returns the kind of interpreter the pool runs.
+func (p *Pool) Kind() Kind { return p.kind }
+
+// Environment describes the pool's interpreters.
+func (p *Pool) Environment() sandbox.Environment { return p.kind.Environment() }
 
 // Ready reports whether the pool can start interpreters.
 func (p *Pool) Ready(ctx context.Context) error {
@@ -141,32 +136,35 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	if mem == 0 {
 		mem = p.cfg.Limits.GuestMemoryBytes
 	}
-	if mem > p.cfg.Limits.MaxGuestMemoryBytes || mem < 32<<20 {
+	if mem > p.cfg.Limits.MaxGuestMemoryBytes || mem < MinMemoryBytes {
 		return nil, &sandbox.LimitError{Limit: "memory", Value: mem, Max: p.cfg.Limits.MaxGuestMemoryBytes}
 	}
 	if err := p.acquire(ctx); err != nil {
 		return nil, err
 	}
-	s := &session{pool: p, id: p.newID(), guestMem: mem}
+	s := &session{pool: p, id: p.newID(), memory: mem}
 	if mem == p.cfg.Limits.GuestMemoryBytes {
 		select {
 		case w := <-p.warm:
-			w.foreground()
-			s.proc = w
+			w.Foreground()
+			s.it = w
 			p.spares <- struct{}{}
 		default:
 		}
 	}
-	if s.proc == nil {
-		w, err := p.spawn(ctx, spawnOpts{id: s.id, guestMem: mem})
+	if s.it == nil {
+		w, err := p.start(ctx, s.id, mem, false)
 		if err != nil {
 			<-p.slots
 			return nil, err
 		}
-		s.proc = w
+		s.it = w
 	}
 	return s, nil
 }
+
+// MinMemoryBytes is the smallest session memory any kind accepts.
+const MinMemoryBytes = 32 << 20
 
 // acquire takes a session slot, waiting at most the queue wait.
 func (p *Pool) acquire(ctx context.Context) error {
@@ -189,7 +187,55 @@ func (p *Pool) acquire(ctx context.Context) error {
 	}
 }
 
-// Close kills every worker and waits for them.
+// start makes the interpreter's cgroup and has the kind start it inside.
+func (p *Pool) start(ctx context.Context, id string, mem int64, background bool) (*interp, error) {
+	var group cgroup.Group
+	if p.cg != nil {
+		g, err := p.cg.New(p.kind.Name()+"-"+id, cgroup.Limits{
+			MemoryBytes: mem + p.cfg.Limits.WorkerOverheadBytes,
+			Pids:        p.cfg.Limits.Pids,
+			CPUs:        p.cfg.Limits.CPUs,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pool: %w", err)
+		}
+		group = g
+	}
+	confine := func(pid int) error {
+		if group == nil {
+			return nil
+		}
+		if err := group.Add(pid); err != nil {
+			return fmt.Errorf("pool: %w", err)
+		}
+		// Fail closed: no guest code runs unless the kernel confirms it.
+		if err := group.Verify(pid); err != nil {
+			return fmt.Errorf("pool: %w", err)
+		}
+		return nil
+	}
+	it, err := p.kind.Start(ctx, StartOptions{
+		ID: id, MemoryBytes: mem, Limits: p.cfg.Limits, Background: background,
+		Confine: confine, Group: group,
+	})
+	if err != nil {
+		p.deleteGroup(group)
+		return nil, err
+	}
+	w := &interp{Interpreter: it, group: group, memory: mem}
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		w.Kill()
+		p.deleteGroup(group)
+		return nil, sandbox.ErrClosed
+	}
+	p.live[w] = struct{}{}
+	p.mu.Unlock()
+	return w, nil
+}
+
+// Close kills every interpreter and waits for them.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	already := p.closed.Swap(true)
@@ -200,17 +246,15 @@ func (p *Pool) Close() error {
 	p.cancel()
 	p.wg.Wait()
 	p.mu.Lock()
-	live := make([]*proc, 0, len(p.live))
+	live := make([]*interp, 0, len(p.live))
 	for w := range p.live {
 		live = append(live, w)
 	}
 	p.mu.Unlock()
 	for _, w := range live {
-		w.kill()
 		p.release(w)
 	}
-	p.spawner.stop()
-	return nil
+	return p.kind.Close()
 }
 
 func (p *Pool) newID() string {
@@ -230,7 +274,7 @@ func (p *Pool) refiller() {
 			return
 		case <-p.spares:
 		}
-		w, err := p.spawn(p.ctx, spawnOpts{id: p.newID(), guestMem: p.cfg.Limits.GuestMemoryBytes, background: true})
+		w, err := p.start(p.ctx, p.newID(), p.cfg.Limits.GuestMemoryBytes, true)
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()
@@ -239,7 +283,7 @@ func (p *Pool) refiller() {
 			if p.ctx.Err() != nil {
 				return
 			}
-			p.log.Error("starting a warm interpreter failed", zap.Error(err))
+			p.log.Error("starting a warm interpreter failed", zap.String("provider", p.kind.Name()), zap.Error(err))
 			select {
 			case <-time.After(backoff):
 			case <-p.ctx.Done():
@@ -253,36 +297,46 @@ func (p *Pool) refiller() {
 	}
 }
 
-func (p *Pool) track(w *proc) {
-	p.mu.Lock()
-	p.live[w] = struct{}{}
-	p.mu.Unlock()
-}
-
-// release forgets a reaped worker and removes its cgroup.
-// It is idempotent: Pool.Close and a late Session.Close may both call it.
-func (p *Pool) release(w *proc) {
-	<-w.exited
+// release kills and reaps an interpreter, forgets it and removes its
+// cgroup. It is idempotent: Pool.Close and a late Session.Close may both
+// call it.
+func (p *Pool) release(w *interp) {
+	w.Kill()
 	w.releaseOnce.Do(func() {
 		p.mu.Lock()
 		delete(p.live, w)
 		p.mu.Unlock()
-		if w.group != nil {
-			if err := w.group.Delete(); err != nil {
-				p.log.Warn("removing a worker cgroup failed", zap.String("cgroup", w.group.Path()), zap.Error(err))
-			}
-		}
+		p.deleteGroup(w.group)
 	})
 }
 
-// WorkerPIDs lists the process ids of the workers not yet reaped, warm ones
-// included. It is for diagnostics and tests.
+func (p *Pool) deleteGroup(g cgroup.Group) {
+	if g == nil {
+		return
+	}
+	if err := g.Delete(); err != nil {
+		p.log.Warn("removing an interpreter cgroup failed", zap.String("cgroup", g.Path()), zap.Error(err))
+	}
+}
+
+// oomKilled reports whether the kernel's OOM killer ended a process of the
+// interpreter.
+func (w *interp) oomKilled() bool {
+	if w.group == nil {
+		return false
+	}
+	n, err := w.group.OOMKills()
+	return err == nil && n > 0
+}
+
+// WorkerPIDs lists the outermost process ids of the interpreters not yet
+// released, warm ones included. It is for diagnostics and tests.
 func (p *Pool) WorkerPIDs() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pids := make([]int, 0, len(p.live))
 	for w := range p.live {
-		pids = append(pids, w.cmd.Process.Pid)
+		pids = append(pids, w.PID())
 	}
 	return pids
 }

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,12 +17,12 @@ import (
 // its interpreter (timeout, memory, crash), the next run gets a fresh one
 // and says so (Result.StateLost).
 type session struct {
-	pool     *Pool
-	id       string
-	guestMem int64
+	pool   *Pool
+	id     string
+	memory int64
 
 	mu     sync.Mutex // serialises runs and guards the fields below
-	proc   *proc      // nil after the interpreter was lost
+	it     *interp    // nil after the interpreter was lost
 	lost   bool
 	closed bool
 	runID  uint64
@@ -44,65 +45,72 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 		}, nil
 	}
 	stateLost := false
-	if s.proc == nil {
-		w, err := s.pool.spawn(ctx, spawnOpts{id: s.pool.newID(), guestMem: s.guestMem})
+	if s.it != nil {
+		// An interpreter that died while idle (a process the last run left
+		// behind killed it, the OOM killer) is replaced, not run on.
+		select {
+		case <-s.it.Exited():
+			s.pool.release(s.it)
+			s.it, s.lost = nil, true
+		default:
+		}
+	}
+	if s.it == nil {
+		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: ctx.Err().Error()}, nil
 			}
 			return sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "could not start an interpreter: " + err.Error()}, nil
 		}
-		s.proc, stateLost = w, s.lost
+		s.it, stateLost = w, s.lost
 	}
 	s.runID++
-	w := s.proc
-	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindRun, Run: &wire.Run{
-		ID: s.runID, Code: []byte(code), TimeoutNanos: lim.RunTimeout.Nanoseconds(),
-	}}); err != nil {
-		return s.lose(w, start, stateLost, sandbox.OutcomeCrashed, "the worker stopped accepting work"), nil
-	}
-	// The worker reports its own timeout with the output so far; this
-	// backstop covers a worker too stuck to do so.
-	timer := time.NewTimer(lim.RunTimeout + timeoutGrace)
-	defer timer.Stop()
-	for {
-		select {
-		case m, ok := <-w.msgs:
-			if !ok {
-				// The worker died mid-run: its cgroup tells whether the
-				// kernel's OOM killer did it.
-				<-w.exited
-				if w.oomKilled() {
-					return s.lose(w, start, stateLost, sandbox.OutcomeMemoryLimit, "the worker exceeded its memory limit and was killed"), nil
-				}
-				return s.lose(w, start, stateLost, sandbox.OutcomeCrashed, fmt.Sprintf("the worker died (%v)", w.waitErr)), nil
-			}
-			if m.Kind != wire.KindResult || m.Result == nil || m.Result.ID != s.runID {
-				return s.lose(w, start, stateLost, sandbox.OutcomeCrashed, "the worker broke protocol"), nil
-			}
-			res := s.result(m.Result, stateLost)
-			if m.Result.InterpreterGone {
-				w.kill()
-				s.pool.release(w)
-				s.proc, s.lost = nil, true
-			}
-			return res, nil
-		case <-timer.C:
+	w := s.it
+	// The kind reports its own timeout with the output so far where it
+	// can; this backstop covers an interpreter too stuck to do so.
+	runCtx, cancel := context.WithTimeout(ctx, lim.RunTimeout+timeoutGrace)
+	r, err := w.Run(runCtx, s.runID, []byte(code), lim.RunTimeout)
+	backstop := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return s.lose(w, start, stateLost, sandbox.OutcomeCancelled, ctx.Err().Error()), nil
+		case backstop:
 			return s.lose(w, start, stateLost, sandbox.OutcomeTimeout,
 				fmt.Sprintf("the code ran longer than %s and was stopped", lim.RunTimeout)), nil
-		case <-ctx.Done():
-			return s.lose(w, start, stateLost, sandbox.OutcomeCancelled, ctx.Err().Error()), nil
 		}
+		// The interpreter died or broke protocol: once it is reaped, its
+		// cgroup tells whether the kernel's OOM killer did it.
+		w.Kill()
+		if w.oomKilled() {
+			return s.lose(w, start, stateLost, sandbox.OutcomeMemoryLimit, "the interpreter exceeded its memory limit and was killed"), nil
+		}
+		return s.lose(w, start, stateLost, sandbox.OutcomeCrashed, err.Error()), nil
 	}
+	res := s.result(r, stateLost)
+	if r.InterpreterGone {
+		w.Kill()
+		if r.Status == wire.StatusExited && w.oomKilled() {
+			// The interpreter did not exit on its own: the kernel's OOM
+			// killer ended a process of it (gVisor's sentry, typically).
+			res.Outcome = sandbox.OutcomeMemoryLimit
+			res.Detail = fmt.Sprintf("the code ran out of its %d MiB of memory and the interpreter was killed", s.memory>>20)
+		}
+		s.pool.release(w)
+		s.it, s.lost = nil, true
+	}
+	return res, nil
 }
 
-// lose kills and reaps the session's worker (before anything is released)
-// and reports the outcome.
-func (s *session) lose(w *proc, start time.Time, stateLost bool, o sandbox.Outcome, detail string) sandbox.Result {
-	w.kill()
+// lose kills and reaps the session's interpreter (before anything is
+// released) and reports the outcome.
+func (s *session) lose(w *interp, start time.Time, stateLost bool, o sandbox.Outcome, detail string) sandbox.Result {
 	s.pool.release(w)
-	s.proc, s.lost = nil, true
-	s.pool.log.Info("sandbox worker ended", zap.String("session", s.id), zap.String("outcome", string(o)), zap.String("detail", detail))
+	s.it, s.lost = nil, true
+	s.pool.log.Info("sandbox interpreter ended", zap.String("provider", s.pool.kind.Name()), zap.String("session", s.id),
+		zap.String("outcome", string(o)), zap.String("detail", detail))
 	return sandbox.Result{Outcome: o, Detail: detail, Duration: time.Since(start), StateLost: stateLost}
 }
 
@@ -122,6 +130,12 @@ func (s *session) result(r *wire.Result, stateLost bool) sandbox.Result {
 	if r.StderrDropped > 0 {
 		res.Stderr += truncationNote(r.StderrDropped)
 	}
+	for _, im := range r.Images {
+		res.Images = append(res.Images, sandbox.Image{MediaType: im.MediaType, Data: im.Data})
+	}
+	if r.ImagesDropped > 0 {
+		res.Stderr += fmt.Sprintf("\n[%d more figures were not kept: the run made more than the limit]\n", r.ImagesDropped)
+	}
 	switch r.Status {
 	case wire.StatusOK:
 		res.Outcome = sandbox.OutcomeCompleted
@@ -129,13 +143,13 @@ func (s *session) result(r *wire.Result, stateLost bool) sandbox.Result {
 		res.Outcome = sandbox.OutcomeError
 	case wire.StatusMemory:
 		res.Outcome = sandbox.OutcomeMemoryLimit
-		res.Detail = fmt.Sprintf("the code ran out of its %d MiB of memory", s.guestMem>>20)
+		res.Detail = fmt.Sprintf("the code ran out of its %d MiB of memory", s.memory>>20)
 	case wire.StatusTimeout:
 		res.Outcome = sandbox.OutcomeTimeout
 		res.Detail = fmt.Sprintf("the code ran longer than %s and was stopped", s.pool.cfg.Limits.RunTimeout)
 	case wire.StatusExited:
 		res.Outcome = sandbox.OutcomeCompleted
-		if r.Detail != "the interpreter exited with status 0" {
+		if r.Detail != ExitedCleanly {
 			res.Outcome = sandbox.OutcomeCrashed
 		}
 	default:
@@ -148,8 +162,13 @@ func (s *session) result(r *wire.Result, stateLost bool) sandbox.Result {
 	return res
 }
 
-// timeoutGrace is how long past the run's limit the server waits for the
-// worker's own timeout report before it kills the worker.
+// ExitedCleanly is the Detail of a wire.StatusExited report whose
+// interpreter ended with status 0 (sys.exit() at the top level, os._exit(0)):
+// the run completed, though the session's state is gone.
+const ExitedCleanly = "the interpreter exited with status 0"
+
+// timeoutGrace is how long past the run's limit the pool waits for the
+// interpreter's own timeout report before it kills the interpreter.
 const timeoutGrace = 2 * time.Second
 
 func truncationNote(dropped int64) string {
@@ -157,10 +176,10 @@ func truncationNote(dropped int64) string {
 }
 
 // Close ends the session and returns at once: killing and reaping the
-// worker (about 10 ms: its address space and namespaces are torn down) and
-// removing its cgroup happen in the background, and only after that is the
-// session's slot released, so capacity never counts a worker that still
-// exists.
+// interpreter (about 10 ms for a worker process: its address space and
+// namespaces are torn down) and removing its cgroup happen in the
+// background, and only after that is the session's slot released, so
+// capacity never counts an interpreter that still exists.
 func (s *session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,12 +187,11 @@ func (s *session) Close() error {
 		return nil
 	}
 	s.closed = true
-	w := s.proc
-	s.proc = nil
+	w := s.it
+	s.it = nil
 	p := s.pool
 	end := func() {
 		if w != nil {
-			w.kill()
 			p.release(w)
 		}
 		<-p.slots

@@ -1,4 +1,4 @@
-package pool_test
+package wasm_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package pool_test
+package wasm_test
 
 import (
 	"context"
@@ -25,10 +25,10 @@ func hostilePool(t *testing.T) *pool.Pool {
 	})
 }
 
-// TestHostilePrograms runs programs that attack the sandbox. Each must end
-// with its typed outcome, reveal nothing of the host, and leave the pool
-// able to serve a fresh session normally.
-func TestHostilePrograms(t *testing.T) {
+// TestHostileWASMSpecifics runs the attacks that only make sense against
+// the WASM guest (its mounts, its environment, wasm stack limits and
+// threads); the corpus every provider passes is sandboxtest.RunHostile.
+func TestHostileWASMSpecifics(t *testing.T) {
 	p := hostilePool(t)
 	cases := []struct {
 		name  string
@@ -36,28 +36,9 @@ func TestHostilePrograms(t *testing.T) {
 		want  []sandbox.Outcome
 		check func(t *testing.T, r sandbox.Result)
 	}{
-		{name: "python busy loop", code: "print('started')\nwhile True:\n    pass", want: []sandbox.Outcome{sandbox.OutcomeTimeout},
-			check: func(t *testing.T, r sandbox.Result) {
-				if r.Stdout != "started\n" {
-					t.Errorf("output before the timeout was lost: %q", r.Stdout)
-				}
-			}},
-		{name: "C-level loop (bigint power)", code: "10**(10**9)", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
-		{name: "C-level loop (regex backtracking)", code: "import re\nre.match(r'(a+)+$', 'a'*64 + 'b')", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
-		{name: "memory bomb, one allocation", code: "x = bytearray(2**30)", want: []sandbox.Outcome{sandbox.OutcomeMemoryLimit},
-			check: stderrHas("MemoryError")},
-		{name: "memory bomb, growing list", code: "l = []\nwhile True:\n    l.append(bytearray(10**6))", want: []sandbox.Outcome{sandbox.OutcomeMemoryLimit}},
-		{name: "print flood", code: "for i in range(200000):\n    print('x' * 100)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
-			check: boundedOutput(4 << 10)},
-		{name: "os.write flood", code: "import os\nfor i in range(100000):\n    os.write(1, b'y' * 1000)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
-			check: boundedOutput(4 << 10)},
-		{name: "stderr flood", code: "import os, sys\nfor i in range(100000):\n    os.write(2, b'z' * 1000)", want: []sandbox.Outcome{sandbox.OutcomeOutputTruncated, sandbox.OutcomeTimeout},
-			check: boundedOutput(4 << 10)},
-		{name: "read a host file", code: "print(open('/etc/passwd').read())", want: []sandbox.Outcome{sandbox.OutcomeError},
-			check: all(stderrHas("Error"), stdoutLacks("root:"))},
-		{name: "escape the stdlib mount with ..", code: "print(open('/usr/local/lib/../../../etc/hostname').read())", want: []sandbox.Outcome{sandbox.OutcomeError}},
 		{name: "list the root", code: "import os\nprint(sorted(os.listdir('/')))", want: []sandbox.Outcome{sandbox.OutcomeCompleted, sandbox.OutcomeError},
 			check: all(stdoutLacks("etc"), stdoutLacks("proc"), stdoutLacks("root"))},
+		{name: "escape the stdlib mount with ..", code: "print(open('/usr/local/lib/../../../etc/hostname').read())", want: []sandbox.Outcome{sandbox.OutcomeError}},
 		{name: "write into the stdlib", code: "open('/usr/local/lib/python3.13/os.py', 'a').write('pwned = 1')", want: []sandbox.Outcome{sandbox.OutcomeError}},
 		{name: "environment", code: "import os\nprint(sorted(os.environ))", want: []sandbox.Outcome{sandbox.OutcomeCompleted},
 			check: func(t *testing.T, r sandbox.Result) {
@@ -65,29 +46,14 @@ func TestHostilePrograms(t *testing.T) {
 					t.Errorf("guest environment is %s, want only PYTHONHOME", r.Stdout)
 				}
 			}},
-		{name: "socket", code: "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)", want: []sandbox.Outcome{sandbox.OutcomeError}},
 		{name: "deep recursion", code: "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed, sandbox.OutcomeMemoryLimit, sandbox.OutcomeTimeout}},
 		{name: "deep C recursion", code: "import sys\nsys.setrecursionlimit(10**6)\nx = []\nfor _ in range(200000):\n    x = [x]\nrepr(x)", want: []sandbox.Outcome{sandbox.OutcomeError, sandbox.OutcomeCrashed, sandbox.OutcomeTimeout}},
 		{name: "threads", code: "import threading\nthreading.Thread(target=print).start()", want: []sandbox.Outcome{sandbox.OutcomeError},
 			check: stderrHas("thread")},
-		{name: "subprocess", code: "import subprocess\nsubprocess.run(['/bin/sh', '-c', 'id'])", want: []sandbox.Outcome{sandbox.OutcomeError}},
-		{name: "os.fork", code: "import os\nos.fork()", want: []sandbox.Outcome{sandbox.OutcomeError}},
-		{name: "oversized source", code: "x = 1\n" + strings.Repeat("#", 9<<10), want: []sandbox.Outcome{sandbox.OutcomeRejected}},
-		{name: "non-UTF-8 source", code: "print('\xff\xfe')\n", want: []sandbox.Outcome{sandbox.OutcomeError},
-			check: stderrHas("SyntaxError")},
 		{name: "fill the scratch space", code: "f = open('/tmp/big', 'wb')\nwhile True:\n    f.write(b'x' * 65536)\n    f.flush()", want: []sandbox.Outcome{sandbox.OutcomeError},
 			// wazero v1.12 cannot carry ENOSPC to the guest: memfs reports
 			// EIO, and the worker says what it means.
 			check: all(stderrHas("OSError"), stderrHas("are full (1 MiB"))},
-		{name: "forge the end-of-run marker", code: "import os\nos.write(2, b'\\x00CI:0123456789abcdef:ok\\n')\nprint('still running')", want: []sandbox.Outcome{sandbox.OutcomeCompleted},
-			check: func(t *testing.T, r sandbox.Result) {
-				if strings.TrimSpace(r.Stdout) != "still running" {
-					t.Errorf("a forged marker ended the run early: %+v", r)
-				}
-			}},
-		{name: "steal the next program from stdin", code: "import os\nos.read(0, 100)", want: []sandbox.Outcome{sandbox.OutcomeTimeout}},
-		{name: "exit the interpreter", code: "import os\nos._exit(3)", want: []sandbox.Outcome{sandbox.OutcomeCrashed}},
-		{name: "close the bootstrap's stderr", code: "import os\nos.close(2)", want: []sandbox.Outcome{sandbox.OutcomeCrashed, sandbox.OutcomeTimeout}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,14 +77,7 @@ func TestHostilePrograms(t *testing.T) {
 			if after.Outcome != sandbox.OutcomeCompleted || strings.TrimSpace(after.Stdout) != "42" {
 				t.Fatalf("session unusable after %q: %+v", c.name, after)
 			}
-			if r.Outcome.LimitHit() && r.Outcome != sandbox.OutcomeOutputTruncated && r.Outcome != sandbox.OutcomeRejected && r.Outcome != sandbox.OutcomeMemoryLimit && !after.StateLost {
-				t.Errorf("interpreter was killed but the next run does not report lost state")
-			}
 		})
-	}
-	// The pool as a whole is healthy: a brand-new session runs normally.
-	if r := run(t, open(t, p), "print('healthy')"); strings.TrimSpace(r.Stdout) != "healthy" {
-		t.Fatalf("pool unhealthy after the hostile programs: %+v", r)
 	}
 }
 
@@ -142,23 +101,6 @@ func all(fs ...func(*testing.T, sandbox.Result)) func(*testing.T, sandbox.Result
 	return func(t *testing.T, r sandbox.Result) {
 		for _, f := range fs {
 			f(t, r)
-		}
-	}
-}
-
-// boundedOutput checks that neither stream kept more than limit bytes plus
-// the truncation note, and that the cut is marked.
-func boundedOutput(limit int) func(*testing.T, sandbox.Result) {
-	return func(t *testing.T, r sandbox.Result) {
-		const note = 100
-		if len(r.Stdout) > limit+note || len(r.Stderr) > limit+note {
-			t.Errorf("output not bounded: stdout %d, stderr %d bytes (limit %d)", len(r.Stdout), len(r.Stderr), limit)
-		}
-		if !r.StdoutTruncated && !r.StderrTruncated {
-			t.Errorf("no truncation reported")
-		}
-		if !strings.Contains(r.Stdout+r.Stderr, "[output truncated:") {
-			t.Errorf("truncation is not marked in the output")
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package pool_test
+package wasm_test
 
 import (
 	"bufio"
@@ -18,8 +18,8 @@ import (
 
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
 // TestWorkersDieWithServer kills a server process with SIGKILL (no cleanup
@@ -76,7 +76,7 @@ func TestIsolationFailsClosed(t *testing.T) {
 	cfg.WarmWorkers = 0
 	cfg.Isolation.Cgroup = "v2"
 	_, v2err := cgroup.Open("v2", cfg.Isolation.CgroupParent)
-	p, err := pool.New(context.Background(), cfg, zap.NewNop())
+	p, err := wasm.New(context.Background(), cfg, zap.NewNop())
 	switch {
 	case v2err != nil && err == nil:
 		p.Close()
@@ -91,7 +91,7 @@ func TestIsolationFailsClosed(t *testing.T) {
 
 	core, logs := observer.New(zapcore.WarnLevel)
 	cfg.Isolation.Cgroup = "off"
-	p, err = pool.New(context.Background(), cfg, zap.New(core))
+	p, err = wasm.New(context.Background(), cfg, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +105,8 @@ func TestIsolationFailsClosed(t *testing.T) {
 func TestMissingRuntimeIsAClearError(t *testing.T) {
 	cfg := sandboxtest.Config(t)
 	cfg.RuntimeDir = t.TempDir()
-	_, err := pool.New(context.Background(), cfg, zap.NewNop())
-	if !errors.Is(err, pool.ErrRuntimeMissing) || !strings.Contains(err.Error(), "make runtime") {
+	_, err := wasm.New(context.Background(), cfg, zap.NewNop())
+	if !errors.Is(err, wasm.ErrRuntimeMissing) || !strings.Contains(err.Error(), "make runtime") {
 		t.Fatalf("error %v; want ErrRuntimeMissing naming `make runtime`", err)
 	}
 }
@@ -115,7 +115,7 @@ func TestMissingRuntimeIsAClearError(t *testing.T) {
 // twice) neither panic nor leave workers behind; a closed pool refuses work.
 func TestCloseOrder(t *testing.T) {
 	cfg := sandboxtest.Config(t)
-	p, err := pool.New(context.Background(), cfg, zap.NewNop())
+	p, err := wasm.New(context.Background(), cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pool_test
+package wasm_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
 // orphanParentEnv turns the test binary into a server that starts a pool,
@@ -27,12 +27,12 @@ func TestMain(m *testing.M) {
 }
 
 func orphanParent() int {
-	var cfg pool.Config
+	var cfg wasm.Config
 	if err := json.Unmarshal([]byte(os.Getenv(orphanParentEnv+"_CONFIG")), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	p, err := pool.New(context.Background(), cfg, zap.NewNop())
+	p, err := wasm.New(context.Background(), cfg, zap.NewNop())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

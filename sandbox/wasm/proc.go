@@ -1,8 +1,9 @@
-package pool
+package wasm
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,25 +13,24 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
-// proc is the server's handle on one worker process.
+// proc is the server's handle on one worker process: a pool.Interpreter.
 type proc struct {
-	id       string
-	cmd      *exec.Cmd
-	group    cgroup.Group // nil when isolation is off
-	ctl      *os.File     // server → worker
-	msgs     chan *wire.Msg
-	exited   chan struct{} // closed once the process is reaped
-	waitErr  error
-	diag     *tailBuffer // the worker's own stderr (never guest output)
-	guestMem int64
+	id      string
+	cmd     *exec.Cmd
+	ctl     *os.File // server → worker
+	msgs    chan *wire.Msg
+	exited  chan struct{} // closed once the process is reaped
+	waitErr error
+	diag    *tailBuffer // the worker's own stderr (never guest output)
 
-	killOnce    sync.Once
-	releaseOnce sync.Once
+	killOnce sync.Once
 }
+
+var _ pool.Interpreter = (*proc)(nil)
 
 // spawner starts processes from one locked OS thread. Linux delivers the
 // parent-death signal when the *thread* that forked the child exits, and the
@@ -65,24 +65,16 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 
 func (s *spawner) stop() { close(s.reqs) }
 
-// spawnOpts are the per-worker settings.
-type spawnOpts struct {
-	id       string
-	guestMem int64
-	// background marks a spawn nobody is waiting for (a warm refill): it
-	// runs niced, so that starting a spare interpreter does not slow the
-	// runs of live sessions on a busy machine.
-	background bool
-}
-
 // warmNice is the scheduling niceness of a worker while it waits in the
 // warm pool; handing it to a session restores 0.
 const warmNice = 10
 
-// spawn starts a worker, confines it, configures it and waits until its
-// interpreter is warm.
-func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
-	rtDir, err := os.Open(p.cfg.RuntimeDir)
+// Start implements pool.Kind: it starts a worker, has the pool confine it,
+// configures it and waits until its interpreter is warm. A background start
+// (a warm refill nobody waits for) runs niced, so that starting a spare
+// interpreter does not slow the runs of live sessions on a busy machine.
+func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpreter, err error) {
+	rtDir, err := os.Open(k.cfg.RuntimeDir)
 	if err != nil {
 		return nil, fmt.Errorf("pool: runtime dir: %w", err)
 	}
@@ -106,8 +98,8 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		return nil, err
 	}
 
-	args := append(append([]string(nil), p.cfg.WorkerCommand[1:]...), "serve")
-	cmd := exec.Command(p.cfg.WorkerCommand[0], args...)
+	args := append(append([]string(nil), k.cfg.WorkerCommand[1:]...), "serve")
+	cmd := exec.Command(k.cfg.WorkerCommand[0], args...)
 	cmd.Env = []string{} // non-nil: an empty environment, not the server's
 	cmd.Dir = "/"
 	cmd.Stdin = nil  // /dev/null
@@ -118,13 +110,13 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		Pdeathsig: syscall.SIGKILL,
 		Setpgid:   true,
 	}
-	if p.root {
+	if k.root {
 		// An empty network namespace (not even loopback up) and a private
 		// IPC namespace: defence in depth behind WASI, which has no sockets.
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC
 	}
 
-	startErr := p.spawner.start(cmd)
+	startErr := k.spawner.start(cmd)
 	// The child has its copies; the server keeps only its own ends.
 	toWorkerR.Close()
 	fromWorkerW.Close()
@@ -133,22 +125,21 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		toWorkerW.Close()
 		fromWorkerR.Close()
 		diagR.Close()
-		return nil, fmt.Errorf("pool: start worker: %w", startErr)
+		return nil, fmt.Errorf("wasm: start worker: %w", startErr)
 	}
 
-	if o.background {
+	if o.Background {
 		// PRIO_PGRP reaches every thread of the worker (its own process
 		// group); threads it makes later inherit the niceness.
 		_ = syscall.Setpriority(syscall.PRIO_PGRP, cmd.Process.Pid, warmNice)
 	}
 	w := &proc{
-		id:       o.id,
-		cmd:      cmd,
-		ctl:      toWorkerW,
-		msgs:     make(chan *wire.Msg, 4),
-		exited:   make(chan struct{}),
-		diag:     &tailBuffer{max: 8 << 10},
-		guestMem: o.guestMem,
+		id:     o.ID,
+		cmd:    cmd,
+		ctl:    toWorkerW,
+		msgs:   make(chan *wire.Msg, 4),
+		exited: make(chan struct{}),
+		diag:   &tailBuffer{max: 8 << 10},
 	}
 	go func() {
 		_, _ = io.Copy(w.diag, diagR)
@@ -169,46 +160,30 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		w.waitErr = cmd.Wait()
 		close(w.exited)
 	}()
-	p.track(w)
 	defer func() {
 		if err != nil {
-			w.kill()
-			p.release(w)
+			w.Kill()
 		}
 	}()
-
-	if p.cg != nil {
-		g, err := p.cg.New("w-"+o.id, cgroup.Limits{
-			MemoryBytes: o.guestMem + p.cfg.Limits.WorkerOverheadBytes,
-			Pids:        p.cfg.Limits.Pids,
-			CPUs:        p.cfg.Limits.CPUs,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pool: %w", err)
-		}
-		w.group = g
-		if err := g.Add(cmd.Process.Pid); err != nil {
-			return nil, fmt.Errorf("pool: %w", err)
-		}
-		// Fail closed: no guest code runs unless the kernel confirms it.
-		if err := g.Verify(cmd.Process.Pid); err != nil {
-			return nil, fmt.Errorf("pool: %w", err)
-		}
+	// The worker waits for its init message, so nothing it runs is
+	// untrusted until the pool has confined and verified it.
+	if err := o.Confine(cmd.Process.Pid); err != nil {
+		return nil, err
 	}
 
 	init := &wire.Init{
-		CacheDir:         p.cfg.CacheDir,
-		GuestMemoryBytes: o.guestMem,
-		StdoutBytes:      p.cfg.Limits.StdoutBytes,
-		StderrBytes:      p.cfg.Limits.StderrBytes,
-		ScratchBytes:     p.cfg.Limits.ScratchBytes,
+		CacheDir:         k.cfg.CacheDir,
+		GuestMemoryBytes: o.MemoryBytes,
+		StdoutBytes:      o.Limits.StdoutBytes,
+		StderrBytes:      o.Limits.StderrBytes,
+		ScratchBytes:     o.Limits.ScratchBytes,
 		ParentPID:        os.Getpid(),
 	}
-	if p.root {
-		init.DropTo = &wire.Credential{UID: p.cfg.Isolation.UID, GID: p.cfg.Isolation.GID}
+	if k.root {
+		init.DropTo = &wire.Credential{UID: k.cfg.Isolation.UID, GID: k.cfg.Isolation.GID}
 	}
 	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindInit, Init: init}); err != nil {
-		return nil, fmt.Errorf("pool: configure worker: %w", err)
+		return nil, fmt.Errorf("wasm: configure worker: %w", err)
 	}
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
@@ -217,34 +192,66 @@ func (p *Pool) spawn(ctx context.Context, o spawnOpts) (_ *proc, err error) {
 		switch {
 		case !ok:
 			<-w.exited
-			return nil, fmt.Errorf("pool: worker died during start-up (%v): %s", w.waitErr, w.diag.String())
+			return nil, fmt.Errorf("wasm: worker died during start-up (%v): %s", w.waitErr, w.diag.String())
 		case m.Kind == wire.KindFatal:
-			return nil, fmt.Errorf("pool: worker start-up: %s", m.Fatal)
+			return nil, fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
 		case m.Kind != wire.KindReady:
-			return nil, fmt.Errorf("pool: worker sent %q before ready", m.Kind)
+			return nil, fmt.Errorf("wasm: worker sent %q before ready", m.Kind)
 		}
 	case <-timer.C:
-		return nil, fmt.Errorf("pool: worker not ready after %s", startTimeout)
+		return nil, fmt.Errorf("wasm: worker not ready after %s", startTimeout)
 	case <-ctx.Done():
-		return nil, fmt.Errorf("pool: %w", ctx.Err())
+		return nil, fmt.Errorf("wasm: %w", ctx.Err())
 	}
 	return w, nil
+}
+
+// PID implements pool.Interpreter.
+func (w *proc) PID() int { return w.cmd.Process.Pid }
+
+// Exited implements pool.Interpreter.
+func (w *proc) Exited() <-chan struct{} { return w.exited }
+
+// Diagnostics implements pool.Interpreter.
+func (w *proc) Diagnostics() string { return w.diag.String() }
+
+// Run implements pool.Interpreter. The worker enforces the time limit itself
+// and reports StatusTimeout with the output so far.
+func (w *proc) Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error) {
+	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindRun, Run: &wire.Run{
+		ID: runID, Code: code, TimeoutNanos: timeout.Nanoseconds(),
+	}}); err != nil {
+		return nil, errors.New("the worker stopped accepting work")
+	}
+	select {
+	case m, ok := <-w.msgs:
+		if !ok {
+			<-w.exited
+			return nil, fmt.Errorf("the worker died (%v)", w.waitErr)
+		}
+		if m.Kind != wire.KindResult || m.Result == nil || m.Result.ID != runID {
+			return nil, errors.New("the worker broke protocol")
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // startTimeout bounds a worker's start-up (it loads the compiled module from
 // the cache and starts CPython: well under a second normally).
 const startTimeout = 60 * time.Second
 
-// foreground restores normal scheduling priority for a worker taken from
+// Foreground restores normal scheduling priority for a worker taken from
 // the warm pool. Lowering niceness needs CAP_SYS_NICE: as non-root the
 // worker stays niced, which costs speed, not safety.
-func (w *proc) foreground() {
+func (w *proc) Foreground() {
 	_ = syscall.Setpriority(syscall.PRIO_PGRP, w.cmd.Process.Pid, 0)
 }
 
-// kill ends the worker's process group and waits until it is reaped. It is
+// Kill ends the worker's process group and waits until it is reaped. It is
 // safe to call more than once and from several goroutines.
-func (w *proc) kill() {
+func (w *proc) Kill() {
 	w.killOnce.Do(func() {
 		w.ctl.Close()
 		if w.cmd.Process != nil {
@@ -253,15 +260,6 @@ func (w *proc) kill() {
 		}
 	})
 	<-w.exited
-}
-
-// oomKilled reports whether the kernel's OOM killer ended the worker.
-func (w *proc) oomKilled() bool {
-	if w.group == nil {
-		return false
-	}
-	n, err := w.group.OOMKills()
-	return err == nil && n > 0
 }
 
 // tailBuffer keeps the last max bytes written to it.

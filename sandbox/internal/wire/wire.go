@@ -98,6 +98,18 @@ type Result struct {
 	DurationNanos   int64  `json:"duration_ns"`
 	InterpreterGone bool   `json:"interpreter_gone"`
 	Detail          string `json:"detail,omitempty"`
+	// Images are the figures the run left open, saved and closed after it
+	// (gVisor kernel only).
+	Images []Image `json:"images,omitempty"`
+	// ImagesDropped counts figures not kept because of the count or byte
+	// bound.
+	ImagesDropped int `json:"images_dropped,omitempty"`
+}
+
+// Image is one figure a run produced.
+type Image struct {
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"` // base64 in JSON
 }
 
 // Write sends one frame.

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
+)
+
+// newProvider starts the pool of the configured sandbox provider. self is
+// this binary, re-executed for the hidden worker and launcher commands.
+func newProvider(ctx context.Context, cfg *config.Config, self string, log *zap.Logger) (*pool.Pool, error) {
+	switch cfg.Sandbox.Provider {
+	case config.ProviderWASM:
+		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
+			return nil, err
+		}
+		return wasm.New(ctx, cfg.WASMConfig([]string{self, workerCommand}), log)
+	case config.ProviderGVisor:
+		return newGVisor(ctx, cfg, self, log)
+	}
+	return nil, fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
+}
+
+// gvisorConfig maps the sandbox section onto the gVisor provider's
+// configuration.
+func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
+	g := cfg.Sandbox.GVisor
+	return gvisor.Config{
+		RunscPath:       g.Runsc,
+		Platform:        g.Platform,
+		PythonPath:      g.Python,
+		StateDir:        g.StateDir,
+		LauncherCommand: []string{self, launcherCommand},
+		UID:             cfg.Sandbox.Isolation.UID,
+		GID:             cfg.Sandbox.Isolation.GID,
+		ImageMaxCount:   g.MaxImages,
+		ImageMaxBytes:   int(g.MaxImageBytes),
+	}
+}
+
+// newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
+// or the Python packages are missing, saying what to install.
+func newGVisor(ctx context.Context, cfg *config.Config, self string, log *zap.Logger) (*pool.Pool, error) {
+	k, err := gvisor.New(gvisorConfig(cfg, self), log)
+	if err != nil {
+		return nil, err
+	}
+	return pool.New(ctx, cfg.PoolConfig(), k, log)
+}

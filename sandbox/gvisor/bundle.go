@@ -1,0 +1,220 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Paths inside the sandbox.
+const (
+	guestCtlDir  = "/run/ci"
+	guestCtlIn   = guestCtlDir + "/in"  // host → kernel
+	guestCtlOut  = guestCtlDir + "/out" // kernel → host
+	guestScratch = "/mnt/data"
+	guestTmp     = "/tmp"
+	hostname     = "sandbox"
+)
+
+// hostBind is a host path the sandbox sees, read-only.
+type hostBind struct {
+	path string
+	file bool
+}
+
+// hostBinds are the interpreter and its packages (/usr), and the few files
+// under /etc that they resolve through. Nothing else of the host is
+// visible.
+func hostBinds() []hostBind {
+	return []hostBind{
+		{"/usr", false},
+		{"/etc/alternatives", false}, // Debian's libblas.so.3 → /etc/alternatives/…
+		{"/etc/ld.so.cache", true},
+		{"/etc/fonts", false},       // fontconfig, for matplotlib
+		{"/etc/matplotlibrc", true}, // Debian moves matplotlib's rc here
+	}
+}
+
+// makeRoot writes the shared read-only root: merged-usr symlinks, empty
+// mount points, and a synthetic /etc/passwd and /etc/group with the one
+// sandbox user. It is rebuilt by every Prepare.
+func makeRoot(dir string, uid, gid uint32) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	for _, d := range []string{"", "proc", "dev", "sys", "etc", "tmp", "mnt/data", "run/ci", "usr"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
+		if err := os.Symlink("usr/"+l, filepath.Join(dir, l)); err != nil {
+			return err
+		}
+	}
+	for _, b := range hostBinds() {
+		if !b.file {
+			if err := os.MkdirAll(filepath.Join(dir, b.path), 0o755); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, b.path), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	// The control FIFOs are bound onto regular files (a FIFO bound onto a
+	// directory, or a whole directory bound read-only, is not writable).
+	for _, f := range []string{guestCtlIn, guestCtlOut} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			return err
+		}
+	}
+	u, g := strconv.FormatUint(uint64(uid), 10), strconv.FormatUint(uint64(gid), 10)
+	files := map[string]string{
+		"etc/passwd": "sandbox:x:" + u + ":" + g + ":sandbox:/tmp:/usr/sbin/nologin\n",
+		"etc/group":  "sandbox:x:" + g + ":\n",
+		"etc/hosts":  "127.0.0.1\tlocalhost " + hostname + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bundleParams are one interpreter's settings for its OCI spec.
+type bundleParams struct {
+	root         string // the shared read-only root
+	ctlIn        string // host FIFOs
+	ctlOut       string
+	args         []string
+	uid, gid     uint32
+	scratchBytes int64
+	addressSpace int64  // RLIMIT_AS; 0: none
+	nproc        uint64 // RLIMIT_NPROC; 0: none
+}
+
+// Host tasks (threads) a sandbox needs on the ptrace platform: about 80
+// when idle with the kernel warm (runsc, gofer, sentry, the stub), and
+// about seven more for each forked guest process (measured: its stub
+// process and threads, the sentry threads that trace them). When the cgroup's
+// pids limit is reached the sentry cannot make a stub and dies, so the
+// guest is held below it with RLIMIT_NPROC, which gVisor enforces and
+// which fails fork and thread creation cleanly (EAGAIN).
+const (
+	hostTasksBase         = 96
+	hostTasksPerGuestTask = 7
+	minGuestTasks         = 8
+)
+
+// guestTasks is the RLIMIT_NPROC that keeps the sandbox under pids host
+// tasks.
+func guestTasks(pids int64) uint64 {
+	return uint64(max(minGuestTasks, (pids-hostTasksBase)/hostTasksPerGuestTask))
+}
+
+// guestEnv is the whole environment of the sandbox's Python: nothing of the
+// host's. MPLBACKEND picks the non-interactive renderer; MPLCONFIGDIR and
+// HOME point into the tmpfs because the root is read-only (matplotlib and
+// fontconfig write caches there); LANG makes stdio UTF-8; PATH is what
+// subprocess needs to find /usr/bin (a child stays inside the sandbox).
+func guestEnv() []string {
+	return []string{
+		"PATH=/usr/bin:/bin",
+		"HOME=/tmp",
+		"LANG=C.UTF-8",
+		"MPLBACKEND=Agg",
+		"MPLCONFIGDIR=/tmp/.mpl",
+	}
+}
+
+// spec is the OCI runtime spec of one sandbox.
+func (p bundleParams) spec() *specs.Spec {
+	ro := []string{"bind", "ro", "nosuid", "nodev"}
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+	}
+	for _, b := range hostBinds() {
+		mounts = append(mounts, specs.Mount{Destination: b.path, Type: "bind", Source: b.path, Options: ro})
+	}
+	// Each tmpfs may hold ScratchBytes; both live in the sentry's memory,
+	// so the cgroup's memory limit bounds their sum with everything else.
+	size := "size=" + strconv.FormatInt(max(p.scratchBytes, 1<<20), 10)
+	for _, d := range []string{guestTmp, guestScratch} {
+		mounts = append(mounts, specs.Mount{
+			Destination: d, Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "nodev", "mode=1777", size},
+		})
+	}
+	mounts = append(mounts,
+		specs.Mount{Destination: guestCtlIn, Type: "bind", Source: p.ctlIn, Options: []string{"bind", "rw"}},
+		specs.Mount{Destination: guestCtlOut, Type: "bind", Source: p.ctlOut, Options: []string{"bind", "rw"}},
+	)
+	rlimits := []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
+		{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+	}
+	if p.nproc > 0 {
+		// gVisor counts the sandbox user's tasks (threads too) itself.
+		rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: p.nproc, Soft: p.nproc})
+	}
+	if p.addressSpace > 0 {
+		as := uint64(p.addressSpace)
+		rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_AS", Hard: as, Soft: as})
+	}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: p.root, Readonly: true},
+		Hostname: hostname,
+		Process: &specs.Process{
+			User:            specs.User{UID: p.uid, GID: p.gid, AdditionalGids: []uint32{}},
+			Args:            p.args,
+			Env:             guestEnv(),
+			Cwd:             guestScratch,
+			Capabilities:    &specs.LinuxCapabilities{},
+			Rlimits:         rlimits,
+			NoNewPrivileges: true,
+		},
+		Mounts: mounts,
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace},
+			},
+			MaskedPaths:   []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"},
+			ReadonlyPaths: []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"},
+		},
+	}
+}
+
+// writeBundle writes dir/config.json.
+func writeBundle(dir string, s *specs.Spec) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("gvisor: encode spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("gvisor: write spec: %w", err)
+	}
+	return nil
+}
+
+// safeID reports whether id can name a container, a directory and a cgroup.
+func safeID(id string) bool {
+	if id == "" || len(id) > 64 || strings.HasPrefix(id, ".") || strings.HasPrefix(id, "-") {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,126 @@
+package gvisor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Config configures the gVisor kind. Zero values take the documented
+// defaults (see withDefaults).
+type Config struct {
+	// RunscPath is runsc's absolute path; default "runsc" looked up on PATH.
+	RunscPath string
+	// Platform is runsc's --platform; default "ptrace". "kvm" hangs on VMs
+	// without nested virtualisation.
+	Platform string
+	// PythonPath is the interpreter inside the sandbox; default
+	// "/usr/bin/python3". It must live under /usr, the only host tree the
+	// sandbox sees.
+	PythonPath string
+	// StateDir holds the shared read-only root, runsc's state and one
+	// directory per interpreter (bundle, control FIFOs, runsc's log). It is
+	// made 0700 and removed by Close. Default: os.TempDir()/codeinterp-gvisor-PID.
+	StateDir string
+	// LauncherCommand starts the launcher (LaunchMain): the server's own
+	// binary with its hidden command. Required.
+	LauncherCommand []string
+	// UID and GID the Python process runs as inside the sandbox; default
+	// 65534 (nobody).
+	UID, GID uint32
+	// ImageMaxCount and ImageMaxBytes bound the figures one run returns
+	// (count, and total PNG bytes); defaults 8 and 8 MiB.
+	ImageMaxCount int
+	ImageMaxBytes int
+	// AddressSpaceBytes, when positive, is RLIMIT_AS of the Python process
+	// (gVisor enforces it, so a large allocation raises MemoryError instead
+	// of an OOM kill of the whole sandbox). 0 means session memory +
+	// DefaultAddressSpaceSlack; negative disables it.
+	AddressSpaceBytes int64
+	// Debug adds runsc's --debug and --strace logs to the interpreter's
+	// directory (slow; never in production).
+	Debug bool
+}
+
+// Defaults.
+const (
+	DefaultPlatform      = "ptrace"
+	DefaultPythonPath    = "/usr/bin/python3"
+	DefaultUID           = 65534
+	DefaultImageMaxCount = 8
+	DefaultImageMaxBytes = 8 << 20
+	// DefaultAddressSpaceSlack is added to the session's memory for
+	// RLIMIT_AS: CPython with numpy, pandas and matplotlib imported maps
+	// about 1.2 GiB of address space (thread stacks, OpenBLAS buffers,
+	// arenas) of which only ~150 MiB is resident.
+	DefaultAddressSpaceSlack = 1536 << 20
+)
+
+// Recommended pool limits for this kind, measured on a 2-core bookworm VM
+// (see doc.go): a warm sandbox holds about 200 MiB, of which runsc, the
+// gofer and the sentry's own memory are about 90 MiB.
+const (
+	RecommendedGuestMemoryBytes    = 1 << 30
+	RecommendedMaxGuestMemoryBytes = 4 << 30
+	RecommendedOverheadBytes       = 256 << 20
+	// RecommendedPids is the cgroup pids limit: an idle sandbox already
+	// holds about 80 host threads (see guestTasks); 512 leaves the guest
+	// about 59 tasks.
+	RecommendedPids = 512
+)
+
+func (c Config) withDefaults() Config {
+	if c.RunscPath == "" {
+		c.RunscPath = "runsc"
+	}
+	if c.Platform == "" {
+		c.Platform = DefaultPlatform
+	}
+	if c.PythonPath == "" {
+		c.PythonPath = DefaultPythonPath
+	}
+	if c.StateDir == "" {
+		c.StateDir = filepath.Join(os.TempDir(), "codeinterp-gvisor-"+strconv.Itoa(os.Getpid()))
+	}
+	if c.UID == 0 && c.GID == 0 {
+		c.UID, c.GID = DefaultUID, DefaultUID
+	}
+	if c.ImageMaxCount == 0 {
+		c.ImageMaxCount = DefaultImageMaxCount
+	}
+	if c.ImageMaxBytes == 0 {
+		c.ImageMaxBytes = DefaultImageMaxBytes
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.LauncherCommand) == 0 {
+		return fmt.Errorf("gvisor: LauncherCommand must be set (the server binary and its hidden launcher command)")
+	}
+	if !filepath.IsAbs(c.PythonPath) || filepath.Clean(c.PythonPath) != c.PythonPath || !isUnder(c.PythonPath, "/usr") {
+		return fmt.Errorf("gvisor: PythonPath %q must be a clean absolute path under /usr (the only host tree the sandbox sees)", c.PythonPath)
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("gvisor: StateDir %q must be absolute", c.StateDir)
+	}
+	if c.UID == 0 || c.GID == 0 {
+		return fmt.Errorf("gvisor: the sandbox user must not be root (uid %d, gid %d)", c.UID, c.GID)
+	}
+	if c.ImageMaxCount < 0 || c.ImageMaxBytes < 0 {
+		return fmt.Errorf("gvisor: image bounds must not be negative")
+	}
+	switch c.Platform {
+	case "ptrace", "kvm", "systrap":
+	default:
+		return fmt.Errorf("gvisor: unknown platform %q (want ptrace or kvm)", c.Platform)
+	}
+	return nil
+}
+
+func isUnder(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}

@@ -1,0 +1,536 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+)
+
+// Timing bounds.
+const (
+	startTimeout = 60 * time.Second // sandbox boot + heavy imports; ≈2 s here
+	killGrace    = 1 * time.Second  // past a run's timeout before the host kills the sandbox
+	markerWait   = 2 * time.Second  // for the end markers once the result frame is in
+	eofWait      = 2 * time.Second  // for the output pipes to end once the sandbox died
+	diagTail     = 4 << 10          // bytes of runsc's log kept for Diagnostics
+	startNice    = 10               // priority of a background (warm refill) start
+	frameSlack   = 1 << 20          // frame bytes beyond the images' base64
+)
+
+// frame is one control message. It is wire.Msg's shape, with the fields
+// this kind adds (the run's nonce and image bounds, the packages found).
+type frame struct {
+	Kind   string       `json:"kind"`
+	Run    *runRequest  `json:"run,omitempty"`
+	Ready  *readyReport `json:"ready,omitempty"`
+	Result *wire.Result `json:"result,omitempty"`
+	Fatal  string       `json:"fatal,omitempty"`
+}
+
+type runRequest struct {
+	ID            uint64 `json:"id"`
+	Code          []byte `json:"code"`
+	TimeoutNanos  int64  `json:"timeout_ns"`
+	Nonce         string `json:"nonce"`
+	ImageMaxCount int    `json:"image_max_count"`
+	ImageMaxBytes int    `json:"image_max_bytes"`
+}
+
+type readyReport struct {
+	StartupNanos int64    `json:"startup_ns"`
+	Packages     []string `json:"packages"`
+	Python       string   `json:"python"`
+}
+
+type frameOrErr struct {
+	f   *frame
+	err error
+}
+
+// interp is one sandbox: the runsc process (the launcher, exec'd), its
+// gofer and sentry, and the kernel inside.
+type interp struct {
+	k        *Kind
+	id       string
+	dir      string // per-interpreter: bundle, FIFOs, runsc state and log
+	cmd      *exec.Cmd
+	group    cgroup.Group
+	limits   pool.Limits
+	maxFrame int
+
+	ctlIn, ctlOut  *os.File
+	frames         chan frameOrErr
+	stdout, stderr *stream
+
+	exited  chan struct{}
+	waitErr error // set before exited closes
+
+	packages []string
+	python   string
+	startup  time.Duration
+
+	killOnce sync.Once
+	diagMu   sync.Mutex
+	diag     string
+}
+
+func (k *Kind) start(ctx context.Context, o pool.StartOptions) (_ *interp, err error) {
+	if !safeID(o.ID) {
+		return nil, fmt.Errorf("gvisor: interpreter id %q is not safe in file names", o.ID)
+	}
+	started := time.Now()
+	it := &interp{
+		k:        k,
+		id:       "ci-" + o.ID,
+		dir:      filepath.Join(k.cfg.StateDir, "i-"+o.ID),
+		group:    o.Group,
+		limits:   o.Limits,
+		maxFrame: base64Len(k.cfg.ImageMaxBytes) + frameSlack,
+		frames:   make(chan frameOrErr, 1),
+		stdout:   newStream(o.Limits.StdoutBytes),
+		stderr:   newStream(o.Limits.StderrBytes),
+		exited:   make(chan struct{}),
+	}
+	if err := os.Mkdir(it.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor: interpreter dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			it.Kill()
+		}
+	}()
+	ctl := filepath.Join(it.dir, "ctl")
+	bundle := filepath.Join(it.dir, "bundle")
+	state := filepath.Join(it.dir, "state")
+	for _, d := range []string{ctl, bundle, state} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("gvisor: %w", err)
+		}
+	}
+	in, out := filepath.Join(ctl, "in"), filepath.Join(ctl, "out")
+	for _, f := range []string{in, out} {
+		if err := unix.Mkfifo(f, 0o600); err != nil {
+			return nil, fmt.Errorf("gvisor: mkfifo: %w", err)
+		}
+		if err := os.Chown(f, int(k.cfg.UID), int(k.cfg.GID)); err != nil {
+			return nil, fmt.Errorf("gvisor: chown fifo: %w", err)
+		}
+	}
+	// O_RDWR: the open does not wait for the kernel, and the host's end
+	// never sees EOF (the sandbox's death is learnt from runsc's exit).
+	if it.ctlIn, err = os.OpenFile(in, os.O_RDWR, 0); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	if it.ctlOut, err = os.OpenFile(out, os.O_RDWR, 0); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	as := k.cfg.AddressSpaceBytes
+	if as == 0 {
+		as = o.MemoryBytes + DefaultAddressSpaceSlack
+	}
+	spec := bundleParams{
+		root: k.root, ctlIn: in, ctlOut: out,
+		args:         []string{k.cfg.PythonPath, "-E", "-s", "-u", "-B", "-c", kernelSource},
+		uid:          k.cfg.UID,
+		gid:          k.cfg.GID,
+		scratchBytes: o.Limits.ScratchBytes,
+		addressSpace: max(as, 0),
+		nproc:        guestTasks(o.Limits.Pids),
+	}.spec()
+	if err := writeBundle(bundle, spec); err != nil {
+		return nil, err
+	}
+
+	args := []string{
+		k.cfg.RunscPath,
+		"--root=" + state,
+		"--network=none",
+		"--platform=" + k.cfg.Platform,
+		"--host-fifo=open",
+		"--host-uds=none",
+		"--ignore-cgroups",
+		"--log=" + filepath.Join(it.dir, "runsc.log"),
+		"--panic-log=" + filepath.Join(it.dir, "runsc.log"),
+	}
+	if k.cfg.Debug {
+		args = append(args, "--debug", "--strace", "--debug-log="+it.dir+"/")
+	}
+	args = append(args, "run", "--bundle="+bundle, it.id)
+
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	defer gateW.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		gateR.Close()
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		gateR.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	lc := k.cfg.LauncherCommand
+	cmd := exec.Command(lc[0], append(append([]string(nil), lc[1:]...), args...)...)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{gateR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	gateR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("gvisor: start launcher: %w", err)
+	}
+	it.cmd = cmd
+	go it.stdout.drain(outR)
+	go it.stderr.drain(errR)
+	go func() {
+		it.waitErr = cmd.Wait()
+		close(it.exited)
+	}()
+	if err := o.Confine(cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("gvisor: confine the launcher: %w", err)
+	}
+	if o.Background {
+		// Inherited by runsc and everything it forks; Foreground undoes it.
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, startNice)
+	}
+	if _, err := gateW.Write([]byte{1}); err != nil {
+		return nil, fmt.Errorf("gvisor: release the launcher: %w", err)
+	}
+	go it.readFrames()
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	select {
+	case fe := <-it.frames:
+		if fe.err != nil {
+			return nil, fmt.Errorf("gvisor: kernel start-up: %w%s", fe.err, it.diagSuffix())
+		}
+		if fe.f.Kind != wire.KindReady || fe.f.Ready == nil {
+			return nil, fmt.Errorf("gvisor: kernel sent %q before ready%s", fe.f.Kind, it.diagSuffix())
+		}
+		it.packages, it.python = fe.f.Ready.Packages, fe.f.Ready.Python
+	case <-it.exited:
+		return nil, fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gvisor: sandbox start-up: %w%s", ctx.Err(), it.diagSuffix())
+	}
+	it.startup = time.Since(started)
+	k.log.Debug("gvisor interpreter ready", zap.String("id", o.ID), zap.Duration("startup", it.startup))
+	return it, nil
+}
+
+func base64Len(n int) int { return (n + 2) / 3 * 4 }
+
+// readFrames reads the kernel's frames until the FIFO fails (it is closed by
+// Kill) or a frame is malformed; then it reports the error and stops.
+func (it *interp) readFrames() {
+	for {
+		f, err := readFrame(it.ctlOut, it.maxFrame)
+		it.frames <- frameOrErr{f, err}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readFrame is wire.Read with this kind's smaller bound.
+func readFrame(r io.Reader, limit int) (*frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("control channel: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if int64(n) > int64(limit) {
+		return nil, fmt.Errorf("control frame of %d bytes exceeds %d: %w", n, limit, wire.ErrFrameTooLarge)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("control channel: short frame: %w", err)
+	}
+	var f frame
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("control channel: decode: %w", err)
+	}
+	return &f, nil
+}
+
+func (it *interp) send(f *frame, deadline time.Time) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("gvisor: encode: %w", err)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_ = it.ctlIn.SetWriteDeadline(deadline)
+	if _, err := it.ctlIn.Write(buf); err != nil {
+		return fmt.Errorf("gvisor: send run: %w", err)
+	}
+	return nil
+}
+
+// PID implements pool.Interpreter: the launcher, which became runsc.
+func (it *interp) PID() int { return it.cmd.Process.Pid }
+
+// Exited implements pool.Interpreter.
+func (it *interp) Exited() <-chan struct{} { return it.exited }
+
+// Foreground implements pool.Interpreter: it restores normal priority to
+// every thread of every process of the sandbox.
+func (it *interp) Foreground() {
+	pids := []int{it.cmd.Process.Pid}
+	if it.group != nil {
+		if p, err := it.group.Procs(); err == nil {
+			pids = p
+		}
+	}
+	for _, pid := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, 0)
+			}
+		}
+	}
+}
+
+// Run implements pool.Interpreter.
+func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error) {
+	select {
+	case <-it.exited:
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	default:
+	}
+	var nb [16]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return nil, fmt.Errorf("gvisor: nonce: %w", err)
+	}
+	nonce := hex.EncodeToString(nb[:])
+	marker := endMarker(nonce)
+	outDone, errDone := it.stdout.arm(marker), it.stderr.arm(marker)
+	started := time.Now()
+	hard := time.NewTimer(timeout + killGrace)
+	defer hard.Stop()
+	req := &frame{Kind: wire.KindRun, Run: &runRequest{
+		ID: runID, Code: code, TimeoutNanos: timeout.Nanoseconds(), Nonce: nonce,
+		ImageMaxCount: it.k.cfg.ImageMaxCount, ImageMaxBytes: it.k.cfg.ImageMaxBytes,
+	}}
+	if err := it.send(req, started.Add(timeout+killGrace)); err != nil {
+		return nil, err
+	}
+	result := func(status string, gone bool, detail string) *wire.Result {
+		r := &wire.Result{ID: runID, Status: status, InterpreterGone: gone, Detail: detail,
+			DurationNanos: time.Since(started).Nanoseconds()}
+		r.Stdout, r.StdoutDropped = it.stdout.take()
+		r.Stderr, r.StderrDropped = it.stderr.take()
+		return r
+	}
+	select {
+	case fe := <-it.frames:
+		if fe.err != nil {
+			return nil, fmt.Errorf("gvisor: %w", fe.err)
+		}
+		res, err := it.check(fe.f, runID)
+		if err != nil {
+			return nil, err
+		}
+		// The markers were written before the frame, on other pipes.
+		// (Code that closed or replaced fd 1 or 2 gets no marker through:
+		// then wait a moment and take what came.)
+		wait, cancel := context.WithTimeout(context.Background(), markerWait)
+		defer cancel()
+		for _, done := range []<-chan struct{}{outDone, errDone} {
+			select {
+			case <-done:
+			case <-it.exited:
+			case <-wait.Done():
+			}
+		}
+		r := result(res.Status, false, res.Detail)
+		r.Images, r.ImagesDropped = res.Images, res.ImagesDropped
+		if res.Status == wire.StatusTimeout || res.InterpreterGone {
+			// The kernel caught its own alarm; the run's state is suspect
+			// and the contract is that a timed-out interpreter is gone.
+			it.Kill()
+			r.InterpreterGone = true
+		}
+		return r, nil
+	case <-it.exited:
+		it.waitEOF()
+		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.waitErr)), nil
+	case <-hard.C:
+		// A C loop ignores Python's alarm: only the host can end it.
+		it.Kill()
+		return result(wire.StatusTimeout, true, "the sandbox was killed at the time limit"), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gvisor: run: %w", ctx.Err())
+	}
+}
+
+// check validates a frame that should be run runID's result: whatever the
+// guest forged, it must not pass for anything but its own session's report.
+func (it *interp) check(f *frame, runID uint64) (*wire.Result, error) {
+	bad := func(why string, args ...any) error {
+		return fmt.Errorf("gvisor: the kernel broke protocol: "+why, args...)
+	}
+	if f.Kind != wire.KindResult || f.Result == nil {
+		return nil, bad("sent %q while a run was waiting", f.Kind)
+	}
+	r := f.Result
+	if r.ID != runID {
+		return nil, bad("result for run %d, want %d", r.ID, runID)
+	}
+	switch r.Status {
+	case wire.StatusOK, wire.StatusError, wire.StatusMemory, wire.StatusTimeout:
+	default:
+		return nil, bad("status %q", r.Status)
+	}
+	// InterpreterGone may come from the kernel: it says the kernel is ending
+	// itself (its output descriptors were broken), which only makes the
+	// host kill a sandbox the guest could end anyway.
+	if len(r.Stdout) > 0 || len(r.Stderr) > 0 || r.StdoutDropped != 0 || r.StderrDropped != 0 {
+		return nil, bad("the result carries fields only the host sets")
+	}
+	if len(r.Detail) > 256 {
+		return nil, bad("detail of %d bytes", len(r.Detail))
+	}
+	if len(r.Images) > it.k.cfg.ImageMaxCount || r.ImagesDropped < 0 || r.ImagesDropped > 1<<20 {
+		return nil, bad("%d images (%d dropped)", len(r.Images), r.ImagesDropped)
+	}
+	total := 0
+	for _, img := range r.Images {
+		total += len(img.Data)
+		if img.MediaType != "image/png" || !bytes.HasPrefix(img.Data, []byte("\x89PNG\r\n\x1a\n")) {
+			return nil, bad("an image that is not a PNG")
+		}
+	}
+	if total > it.k.cfg.ImageMaxBytes {
+		return nil, bad("%d image bytes, more than %d", total, it.k.cfg.ImageMaxBytes)
+	}
+	return r, nil
+}
+
+// waitEOF gives the output pipes a moment to deliver what the dead sandbox
+// wrote.
+func (it *interp) waitEOF() {
+	t := time.NewTimer(eofWait)
+	defer t.Stop()
+	for _, s := range []*stream{it.stdout, it.stderr} {
+		select {
+		case <-s.eof:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// Kill implements pool.Interpreter: SIGKILL to the runsc process group and
+// to every process in the cgroup (the gofer and sentry are runsc's children
+// in their own sessions), reap runsc, then remove the interpreter's files.
+func (it *interp) Kill() {
+	it.killOnce.Do(func() {
+		if it.cmd != nil {
+			_ = syscall.Kill(-it.cmd.Process.Pid, syscall.SIGKILL)
+			if it.group != nil {
+				if err := it.group.KillAll(); err != nil {
+					it.k.log.Warn("gvisor: kill the cgroup", zap.String("id", it.id), zap.Error(err))
+				}
+			}
+			<-it.exited
+		}
+		it.captureDiag()
+		if it.group == nil || it.cmd == nil {
+			// Without a cgroup the sandbox's other processes are only
+			// reachable through runsc's state.
+			it.runscDelete()
+		}
+		if it.ctlIn != nil {
+			it.ctlIn.Close()
+		}
+		if it.ctlOut != nil {
+			it.ctlOut.Close()
+		}
+		if it.cmd != nil {
+			it.waitEOF()
+		}
+		if err := os.RemoveAll(it.dir); err != nil {
+			it.k.log.Warn("gvisor: remove interpreter dir", zap.String("dir", it.dir), zap.Error(err))
+		}
+	})
+}
+
+func (it *interp) runscDelete() {
+	state := filepath.Join(it.dir, "state")
+	if _, err := os.Stat(filepath.Join(state, it.id)); err != nil {
+		if entries, _ := os.ReadDir(state); len(entries) == 0 {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, it.k.cfg.RunscPath, "--root="+state, "delete", "--force", it.id).Run()
+}
+
+func (it *interp) captureDiag() {
+	b, _ := os.ReadFile(filepath.Join(it.dir, "runsc.log"))
+	if len(b) > diagTail {
+		b = b[len(b)-diagTail:]
+	}
+	it.diagMu.Lock()
+	it.diag = string(b)
+	it.diagMu.Unlock()
+}
+
+// Diagnostics implements pool.Interpreter: the tail of runsc's own log
+// (kept by Kill, which removes the file).
+func (it *interp) Diagnostics() string {
+	it.diagMu.Lock()
+	d := it.diag
+	it.diagMu.Unlock()
+	if d != "" {
+		return d
+	}
+	b, _ := os.ReadFile(filepath.Join(it.dir, "runsc.log"))
+	return string(b[max(0, len(b)-diagTail):])
+}
+
+func (it *interp) diagSuffix() string {
+	d := it.Diagnostics()
+	if d == "" {
+		return ""
+	}
+	return "; runsc log: " + d
+}

@@ -1,0 +1,180 @@
+package gvisor
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+)
+
+//go:embed kernel.py
+var kernelSource string
+
+// Kind runs Debian's CPython inside gVisor, one sandbox per interpreter. It
+// implements pool.Kind.
+type Kind struct {
+	cfg      Config
+	log      *zap.Logger
+	root     string   // the shared read-only root
+	packages []string // set by Prepare
+	python   string   // "major.minor", set by Prepare
+}
+
+var _ pool.Kind = (*Kind)(nil)
+
+// New checks cfg and returns the kind; Prepare does the slow checks.
+func New(cfg Config, log *zap.Logger) (*Kind, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Kind{cfg: cfg, log: log, root: filepath.Join(cfg.StateDir, "rootfs")}, nil
+}
+
+// Name implements pool.Kind.
+func (k *Kind) Name() string { return "gvisor" }
+
+// MaxMemoryBytes implements pool.Kind: 64-bit CPython has no wasm32 bound;
+// the cgroup is the limit.
+func (k *Kind) MaxMemoryBytes() int64 { return 64 << 30 }
+
+// Packages lists the importable top-level packages of interest, as the
+// sandbox's Python reported them in Prepare, for the tool's description.
+func (k *Kind) Packages() []string { return append([]string(nil), k.packages...) }
+
+// installHint is appended to every Prepare failure.
+const installHint = "install gVisor and the data-science stack: apt-get install runsc python3 python3-numpy python3-pandas " +
+	"python3-matplotlib python3-scipy python3-sklearn python3-statsmodels python3-sympy python3-seaborn python3-openpyxl"
+
+// Environment implements pool.Kind: what the sandbox's Python reported in
+// Prepare.
+func (k *Kind) Environment() sandbox.Environment {
+	return sandbox.Environment{Provider: k.Name(), PythonVersion: k.python, Packages: k.Packages(), Images: true}
+}
+
+// Prepare implements pool.Kind: it finds runsc and Python, writes the
+// shared root and proves the whole path works by starting one sandbox
+// (which also reports which packages import).
+func (k *Kind) Prepare(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("gvisor: runsc needs root (namespaces, chroot, its gofer); the server runs as uid %d", os.Geteuid())
+	}
+	runsc, err := exec.LookPath(k.cfg.RunscPath)
+	if err != nil {
+		return fmt.Errorf("gvisor: runsc not found (%w); %s", err, installHint)
+	}
+	if runsc, err = filepath.Abs(runsc); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if runsc, err = filepath.EvalSymlinks(runsc); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	if err := checkRunsc(runsc); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	k.cfg.RunscPath = runsc
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	out, err := exec.CommandContext(vctx, runsc, "--version").CombinedOutput()
+	cancel()
+	if err != nil || !strings.HasPrefix(string(out), "runsc version") {
+		return fmt.Errorf("gvisor: %s --version: %v: %q; %s", runsc, err, out, installHint)
+	}
+	if st, err := os.Stat(k.cfg.PythonPath); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("gvisor: Python interpreter %s is missing (%v); %s", k.cfg.PythonPath, err, installHint)
+	}
+	if err := makeStateDir(k.cfg.StateDir); err != nil {
+		return err
+	}
+	if err := makeRoot(k.root, k.cfg.UID, k.cfg.GID); err != nil {
+		return fmt.Errorf("gvisor: write the sandbox root: %w", err)
+	}
+	// The probe runs only the trusted kernel, before any session exists, so
+	// it needs no cgroup of its own.
+	it, err := k.start(ctx, pool.StartOptions{
+		ID:          "probe",
+		MemoryBytes: RecommendedGuestMemoryBytes,
+		Limits:      pool.Limits{StdoutBytes: 4 << 10, StderrBytes: 4 << 10, ScratchBytes: 16 << 20},
+		Confine:     func(int) error { return nil },
+	})
+	if err != nil {
+		return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, installHint)
+	}
+	it.Kill()
+	k.packages, k.python = it.packages, it.python
+	missing := []string{}
+	for _, p := range []string{"numpy", "pandas", "matplotlib"} {
+		if !contains(k.packages, p) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("gvisor: the sandbox's Python cannot import %v; %s", missing, installHint)
+	}
+	k.log.Info("gvisor sandbox ready", zap.String("runsc", runsc), zap.String("platform", k.cfg.Platform),
+		zap.Strings("packages", k.packages), zap.Duration("probe_start", it.startup))
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// makeStateDir makes dir 0700 and refuses one that is a symlink or belongs
+// to someone else (a world-writable TempDir must not let another user
+// plant it).
+func makeStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("gvisor: state dir: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("gvisor: state dir: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !st.IsDir() || !ok || int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("gvisor: state dir %s is not a directory owned by this server", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("gvisor: state dir: %w", err)
+	}
+	return nil
+}
+
+// Start implements pool.Kind.
+func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (pool.Interpreter, error) {
+	if k.packages == nil {
+		return nil, errors.New("gvisor: Start before Prepare")
+	}
+	it, err := k.start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// Close implements pool.Kind: it removes the state directory.
+func (k *Kind) Close() error {
+	if err := os.RemoveAll(k.cfg.StateDir); err != nil {
+		return fmt.Errorf("gvisor: remove state dir: %w", err)
+	}
+	return nil
+}

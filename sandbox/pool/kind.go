@@ -1,0 +1,80 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+)
+
+// Kind is one sort of interpreter the pool manages: CPython-WASI worker
+// processes (sandbox/wasm) or gVisor sandboxes (sandbox/gvisor). The pool
+// owns everything the kinds share — session slots, the warm pool and its
+// refills, queue wait, the cgroup of each interpreter, kill-and-reap before
+// capacity is released, the run's time backstop and the mapping of reports
+// to typed outcomes — so a kind only starts an interpreter and speaks its
+// protocol.
+type Kind interface {
+	// Name is the provider's name in configuration and logs ("wasm").
+	Name() string
+	// Prepare runs once, in New, before any interpreter starts: it checks
+	// that the runtime is present and usable and does trusted set-up work
+	// (compilation caches, bundle roots). Its error says what to install.
+	Prepare(ctx context.Context) error
+	// MaxMemoryBytes is the largest session memory the kind can honour.
+	MaxMemoryBytes() int64
+	// Environment describes the interpreter; valid after Prepare.
+	Environment() sandbox.Environment
+	// Start starts one interpreter and returns once it is warm and waiting
+	// for its first program. It must call o.Confine with the process id of
+	// the interpreter's outermost process before that process can run
+	// anything untrusted (and before it starts children), and fail if
+	// Confine fails.
+	Start(ctx context.Context, o StartOptions) (Interpreter, error)
+	// Close releases what Prepare set up. The pool calls it after every
+	// interpreter has been killed and reaped.
+	Close() error
+}
+
+// StartOptions are one interpreter's settings.
+type StartOptions struct {
+	ID          string // unique, safe in file and cgroup names
+	MemoryBytes int64  // the session's memory (guest or sandbox)
+	Limits      Limits // the operator's limits (output, scratch, pids, ...)
+	// Background marks a warm refill nobody waits for: the kind should run
+	// it at low priority (see Interpreter.Foreground).
+	Background bool
+	// Confine adds pid to the interpreter's own cgroup and verifies the
+	// membership from the kernel. It is a no-op when isolation is off.
+	Confine func(pid int) error
+	// Group is the interpreter's cgroup (nil when isolation is off), for a
+	// kind whose interpreter is several processes to kill them all.
+	Group cgroup.Group
+}
+
+// Interpreter is one started interpreter. The pool serialises calls to Run.
+type Interpreter interface {
+	// PID is the process id of the interpreter's outermost process.
+	PID() int
+	// Run sends one program and waits for its report. timeout is the run's
+	// wall-time limit, which the kind enforces itself where it can so that
+	// the output so far is kept (reporting wire.StatusTimeout and
+	// InterpreterGone). Run returns an error when no report could be had:
+	// the interpreter died, broke protocol, or ctx ended (the pool's backstop
+	// deadline or the caller's cancellation). The pool then kills it.
+	Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error)
+	// Foreground restores normal priority to a warm interpreter handed to a
+	// session.
+	Foreground()
+	// Kill ends every process of the interpreter and returns once they are
+	// reaped. It is idempotent and safe from several goroutines.
+	Kill()
+	// Exited is closed once the interpreter's processes are reaped, whether
+	// Kill ended them or they died.
+	Exited() <-chan struct{}
+	// Diagnostics is a short tail of the interpreter's own diagnostic
+	// output (never guest output), for error messages.
+	Diagnostics() string
+}

@@ -1,0 +1,121 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+)
+
+// Config is the pool's configuration plus what the WASM kind needs.
+type Config struct {
+	pool.Config
+	// RuntimeDir holds python.wasm and lib/python3.13 (runtime/build-python-wasi.sh).
+	RuntimeDir string
+	// CacheDir holds wazero's compilation cache. Only the trusted
+	// pre-compilation step writes it; workers read it. Empty means
+	// RuntimeDir/wazero-cache.
+	CacheDir string
+	// WorkerCommand is the program and arguments that start a worker: the
+	// server's own binary with its hidden worker command.
+	WorkerCommand []string
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config { return Config{Config: pool.DefaultConfig()} }
+
+// MaxMemoryBytes is the largest linear memory of a wasm32 guest.
+const MaxMemoryBytes = 4 << 30
+
+// ErrRuntimeMissing is matched by New's error when the CPython-WASI runtime
+// has not been built.
+var ErrRuntimeMissing = errors.New("wasm: CPython-WASI runtime not found")
+
+// Kind starts CPython-WASI worker processes.
+type Kind struct {
+	cfg     Config
+	log     *zap.Logger
+	root    bool
+	spawner *spawner
+}
+
+var _ pool.Kind = (*Kind)(nil)
+
+// NewKind returns the WASM kind for cfg; pool.New prepares it.
+func NewKind(cfg Config, log *zap.Logger) (*Kind, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.RuntimeDir == "" {
+		return nil, errors.New("wasm: runtime_dir must be set")
+	}
+	if len(cfg.WorkerCommand) == 0 {
+		return nil, errors.New("wasm: worker_command must be set")
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.RuntimeDir, "wazero-cache")
+	}
+	return &Kind{cfg: cfg, log: log, root: os.Geteuid() == 0}, nil
+}
+
+// New starts a pool of WASM workers: the sandbox.Provider of
+// `sandbox.provider: wasm`.
+func New(ctx context.Context, cfg Config, log *zap.Logger) (*pool.Pool, error) {
+	k, err := NewKind(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return pool.New(ctx, cfg.Config, k, log)
+}
+
+// Environment implements pool.Kind: the standard library only.
+func (k *Kind) Environment() sandbox.Environment {
+	v := RuntimeVersion
+	if i := strings.LastIndexByte(v, '.'); i > 0 {
+		v = v[:i]
+	}
+	return sandbox.Environment{Provider: k.Name(), PythonVersion: v}
+}
+
+// Name implements pool.Kind.
+func (k *Kind) Name() string { return "wasm" }
+
+// MaxMemoryBytes implements pool.Kind.
+func (k *Kind) MaxMemoryBytes() int64 { return MaxMemoryBytes }
+
+// Prepare checks the runtime and fills the compilation cache. The trusted
+// step that writes native code to the cache runs before any worker, so
+// workers only read it.
+func (k *Kind) Prepare(ctx context.Context) error {
+	for _, f := range []string{"python.wasm", "lib/python3.13/os.py"} {
+		if _, err := os.Stat(filepath.Join(k.cfg.RuntimeDir, f)); err != nil {
+			return fmt.Errorf("%w at %s (%v): build it with `make runtime` (runtime/build-python-wasi.sh)",
+				ErrRuntimeMissing, k.cfg.RuntimeDir, err)
+		}
+	}
+	wc := k.cfg.WorkerCommand
+	pre := exec.CommandContext(ctx, wc[0], append(append([]string(nil), wc[1:]...), "precompile", k.cfg.RuntimeDir, k.cfg.CacheDir)...)
+	pre.Env = []string{}
+	if out, err := pre.CombinedOutput(); err != nil {
+		return fmt.Errorf("precompile python.wasm: %w: %s", err, out)
+	}
+	k.spawner = newSpawner()
+	return nil
+}
+
+// Close stops the spawning thread (every worker it started gets its
+// parent-death signal, though the pool has reaped them all by now).
+func (k *Kind) Close() error {
+	if k.spawner != nil {
+		k.spawner.stop()
+	}
+	return nil
+}
