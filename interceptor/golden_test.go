@@ -36,10 +36,19 @@ func golden(t *testing.T, name string, got []byte) {
 // TestGoldenFunctionTool: the tool definition the upstream model gets.
 func TestGoldenFunctionTool(t *testing.T) {
 	golden(t, "function-tool.json", []byte(newFunctionTool("code_interpreter").json+"\n"))
+	// What the gVisor provider reports: its packages, found by importing
+	// them inside a sandbox, and images.
+	gv := sandbox.Environment{Provider: "gvisor", PythonVersion: "3.11", Images: true,
+		Packages: []string{"matplotlib", "numpy", "pandas", "scipy", "sklearn"}}
+	golden(t, "function-tool-gvisor.json", []byte(newFunctionToolFor("code_interpreter", gv).json+"\n"))
 }
 
 // TestGoldenModelOutputs: what the model is told for every kind of result.
 func TestGoldenModelOutputs(t *testing.T) {
+	png := testPNG(t, 4, 3)
+	pngImg := sandbox.Image{MediaType: "image/png", Data: png}
+	// hidden: the request did not include code_interpreter_call.outputs.
+	hidden := map[string]bool{"chart, outputs not requested": true}
 	cases := []struct {
 		name string
 		c    call
@@ -55,11 +64,15 @@ func TestGoldenModelOutputs(t *testing.T) {
 		{"state lost", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "False\n", StateLost: true}}},
 		{"bad arguments", call{argErr: "the arguments are not a JSON object"}},
 		{"not run", call{notRun: "the limit of 3 code_interpreter calls for this response was reached"}},
+		{"chart and its path", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "'/mnt/data/plot.png'\n", Images: []sandbox.Image{pngImg}}}},
+		{"charts, no text", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Images: []sandbox.Image{pngImg, {MediaType: "IMAGE/JPEG", Data: []byte("\xff\xd8\xff\xe0 jpeg")}, pngImg}}}},
+		{"chart, outputs not requested", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Images: []sandbox.Image{pngImg}}}},
+		{"exception after a chart", call{res: sandbox.Result{Outcome: sandbox.OutcomeError, Stderr: "ValueError: bad\n", Images: []sandbox.Image{pngImg}}}},
 	}
 	var b strings.Builder
 	for _, tc := range cases {
 		b.WriteString("=== " + tc.name + " (client status: " + ciStatus(&tc.c) + ")\n")
-		b.WriteString(modelOutput(&tc.c))
+		b.WriteString(modelOutput(&tc.c, !hidden[tc.name]))
 	}
 	golden(t, "model-outputs.txt", []byte(b.String()))
 }

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -16,28 +17,54 @@ func sprintf(format string, args ...any) string {
 	return fmt.Sprintf(format, args...)
 }
 
-// toolDescription tells the model what the function gives it. It mirrors
-// what OpenAI's hosted tool offers, minus what this sandbox lacks.
-const toolDescription = "Runs Python 3.13 code in a sandboxed interpreter and returns its stdout, stderr and a status line. " +
-	"Only the Python standard library is available (no third-party packages such as numpy or pandas) and there is no network access. " +
-	"Print what you need to see: only printed output is returned, not the value of the last expression. " +
-	"Variables, imports and files persist between calls within this response. " +
-	"Use /mnt/data (or /tmp) for scratch files; they are discarded afterwards."
-
-const codeDescription = "The Python 3.13 source code to run."
+// toolDescription tells the model what the function gives it, from what
+// the running provider reports: it mirrors what OpenAI's hosted tool offers,
+// minus what this sandbox lacks.
+func toolDescription(env sandbox.Environment) string {
+	version := env.PythonVersion
+	if version == "" {
+		version = "3"
+	}
+	d := "Runs Python " + version + " code in a sandboxed interpreter and returns its stdout, stderr and a status line. "
+	if len(env.Packages) == 0 {
+		d += "Only the Python standard library is available (no third-party packages such as numpy or pandas) and there is no network access. "
+	} else {
+		d += "Besides the standard library these packages can be imported: " + strings.Join(env.Packages, ", ") + ". " +
+			"Nothing else can be installed and there is no network access. "
+	}
+	d += "Print what you need to see: only printed output is returned, not the value of the last expression. " +
+		"Variables, imports and files persist between calls within this response. "
+	if env.Images {
+		d += "Files are in /mnt/data (/tmp for scratch); they are discarded afterwards. " +
+			"Matplotlib figures still open when a call ends (plt.show() included) are shown to the user as images."
+	} else {
+		d += "Use /mnt/data (or /tmp) for scratch files; they are discarded afterwards."
+	}
+	return d
+}
 
 // functionTool is the rewritten tool, rendered once per Interceptor.
 type functionTool struct {
 	json string
 }
 
+// newFunctionTool renders the tool for the default (WASM) environment.
 func newFunctionTool(name string) functionTool {
-	params := `{"type":"object","properties":{"code":{"type":"string","description":` + jsonString(codeDescription) +
+	return newFunctionToolFor(name, sandbox.Environment{Provider: "wasm", PythonVersion: "3.13"})
+}
+
+func newFunctionToolFor(name string, env sandbox.Environment) functionTool {
+	version := env.PythonVersion
+	if version == "" {
+		version = "3"
+	}
+	params := `{"type":"object","properties":{"code":{"type":"string","description":` +
+		jsonString("The Python "+version+" source code to run.") +
 		`}},"required":["code"],"additionalProperties":false}`
 	return functionTool{json: string(appendEditedObject(nil, `{}`,
 		set("type", `"function"`),
 		set("name", jsonString(name)),
-		set("description", jsonString(toolDescription)),
+		set("description", jsonString(toolDescription(env))),
 		set("parameters", params),
 		set("strict", "true"),
 	))}
@@ -54,5 +81,5 @@ func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*In
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName)}, nil
+	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionToolFor(cfg.FunctionName, provider.Environment())}, nil
 }

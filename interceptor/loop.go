@@ -297,17 +297,17 @@ func (l *loop) followUpBody(rounds []*round) []byte {
 	switch {
 	case usePrev:
 		edits = append(edits, set("previous_response_id", jsonString(last.id)))
-		input = functionOutputs(last)
+		input = functionOutputs(last, req.includeOutputs)
 	case req.conversation:
 		// The conversation already holds the earlier items.
-		input = functionOutputs(last)
+		input = functionOutputs(last, req.includeOutputs)
 	default:
 		input = append(input, arrayElems(req.input)...)
 		for _, rd := range rounds {
 			for _, it := range rd.items {
 				input = append(input, it.Raw)
 			}
-			input = append(input, functionOutputs(rd)...)
+			input = append(input, functionOutputs(rd, req.includeOutputs)...)
 		}
 	}
 	edits = append(edits, set("input", string(appendArray(nil, input))))
@@ -338,14 +338,15 @@ func (l *loop) relaxToolChoice(tc string) string {
 	return tc
 }
 
-// functionOutputs renders a function_call_output for every call of rd.
-func functionOutputs(rd *round) []string {
+// functionOutputs renders a function_call_output for every call of rd;
+// shown says whether the client is shown the calls' outputs (images).
+func functionOutputs(rd *round, shown bool) []string {
 	out := make([]string, 0, len(rd.calls))
 	for _, c := range rd.calls {
 		out = append(out, string(appendEditedObject(nil, `{}`,
 			set("type", `"function_call_output"`),
 			set("call_id", jsonString(c.callID)),
-			set("output", jsonString(modelOutput(c))),
+			set("output", jsonString(modelOutput(c, shown))),
 		)))
 	}
 	return out
@@ -378,8 +379,11 @@ func ciStatus(c *call) string {
 }
 
 // modelOutput is what the model is told about a call: one status line, then
-// stdout and stderr.
-func modelOutput(c *call) string {
+// stdout and stderr, then a line about any images (never their bytes).
+// imagesShown says whether the client gets the images (it asked for
+// code_interpreter_call outputs), so the model does not point the user at a
+// chart the user cannot see.
+func modelOutput(c *call, imagesShown bool) string {
 	var b strings.Builder
 	b.WriteString("status: ")
 	switch {
@@ -422,6 +426,8 @@ func modelOutput(c *call) string {
 	}
 	section(&b, "stdout", r.Stdout, r.StdoutTruncated)
 	section(&b, "stderr", r.Stderr, r.StderrTruncated)
+	n, types := shownImages(r.Images)
+	b.WriteString(imagesLine(n, types, imagesShown))
 	return b.String()
 }
 
@@ -448,7 +454,7 @@ func oneLine(s string) string {
 	return s
 }
 
-// logs is the client-visible output of a call: stdout, then stderr.
+// logs is the client-visible text output of a call: stdout, then stderr.
 func logs(c *call) string {
 	out, errOut := c.res.Stdout, c.res.Stderr
 	if out != "" && errOut != "" && !strings.HasSuffix(out, "\n") {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -439,7 +440,8 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
 
 // rewriteInput turns replayed code_interpreter_call items into the
 // function_call + function_call_output pair the upstream model understands.
-// Items it cannot represent (e.g. with image outputs) are left intact.
+// Items it cannot represent (outputs of a kind it does not know) are left
+// intact.
 func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
 	if !mayReplayCalls(input) {
 		return input.Raw, false
@@ -447,7 +449,7 @@ func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
 	var out []string
 	changed := false
 	input.ForEach(func(_, it gjson.Result) bool {
-		if !it.IsObject() || it.Get("type").Str != "code_interpreter_call" || !logsOnly(it.Get("outputs")) {
+		if !it.IsObject() || it.Get("type").Str != "code_interpreter_call" || !replayable(it.Get("outputs")) {
 			out = append(out, it.Raw)
 			return true
 		}
@@ -474,9 +476,11 @@ func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
 	return string(appendArray(nil, out)), true
 }
 
-// logsOnly reports whether outputs (of a code_interpreter_call) is null,
-// absent, or holds only logs entries: what a text-only model can be told.
-func logsOnly(outputs gjson.Result) bool {
+// replayable reports whether outputs (of a code_interpreter_call) is null,
+// absent, or holds only logs and image entries: what a text-only model can
+// be told (an image as a line saying it was shown, never its bytes). Our own
+// responses carry images, and a client replays them as it got them.
+func replayable(outputs gjson.Result) bool {
 	if !outputs.Exists() || outputs.Type == gjson.Null {
 		return true
 	}
@@ -485,7 +489,8 @@ func logsOnly(outputs gjson.Result) bool {
 	}
 	ok := true
 	outputs.ForEach(func(_, o gjson.Result) bool {
-		ok = o.IsObject() && o.Get("type").Str == "logs"
+		typ := o.Get("type").Str
+		ok = o.IsObject() && (typ == "logs" || typ == "image")
 		return ok
 	})
 	return ok
@@ -518,10 +523,23 @@ func replayOutput(it gjson.Result) string {
 		return b.String()
 	}
 	b.WriteString("output:\n")
+	n := 0
+	var types []string
 	outputs.ForEach(func(_, o gjson.Result) bool {
+		if o.Get("type").Str == "image" {
+			n++
+			if mt, ok := dataURLMediaType(o.Get("url").Str); ok && !slices.Contains(types, mt) {
+				types = append(types, mt)
+			}
+			return true
+		}
 		b.WriteString(o.Get("logs").Str)
 		return true
 	})
+	if n > 0 && !strings.HasSuffix(b.String(), "\n") {
+		b.WriteByte('\n')
+	}
+	b.WriteString(imagesLine(n, types, true)) // the client had the outputs: it replays them
 	return b.String()
 }
 

@@ -62,12 +62,7 @@ func (l *loop) splice(rounds []*round) []byte {
 func (l *loop) ciItem(c *call) string {
 	outputs := "null"
 	if l.x.req.includeOutputs {
-		outputs = "[]"
-		if c.argErr == "" && c.notRun == "" {
-			if s := logs(c); s != "" {
-				outputs = `[{"type":"logs","logs":` + jsonString(s) + `}]`
-			}
-		}
+		outputs = string(appendOutputs(nil, c))
 	}
 	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(ciStatus(c)) +
 		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + outputs + `}`

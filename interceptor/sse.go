@@ -134,7 +134,16 @@ func (w *sseWriter) item(idx int, it gjson.Result) {
 		})
 
 	case "code_interpreter_call":
-		added = append(added, set("code", `""`), set("outputs", "null"))
+		// The item is added before anything ran: its outputs are empty, an
+		// empty array when the client asked for them (OpenAI's recordings
+		// with include show [], those without show null). Images and logs
+		// appear only in output_item.done and the terminal response: OpenAI
+		// sends no event of their own.
+		outputs := "null"
+		if it.Get("outputs").IsArray() {
+			outputs = "[]"
+		}
+		added = append(added, set("code", `""`), set("outputs", outputs))
 		w.event("response.output_item.added", kv{"item", string(editObject(it.Raw, added...))}, oi)
 		w.event("response.code_interpreter_call.in_progress", id, oi)
 		code := it.Get("code").Str

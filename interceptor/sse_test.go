@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
 // mergeRuns collapses consecutive repeats of an event name, so a stream
@@ -94,9 +96,10 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 		fixture string
 		turn    int
 	}{
-		{fixtureStreaming, 0},    // code_interpreter_call + message
-		{fixtureFunctionTool, 0}, // function_call
-		{fixtureFunctionTool, 1}, // message without phase
+		{fixtureStreaming, 0},        // code_interpreter_call + message
+		{fixtureFunctionTool, 0},     // function_call
+		{fixtureFunctionTool, 1},     // message without phase
+		{fixtures.ImageStreaming, 0}, // reasoning + code_interpreter_call with an image + message with citations
 	}
 	for _, tc := range cases {
 		t.Run(tc.fixture+"/"+string(rune('1'+tc.turn)), func(t *testing.T) {
@@ -117,6 +120,21 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 			}
 			checkStreamInvariants(t, ours)
 			checkStreamInvariants(t, ref) // the checker itself agrees with OpenAI
+
+			// A code_interpreter_call is added exactly as OpenAI adds it
+			// (outputs null, or [] when the request included them).
+			added := func(evs []sseEvent) []string {
+				var out []string
+				for _, e := range evs {
+					if e.Name == "response.output_item.added" && e.Data.Get("item.type").Str == "code_interpreter_call" {
+						out = append(out, e.Data.Get("item").Raw)
+					}
+				}
+				return out
+			}
+			if got, want := added(ours), added(ref); !slices.Equal(got, want) {
+				t.Errorf("code_interpreter_call added\n got %v\nwant %v", got, want)
+			}
 
 			// The deltas rebuild the texts exactly.
 			var code, text, args strings.Builder
