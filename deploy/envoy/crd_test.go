@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
+
+	"github.com/codeinterp/codeinterp/config"
 )
 
 // The CustomResourceDefinitions come from the same module versions as the
@@ -195,12 +197,16 @@ func validateCustomResources(validators map[string]*crdValidator, files map[stri
 
 func TestGatewayManifestsAgainstCRDs(t *testing.T) {
 	validators := loadCRDValidators(t)
-	n, err := validateCustomResources(validators, readGatewayFiles(t))
-	if err != nil {
-		t.Fatalf("the API server would reject:\n%v", err)
-	}
-	if n != 6 { // GatewayClass, Gateway, 2 HTTPRoutes, ClientTrafficPolicy, EnvoyExtensionPolicy
-		t.Fatalf("validated %d custom resources, want 6", n)
+	for _, provider := range providers() {
+		t.Run(provider, func(t *testing.T) {
+			n, err := validateCustomResources(validators, readGatewayFiles(t, provider))
+			if err != nil {
+				t.Fatalf("the API server would reject:\n%v", err)
+			}
+			if n != 6 { // GatewayClass, Gateway, 2 HTTPRoutes, ClientTrafficPolicy, EnvoyExtensionPolicy
+				t.Fatalf("validated %d custom resources, want 6", n)
+			}
+		})
 	}
 }
 
@@ -222,7 +228,7 @@ func TestGatewayManifestsAgainstCRDsBroken(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			files := readGatewayFiles(t)
+			files := readGatewayFiles(t, config.ProviderWASM)
 			data := string(files[tt.file])
 			if strings.Count(data, tt.old) != 1 {
 				t.Fatalf("%s no longer contains %q exactly once; update the test", tt.file, tt.old)

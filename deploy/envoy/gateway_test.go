@@ -184,21 +184,61 @@ func loadManifests(files map[string][]byte) (*manifests, error) {
 	return m, errors.Join(errs...)
 }
 
-func readGatewayFiles(t *testing.T) map[string][]byte {
+// The Envoy Gateway front door is shared; the server comes as one manifest
+// per sandbox provider, applied instead of one another (they define the
+// same objects).
+var (
+	sharedGatewayFiles = []string{"gateway.yaml", "extension-policy.yaml"}
+	serverManifests    = map[string]string{
+		config.ProviderWASM:   "codeinterp.yaml",
+		config.ProviderGVisor: "codeinterp-gvisor.yaml",
+	}
+)
+
+// providers lists the sandbox providers with a server manifest, sorted.
+func providers() []string {
+	out := make([]string, 0, len(serverManifests))
+	for p := range serverManifests {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readGatewayFiles reads the shared files and the server manifest of one
+// sandbox provider: what one `kubectl apply` deploys.
+func readGatewayFiles(t *testing.T, provider string) map[string][]byte {
 	t.Helper()
+	server, ok := serverManifests[provider]
+	if !ok {
+		t.Fatalf("no server manifest for provider %q", provider)
+	}
+	files := map[string][]byte{}
+	for _, name := range append(slices.Clone(sharedGatewayFiles), server) {
+		data, err := os.ReadFile(filepath.Join(gatewayDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = data
+	}
+	return files
+}
+
+// Every manifest in the directory is checked by some variant.
+func TestGatewayFilesAccountedFor(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(gatewayDir, "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no manifests in %s: %v", gatewayDir, err)
 	}
-	files := map[string][]byte{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[filepath.Base(p)] = data
+	known := slices.Clone(sharedGatewayFiles)
+	for _, f := range serverManifests {
+		known = append(known, f)
 	}
-	return files
+	for _, p := range paths {
+		if !slices.Contains(known, filepath.Base(p)) {
+			t.Errorf("%s is neither a shared file nor a server manifest: no test validates it", p)
+		}
+	}
 }
 
 func one[T any](kind string, items []T, fail func(string, ...any)) T {
@@ -238,7 +278,16 @@ func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, e
 				if !ok {
 					return nil, "", fmt.Errorf("ConfigMap %s has no key %q", cm.Name, key)
 				}
+				environ, err := containerEnviron(c)
+				if err != nil {
+					return nil, "", err
+				}
+				// As config.LoadEnv (serve, validate-config): file over
+				// the defaults, then the environment, then validation.
 				cfg, err := config.Parse([]byte(data))
+				if err == nil {
+					_, err = cfg.ApplyEnv(environ)
+				}
 				if err == nil {
 					err = cfg.Validate()
 				}
@@ -251,6 +300,33 @@ func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, e
 		}
 	}
 	return nil, "", fmt.Errorf("--config %s is not on a ConfigMap volume", path)
+}
+
+// containerEnviron returns the container's CODEINTERP_* variables as
+// KEY=VALUE. A variable the manifest alone cannot settle (valueFrom,
+// envFrom) or that names no configuration field is an error.
+func containerEnviron(c corev1.Container) ([]string, error) {
+	var env, errs []string
+	for _, e := range c.Env {
+		if !strings.HasPrefix(e.Name, config.EnvPrefix) {
+			continue
+		}
+		if e.ValueFrom != nil {
+			errs = append(errs, fmt.Sprintf("env %s: valueFrom cannot be checked against the configuration; give a value", e.Name))
+			continue
+		}
+		env = append(env, e.Name+"="+e.Value)
+	}
+	if len(c.EnvFrom) > 0 {
+		errs = append(errs, "envFrom cannot be checked against the configuration; list CODEINTERP_* variables in env")
+	}
+	for _, n := range config.UnknownEnv(env) {
+		errs = append(errs, fmt.Sprintf("env %s matches no configuration field", n))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("container %s: %s", c.Name, strings.Join(errs, "; "))
+	}
+	return env, nil
 }
 
 func portOf(addr string) (int32, error) {
@@ -273,8 +349,9 @@ func containerPort(c corev1.Container, p intstr.IntOrString) (int32, bool) {
 }
 
 // checkManifests checks the cross references and the pairing with the
-// server configuration. Every finding is returned.
-func checkManifests(m *manifests) error {
+// server configuration, whose sandbox provider must be provider. Every
+// finding is returned.
+func checkManifests(m *manifests, provider string) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -342,6 +419,10 @@ func checkManifests(m *manifests) error {
 		fail("%v", err)
 		return errors.Join(errs...)
 	}
+	if cfg.Sandbox.Provider != provider {
+		fail("sandbox.provider is %s; this manifest is the %s variant", cfg.Sandbox.Provider, provider)
+		return errors.Join(errs...)
+	}
 	grpcPort, err := portOf(cfg.Server.Listen)
 	if err != nil {
 		fail("server.listen: %v", err)
@@ -383,52 +464,33 @@ func checkManifests(m *manifests) error {
 		fail("terminationGracePeriodSeconds must exceed server.shutdown_timeout %s", cfg.Server.ShutdownTimeout)
 	}
 
-	// Memory: every session at its maximum must fit in the pod's limit,
-	// or the kernel kills the server instead of a worker.
+	// Memory: every session at its maximum, and the warm interpreters
+	// waiting beside them (the pool keeps warm_workers started on top of
+	// max_sessions open sessions), must fit in the pod's limit, or the
+	// kernel kills the server instead of a worker.
 	lim := cfg.Sandbox.Limits
-	worst := int64(cfg.Sandbox.MaxSessions)*int64(lim.MaxGuestMemory+lim.WorkerOverhead) + 256<<20
+	warm, ok := warmResident[cfg.Sandbox.Provider]
+	if !ok {
+		fail("no warm-interpreter size known for provider %s", cfg.Sandbox.Provider)
+	}
+	worst := int64(cfg.Sandbox.MaxSessions)*int64(lim.MaxGuestMemory+lim.WorkerOverhead) +
+		int64(cfg.Sandbox.WarmWorkers)*warm + serverHeadroom
 	if mem, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok || mem.Value() < worst {
-		fail("memory limit %v < max_sessions x (max_guest_memory + worker_overhead) + 256MiB = %d bytes", ctr.Resources.Limits.Memory(), worst)
+		fail("memory limit %v < max_sessions x (max_guest_memory + worker_overhead) + warm_workers x %s + 256MiB = %d bytes",
+			ctr.Resources.Limits.Memory(), config.ByteSize(warm), worst)
 	}
 	if cfg.Interceptor.MaxMemoryLimit > lim.MaxGuestMemory {
 		fail("interceptor.max_memory_limit exceeds sandbox.limits.max_guest_memory")
 	}
-
-	// Least privilege that still allows cgroup management.
-	sc := ctr.SecurityContext
-	switch {
-	case sc == nil:
-		fail("container %s: no securityContext", ctr.Name)
-	default:
-		if sc.Privileged != nil && *sc.Privileged {
-			fail("container must not be privileged (see the RuntimeClass comment)")
-		}
-		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			fail("allowPrivilegeEscalation must be false")
-		}
-		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-			fail("readOnlyRootFilesystem must be true")
-		}
-		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-			fail("capabilities must drop ALL")
-		} else {
-			add := slices.Clone(sc.Capabilities.Add)
-			slices.Sort(add)
-			if !slices.Equal(add, []corev1.Capability{"KILL", "SETGID", "SETUID"}) {
-				fail("capabilities.add = %v, want exactly KILL, SETGID, SETUID", sc.Capabilities.Add)
-			}
-		}
-	}
-	if rc := pod.Spec.RuntimeClassName; rc == nil || !slices.ContainsFunc(m.runtimeClasses, func(r *nodev1.RuntimeClass) bool { return r.Name == *rc }) {
-		fail("runtimeClassName must name a RuntimeClass defined here (writable cgroupfs)")
-	}
 	if cfg.Sandbox.Isolation.Cgroup == "off" {
 		fail("sandbox.isolation.cgroup must not be off in a deployment")
 	}
-	if cfg.Sandbox.CacheDir != "" && !slices.ContainsFunc(ctr.VolumeMounts, func(v corev1.VolumeMount) bool {
-		return v.MountPath == cfg.Sandbox.CacheDir && !v.ReadOnly
-	}) {
-		fail("sandbox.cache_dir %s is not a writable volume (the root filesystem is read-only)", cfg.Sandbox.CacheDir)
+
+	switch cfg.Sandbox.Provider {
+	case config.ProviderWASM:
+		checkWASMPod(m, pod.Spec, ctr, cfg, fail)
+	case config.ProviderGVisor:
+		checkGVisorPod(m, pod.Spec, ctr, cfg, worst, fail)
 	}
 
 	// Gateway ↔ routes ↔ policy ↔ Service.
@@ -563,18 +625,208 @@ func checkManifests(m *manifests) error {
 	return errors.Join(errs...)
 }
 
-func TestGatewayManifests(t *testing.T) {
-	m, err := loadManifests(readGatewayFiles(t))
-	if err != nil {
-		t.Fatalf("manifests do not decode:\n%v", err)
-	}
-	for _, f := range []string{"gateway.yaml", "extension-policy.yaml", "codeinterp.yaml"} {
-		if m.documentsByFile[f] == 0 {
-			t.Errorf("%s: no documents decoded", f)
+// Resident size of a warm interpreter (started, nothing run yet): wasm
+// about 70MiB (README, Sizing); gVisor about 200MiB for runsc, gofer,
+// sentry and Python with numpy, pandas and matplotlib imported
+// (/work/shared/design/gvisor.md, measured).
+var warmResident = map[string]int64{
+	config.ProviderWASM:   70 << 20,
+	config.ProviderGVisor: 200 << 20,
+}
+
+// serverHeadroom is the server process itself.
+const serverHeadroom = 256 << 20
+
+// checkWASMPod: least privilege that still allows cgroup management.
+func checkWASMPod(m *manifests, pod corev1.PodSpec, ctr corev1.Container, cfg *config.Config, fail func(string, ...any)) {
+	sc := ctr.SecurityContext
+	switch {
+	case sc == nil:
+		fail("container %s: no securityContext", ctr.Name)
+	default:
+		if sc.Privileged != nil && *sc.Privileged {
+			fail("container must not be privileged (see the RuntimeClass comment)")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			fail("allowPrivilegeEscalation must be false")
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			fail("readOnlyRootFilesystem must be true")
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			fail("capabilities must drop ALL")
+		} else {
+			add := slices.Clone(sc.Capabilities.Add)
+			slices.Sort(add)
+			if !slices.Equal(add, []corev1.Capability{"KILL", "SETGID", "SETUID"}) {
+				fail("capabilities.add = %v, want exactly KILL, SETGID, SETUID", sc.Capabilities.Add)
+			}
 		}
 	}
-	if err := checkManifests(m); err != nil {
-		t.Fatalf("manifests are inconsistent:\n%v", err)
+	if rc := pod.RuntimeClassName; rc == nil || !slices.ContainsFunc(m.runtimeClasses, func(r *nodev1.RuntimeClass) bool { return r.Name == *rc }) {
+		fail("runtimeClassName must name a RuntimeClass defined here (writable cgroupfs)")
+	}
+	if cfg.Sandbox.CacheDir != "" && !slices.ContainsFunc(ctr.VolumeMounts, func(v corev1.VolumeMount) bool {
+		return v.MountPath == cfg.Sandbox.CacheDir && !v.ReadOnly
+	}) {
+		fail("sandbox.cache_dir %s is not a writable volume (the root filesystem is read-only)", cfg.Sandbox.CacheDir)
+	}
+}
+
+// runscCapabilities are what runsc needs without privileged mode (see the
+// top of codeinterp-gvisor.yaml for the gVisor sources): namespaces,
+// mounts and the sandbox's chroot (SYS_ADMIN, SYS_CHROOT), mapping nobody
+// into its user namespace (SETUID, SETGID), clearing the bounding set
+// (SETPCAP), the gofer's file capabilities, and KILL for the server to
+// kill sandbox processes owned by uid 65534. The ptrace platform adds
+// SYS_PTRACE.
+var runscCapabilities = []corev1.Capability{
+	"SYS_ADMIN", "SYS_CHROOT", "SETUID", "SETGID", "SETPCAP",
+	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL",
+}
+
+// checkGVisorPod: what runsc and the gVisor provider need from the pod.
+func checkGVisorPod(m *manifests, pod corev1.PodSpec, ctr corev1.Container, cfg *config.Config, worst int64, fail func(string, ...any)) {
+	g := cfg.Sandbox.GVisor
+	sc := ctr.SecurityContext
+	if sc == nil {
+		fail("container %s: no securityContext (runsc needs root and privileges)", ctr.Name)
+		return
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || (sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) {
+		fail("runsc needs root: runAsUser must be 0 and runAsNonRoot not true")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		fail("readOnlyRootFilesystem must be true")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		// The API server's own rule.
+		if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+			fail("allowPrivilegeEscalation cannot be false with privileged: true")
+		}
+	} else {
+		// The smaller set: every capability runsc uses, no seccomp or
+		// AppArmor profile in its way, an unmasked /proc, and a writable
+		// cgroup v2 (the RuntimeClass of codeinterp.yaml).
+		need := slices.Clone(runscCapabilities)
+		if g.Platform == "ptrace" {
+			need = append(need, "SYS_PTRACE")
+		}
+		var have []corev1.Capability
+		if sc.Capabilities != nil {
+			have = sc.Capabilities.Add
+		}
+		var missing []string
+		for _, c := range need {
+			if !slices.Contains(have, c) {
+				missing = append(missing, string(c))
+			}
+		}
+		if len(missing) > 0 {
+			fail("runsc needs privileged: true, or capabilities.add with %v: missing capabilities %v", need, missing)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined {
+			fail("without privileged, seccompProfile must be Unconfined: the runtime's default blocks runsc's namespace set-up")
+		}
+		if sc.AppArmorProfile == nil || sc.AppArmorProfile.Type != corev1.AppArmorProfileTypeUnconfined {
+			fail("without privileged, appArmorProfile must be Unconfined: the runtime's default denies mount")
+		}
+		if sc.ProcMount == nil || *sc.ProcMount != corev1.UnmaskedProcMount {
+			fail("without privileged, procMount must be Unmasked: the sandbox mounts a fresh /proc")
+		}
+		if rc := pod.RuntimeClassName; rc == nil || !slices.ContainsFunc(m.runtimeClasses, func(r *nodev1.RuntimeClass) bool { return r.Name == *rc }) {
+			fail("without privileged, runtimeClassName must name a RuntimeClass defined here (writable cgroupfs)")
+		}
+		if cfg.Sandbox.Isolation.Cgroup != "v2" {
+			fail("without privileged, sandbox.isolation.cgroup must be v2 (the writable-cgroup RuntimeClass is v2 only)")
+		}
+	}
+	// A privileged container has no cgroup namespace (containerd), so the
+	// sandboxes' groups are charged at the node's root, not to the pod: the
+	// request must reserve them on the node.
+	if mem, ok := ctr.Resources.Requests[corev1.ResourceMemory]; !ok || mem.Value() < worst {
+		fail("memory request %v < the sandboxes' worst case %d bytes (privileged: they are charged outside the pod)", ctr.Resources.Requests.Memory(), worst)
+	}
+	// Writable emptyDir volumes, by mount path.
+	emptyDirs := map[string]bool{}
+	for _, v := range pod.Volumes {
+		if v.EmptyDir != nil {
+			emptyDirs[v.Name] = true
+		}
+	}
+	writableEmptyDir := func(vm corev1.VolumeMount) bool { return emptyDirs[vm.Name] && !vm.ReadOnly }
+	// The provider makes state_dir and removes it when it stops: it must
+	// be strictly below a writable emptyDir (the root filesystem is
+	// read-only; a mount point cannot be removed).
+	switch sd := g.StateDir; {
+	case sd == "":
+		fail("sandbox.gvisor.state_dir must be set to a directory on a writable emptyDir volume")
+	case slices.ContainsFunc(ctr.VolumeMounts, func(vm corev1.VolumeMount) bool { return filepath.Clean(vm.MountPath) == filepath.Clean(sd) }):
+		fail("sandbox.gvisor.state_dir %s must be below a volume's mount point, not at it (the provider removes it)", sd)
+	case !slices.ContainsFunc(ctr.VolumeMounts, func(vm corev1.VolumeMount) bool {
+		return writableEmptyDir(vm) && strings.HasPrefix(filepath.Clean(sd), filepath.Clean(vm.MountPath)+"/")
+	}):
+		fail("sandbox.gvisor.state_dir %s is not below a writable emptyDir volume mount", sd)
+	}
+	if !slices.ContainsFunc(ctr.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == "/tmp" && writableEmptyDir(vm) }) {
+		fail("/tmp is not a writable emptyDir volume (the root filesystem is read-only)")
+	}
+	// The sandbox sees only the image's /usr (and a few files in /etc).
+	if !strings.HasPrefix(g.Python, "/usr/") {
+		fail("sandbox.gvisor.python %s must be under /usr, the only tree the sandbox sees", g.Python)
+	}
+}
+
+func TestGatewayManifests(t *testing.T) {
+	for _, provider := range providers() {
+		t.Run(provider, func(t *testing.T) {
+			m, err := loadManifests(readGatewayFiles(t, provider))
+			if err != nil {
+				t.Fatalf("manifests do not decode:\n%v", err)
+			}
+			for _, f := range append(slices.Clone(sharedGatewayFiles), serverManifests[provider]) {
+				if m.documentsByFile[f] == 0 {
+					t.Errorf("%s: no documents decoded", f)
+				}
+			}
+			if err := checkManifests(m, provider); err != nil {
+				t.Fatalf("manifests are inconsistent:\n%v", err)
+			}
+		})
+	}
+}
+
+// The two server manifests are alternatives: the same objects, so either
+// pairs with the shared extension policy and replaces the other.
+func TestGatewayServerManifestsInterchangeable(t *testing.T) {
+	names := func(provider string) []string {
+		m, err := loadManifests(map[string][]byte{serverManifests[provider]: readGatewayFiles(t, provider)[serverManifests[provider]]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range m.configMaps {
+			out = append(out, "ConfigMap/"+o.Namespace+"/"+o.Name)
+		}
+		for _, o := range m.deployments {
+			out = append(out, "Deployment/"+o.Namespace+"/"+o.Name)
+		}
+		for _, o := range m.services {
+			out = append(out, "Service/"+o.Namespace+"/"+o.Name)
+		}
+		for _, o := range m.hpas {
+			out = append(out, "HorizontalPodAutoscaler/"+o.Namespace+"/"+o.Name)
+		}
+		for _, o := range m.pdbs {
+			out = append(out, "PodDisruptionBudget/"+o.Namespace+"/"+o.Name)
+		}
+		return out
+	}
+	want := names(config.ProviderWASM)
+	for _, p := range providers() {
+		if got := names(p); !slices.Equal(got, want) {
+			t.Errorf("%s defines %v; %s defines %v", serverManifests[p], got, serverManifests[config.ProviderWASM], want)
+		}
 	}
 }
 
@@ -603,7 +855,7 @@ func TestGatewayManifestsBroken(t *testing.T) {
 	}
 	for _, tt := range textCases {
 		t.Run(tt.name, func(t *testing.T) {
-			files := readGatewayFiles(t)
+			files := readGatewayFiles(t, config.ProviderWASM)
 			data := string(files[tt.file])
 			if strings.Count(data, tt.old) != 1 {
 				t.Fatalf("%s no longer contains %q exactly once; update the test", tt.file, tt.old)
@@ -611,7 +863,7 @@ func TestGatewayManifestsBroken(t *testing.T) {
 			files[tt.file] = []byte(strings.Replace(data, tt.old, tt.new, 1))
 			m, err := loadManifests(files)
 			if err == nil {
-				err = checkManifests(m)
+				err = checkManifests(m, config.ProviderWASM)
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
@@ -691,12 +943,212 @@ func TestGatewayManifestsBroken(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := loadManifests(readGatewayFiles(t))
+			m, err := loadManifests(readGatewayFiles(t, config.ProviderWASM))
 			if err != nil {
 				t.Fatal(err)
 			}
 			tt.mutate(m)
-			err = checkManifests(m)
+			err = checkManifests(m, config.ProviderWASM)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func gvisorContainer(m *manifests) *corev1.Container {
+	return &m.deployments[0].Spec.Template.Spec.Containers[0]
+}
+
+func removeMount(c *corev1.Container, name string) {
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool { return v.Name == name })
+}
+
+// minimalGVisorPrivileges turns the gVisor Deployment into the smaller,
+// non-privileged form its comment describes.
+func minimalGVisorPrivileges(m *manifests) {
+	c := gvisorContainer(m)
+	f := false
+	c.SecurityContext.Privileged = &f
+	c.SecurityContext.Capabilities = &corev1.Capabilities{
+		Drop: []corev1.Capability{"ALL"},
+		Add:  append(slices.Clone(runscCapabilities), "SYS_PTRACE"),
+	}
+	pm := corev1.UnmaskedProcMount
+	c.SecurityContext.ProcMount = &pm
+	m.runtimeClasses = append(m.runtimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "codeinterp-cgroup-writable"}, Handler: "cgroup-writable"})
+	rc := "codeinterp-cgroup-writable"
+	m.deployments[0].Spec.Template.Spec.RuntimeClassName = &rc
+}
+
+func setGVisorCgroup(t *testing.T, m *manifests, mode string) {
+	t.Helper()
+	cm := m.configMaps[0]
+	old := "    cgroup: auto\n"
+	if strings.Count(cm.Data["codeinterp.yaml"], old) != 1 {
+		t.Fatalf("the gVisor config no longer contains %q exactly once; update the test", old)
+	}
+	cm.Data["codeinterp.yaml"] = strings.Replace(cm.Data["codeinterp.yaml"], old, "    cgroup: "+mode+"\n", 1)
+}
+
+// The non-privileged alternative the gVisor manifest describes passes the
+// same checks (so the tests accept either form, and only those two).
+func TestGatewayGVisorMinimalPrivileges(t *testing.T) {
+	m, err := loadManifests(readGatewayFiles(t, config.ProviderGVisor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minimalGVisorPrivileges(m)
+	setGVisorCgroup(t, m, "v2")
+	if err := checkManifests(m, config.ProviderGVisor); err != nil {
+		t.Fatalf("the minimal form is rejected:\n%v", err)
+	}
+}
+
+// gVisor variants that would not run, or not fit, must fail.
+func TestGatewayGVisorManifestsBroken(t *testing.T) {
+	const file = "codeinterp-gvisor.yaml"
+	textCases := []struct {
+		name, old, new, want string
+	}{
+		{"unknown field", "          privileged: true", "          privilegd: true", `unknown field "privilegd"`},
+		{"strict ConfigMap config", "      max_sessions: 4", "      max_session: 4", "sandbox.max_session: unknown field"},
+		{"strict gvisor section", "        state_dir: /run/codeinterp/gvisor", "        statedir: /run/codeinterp/gvisor", "sandbox.gvisor.statedir: unknown field"},
+		{"unknown provider", "      provider: gvisor", "      provider: gviser", `"gviser" is not one of wasm, gvisor`},
+		{"the wasm provider", "      provider: gvisor", "      provider: wasm", "sandbox.provider is wasm; this manifest is the gvisor variant"},
+		{"bad platform", "        platform: ptrace", "        platform: kvmm", `"kvmm" is not one of ptrace, kvm, systrap`},
+		{"more sessions than memory", "      max_sessions: 4", "      max_sessions: 5", "memory limit 20Gi <"},
+		{"larger sessions than memory", "        max_guest_memory: 4GiB", "        max_guest_memory: 8GiB", "memory limit 20Gi <"},
+		{"client limit above the sandbox's", "      max_memory_limit: 4GiB", "      max_memory_limit: 8GiB", "interceptor.max_memory_limit"},
+		{"cgroups off", "        cgroup: auto", "        cgroup: \"off\"", "must not be off"},
+		{"python outside /usr", "        python: /usr/bin/python3", "        python: /opt/python3/bin/python3", "must be under /usr"},
+		{"relative state dir", "        state_dir: /run/codeinterp/gvisor", "        state_dir: run/codeinterp/gvisor", "must be an absolute path"},
+		{"state dir off the volume", "        state_dir: /run/codeinterp/gvisor", "        state_dir: /var/lib/runsc", "/var/lib/runsc is not below a writable emptyDir"},
+		{"state dir at the mount point", "        state_dir: /run/codeinterp/gvisor", "        state_dir: /run/codeinterp", "must be below a volume's mount point, not at it"},
+	}
+	for _, tt := range textCases {
+		t.Run(tt.name, func(t *testing.T) {
+			files := readGatewayFiles(t, config.ProviderGVisor)
+			data := string(files[file])
+			if strings.Count(data, tt.old) != 1 {
+				t.Fatalf("%s no longer contains %q exactly once; update the test", file, tt.old)
+			}
+			files[file] = []byte(strings.Replace(data, tt.old, tt.new, 1))
+			m, err := loadManifests(files)
+			if err == nil {
+				err = checkManifests(m, config.ProviderGVisor)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
+			}
+		})
+	}
+
+	f, tr := false, true
+	cases := []struct {
+		name   string
+		mutate func(*testing.T, *manifests)
+		want   string
+	}{
+		{"privileged dropped", func(_ *testing.T, m *manifests) { gvisorContainer(m).SecurityContext.Privileged = &f },
+			"runsc needs privileged: true, or capabilities.add"},
+		{"privileged dropped, capabilities added, default seccomp", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v2")
+			gvisorContainer(m).SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeRuntimeDefault
+		}, "seccompProfile must be Unconfined"},
+		{"privileged dropped, no SYS_PTRACE for the ptrace platform", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v2")
+			sc := gvisorContainer(m).SecurityContext
+			sc.Capabilities.Add = slices.DeleteFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c == "SYS_PTRACE" })
+		}, "missing capabilities [SYS_PTRACE]"},
+		{"privileged dropped, masked /proc", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v2")
+			gvisorContainer(m).SecurityContext.ProcMount = nil
+		}, "procMount must be Unmasked"},
+		{"privileged dropped, default AppArmor", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v2")
+			gvisorContainer(m).SecurityContext.AppArmorProfile.Type = corev1.AppArmorProfileTypeRuntimeDefault
+		}, "appArmorProfile must be Unconfined"},
+		{"privileged dropped, no writable cgroupfs", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v2")
+			m.deployments[0].Spec.Template.Spec.RuntimeClassName = nil
+		}, "runtimeClassName must name a RuntimeClass"},
+		{"privileged dropped, cgroup v1", func(t *testing.T, m *manifests) {
+			minimalGVisorPrivileges(m)
+			setGVisorCgroup(t, m, "v1")
+		}, "sandbox.isolation.cgroup must be v2"},
+		{"no privilege escalation with privileged", func(_ *testing.T, m *manifests) {
+			gvisorContainer(m).SecurityContext.AllowPrivilegeEscalation = &f
+		}, "allowPrivilegeEscalation cannot be false"},
+		{"not root", func(_ *testing.T, m *manifests) {
+			u := int64(65534)
+			gvisorContainer(m).SecurityContext.RunAsUser = &u
+		}, "runsc needs root"},
+		{"runAsNonRoot", func(_ *testing.T, m *manifests) { gvisorContainer(m).SecurityContext.RunAsNonRoot = &tr }, "runsc needs root"},
+		{"writable root filesystem", func(_ *testing.T, m *manifests) { gvisorContainer(m).SecurityContext.ReadOnlyRootFilesystem = &f },
+			"readOnlyRootFilesystem must be true"},
+		{"state-dir volume not mounted", func(_ *testing.T, m *manifests) { removeMount(gvisorContainer(m), "run") },
+			"state_dir /run/codeinterp/gvisor is not below a writable emptyDir"},
+		{"state-dir volume read-only", func(_ *testing.T, m *manifests) {
+			c := gvisorContainer(m)
+			for i := range c.VolumeMounts {
+				if c.VolumeMounts[i].Name == "run" {
+					c.VolumeMounts[i].ReadOnly = true
+				}
+			}
+		}, "state_dir /run/codeinterp/gvisor is not below a writable emptyDir"},
+		{"state-dir volume not an emptyDir", func(_ *testing.T, m *manifests) {
+			for i, v := range m.deployments[0].Spec.Template.Spec.Volumes {
+				if v.Name == "run" {
+					m.deployments[0].Spec.Template.Spec.Volumes[i].VolumeSource = corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "codeinterp-config"}},
+					}
+				}
+			}
+		}, "state_dir /run/codeinterp/gvisor is not below a writable emptyDir"},
+		{"no /tmp", func(_ *testing.T, m *manifests) { removeMount(gvisorContainer(m), "tmp") }, "/tmp is not a writable emptyDir"},
+		{"memory limit too small", func(_ *testing.T, m *manifests) {
+			gvisorContainer(m).Resources.Limits[corev1.ResourceMemory] = qty("16Gi")
+		}, "memory limit 16Gi <"},
+		{"memory request too small", func(_ *testing.T, m *manifests) {
+			gvisorContainer(m).Resources.Requests[corev1.ResourceMemory] = qty("8Gi")
+		}, "memory request 8Gi <"},
+		{"environment raises max_sessions", func(_ *testing.T, m *manifests) {
+			c := gvisorContainer(m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_SANDBOX_MAX_SESSIONS", Value: "16"})
+		}, "memory limit 20Gi <"},
+		{"environment breaks the config", func(_ *testing.T, m *manifests) {
+			c := gvisorContainer(m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_SANDBOX_PROVIDER", Value: "docker"})
+		}, `"docker" is not one of wasm, gvisor`},
+		{"misspelt environment override", func(_ *testing.T, m *manifests) {
+			c := gvisorContainer(m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_SANDBOX_MAX_SESION", Value: "2"})
+		}, "env CODEINTERP_SANDBOX_MAX_SESION matches no configuration field"},
+		{"environment from a Secret", func(_ *testing.T, m *manifests) {
+			c := gvisorContainer(m)
+			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_UPSTREAM_URL", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "url"},
+			}})
+		}, "env CODEINTERP_UPSTREAM_URL: valueFrom cannot be checked"},
+		{"probe on the wrong port", func(_ *testing.T, m *manifests) { gvisorContainer(m).ReadinessProbe.GRPC.Port = 9090 },
+			"readiness probe: gRPC port 9090"},
+		{"no liveness probe", func(_ *testing.T, m *manifests) { gvisorContainer(m).LivenessProbe = nil }, "no liveness probe"},
+		{"ConfigMap missing", func(_ *testing.T, m *manifests) { m.configMaps = nil }, "references ConfigMap codeinterp-config, which is not defined"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := loadManifests(readGatewayFiles(t, config.ProviderGVisor))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(t, m)
+			err = checkManifests(m, config.ProviderGVisor)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
 			}
