@@ -32,6 +32,7 @@ import (
 
 // stackOptions tune one test's stack.
 type stackOptions struct {
+	provider    string // "wasm" (default) or "gvisor"
 	pool        []func(*pool.Config)
 	interceptor interceptor.Config
 	quiet       bool // no per-request logs (benchmarks, load)
@@ -76,7 +77,11 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	if o.quiet {
 		log = zap.NewNop()
 	}
-	runs := &runRecorder{Provider: sandboxtest.New(t, o.pool...), started: make(chan string, 64)}
+	provider := o.provider
+	if provider == "" {
+		provider = "wasm"
+	}
+	runs := &runRecorder{Provider: sandboxtest.NewProvider(t, provider, o.pool...), started: make(chan string, 64)}
 	reg := prometheus.NewRegistry()
 	metrics, err := filter.NewMetrics(reg)
 	if err != nil {
