@@ -9,12 +9,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -count=1 -timeout 40m
 BENCHTIME   ?= 1s
 
-.PHONY: all setup runtime deps build test bench lint demo clean
+.PHONY: all setup runtime gvisor deps build test bench lint demo clean
 
 all: build
 
 # Toolchain pieces that come from Debian (the runtime script installs its own).
-setup: deps runtime
+setup: deps runtime gvisor
 
 deps:
 	$(GO) mod download
@@ -22,6 +22,11 @@ deps:
 # CPython 3.13 for wasm32-wasip1, built once into ~/.cache/codeinterp (seconds when cached).
 runtime:
 	bash runtime/build-python-wasi.sh
+
+# runsc and Debian's python3 scientific stack for sandbox.provider: gvisor
+# (apt; nothing is asked of apt once they are installed).
+gvisor:
+	bash runtime/install-gvisor.sh
 
 build: deps
 	$(GO) build -o bin/extproc ./cmd/extproc
@@ -34,7 +39,8 @@ test: setup
 bench: setup
 	@mkdir -p docs
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./sandbox/memfs | tee bench.out
-	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/pool ./sandbox/worker | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/wasm ./sandbox/worker | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./sandbox/gvisor | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out > docs/benchmarks.md
