@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,5 +95,55 @@ func TestExecCommand(t *testing.T) {
 				t.Errorf("stdout %q, want %q", out.Stdout, c.wantStdout)
 			}
 		})
+	}
+}
+
+// TestExecGVisor: `extproc exec --provider gvisor` runs Debian's CPython
+// with pandas and matplotlib in gVisor and prints the figures as images.
+func TestExecGVisor(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("extproc exec tests need root (runsc, cgroups); run them as root as CI does")
+	}
+	bin := extprocBinary(t)
+	code := "import pandas as pd, matplotlib.pyplot as plt\n" +
+		"df = pd.DataFrame({'x': range(10), 'y': [v * v for v in range(10)]})\n" +
+		"df.plot(x='x', y='y', figsize=(4, 3)); plt.show()\n" +
+		"print(df.y.sum())"
+	cmd := exec.Command(bin, "exec", "--provider", "gvisor", "-c", code)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\nstderr %s", err, stderr.String())
+	}
+	var out struct {
+		Status string `json:"status"`
+		Stdout string `json:"stdout"`
+		Images []struct {
+			MediaType string `json:"media_type"`
+			Data      []byte `json:"data"` // base64 in JSON
+		} `json:"images"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	if out.Status != "completed" || out.Stdout != "285\n" {
+		t.Fatalf("status %q stdout %q; %s", out.Status, out.Stdout, stderr.String())
+	}
+	if len(out.Images) != 1 || out.Images[0].MediaType != "image/png" {
+		t.Fatalf("images %d, want one PNG", len(out.Images))
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(out.Images[0].Data))
+	if err != nil {
+		t.Fatalf("the image does not decode as a PNG: %v", err)
+	}
+	if r := float64(cfg.Width) / float64(cfg.Height); r < 1.1 || r > 1.6 {
+		t.Errorf("figure is %dx%d, want about 4:3", cfg.Width, cfg.Height)
+	}
+	// Without runsc the command fails closed and says what to install.
+	cmd = exec.Command(bin, "exec", "--provider", "gvisor", "--runsc", "/nonexistent/runsc", "-c", "1")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "runsc") || !strings.Contains(stderr.String(), "apt-get install") {
+		t.Errorf("missing runsc: err %v, stderr %q; want a failure that says to install runsc", err, stderr.String())
 	}
 }
