@@ -9,12 +9,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -count=1 -timeout 40m
 BENCHTIME   ?= 1s
 
-.PHONY: all setup runtime gvisor deps build test bench lint demo clean
+.PHONY: all setup runtime gvisor redis deps build test bench lint demo clean
 
 all: build
 
 # Toolchain pieces that come from Debian (the runtime script installs its own).
-setup: deps runtime gvisor
+setup: deps runtime gvisor redis
 
 deps:
 	$(GO) mod download
@@ -27,6 +27,11 @@ runtime:
 # (apt; nothing is asked of apt once they are installed).
 gvisor:
 	bash runtime/install-gvisor.sh
+
+# Debian's redis-server for the store/redis tests (each test starts its own
+# on a loopback port; nothing runs globally).
+redis:
+	bash runtime/install-redis.sh
 
 build: deps
 	$(GO) build -o bin/extproc ./cmd/extproc

@@ -68,10 +68,41 @@ type File struct {
 
 // ListOptions select one page of a listing, as OpenAI's list endpoints do.
 type ListOptions struct {
-	Limit int    // 1..100
-	Order string // "asc" or "desc" (by creation, then id)
-	After string // an id: the page starts after it
+	Limit int    // 1..100; 0 means DefaultListLimit, larger values are clamped
+	Order string // "asc" or "desc" (by creation, then id); "" means "desc"
+	// After is an id: the page holds the items strictly after it in the
+	// order. An id the listing does not know (never existed, deleted,
+	// forgotten) gives an empty page, as OpenAI's API does, rather than
+	// restarting from the beginning (which would loop a pager forever).
+	After string
 	Name  string // containers only: exact name
+}
+
+// Listing bounds, as OpenAI's list endpoints have them.
+const (
+	DefaultListLimit = 20
+	MaxListLimit     = 100
+)
+
+// Normalize fills ListOptions' defaults (limit 20, order desc) and clamps
+// Limit to 1..100; an Order other than "asc" or "desc" is an error.
+func (o ListOptions) Normalize() (ListOptions, error) {
+	switch {
+	case o.Limit == 0:
+		o.Limit = DefaultListLimit
+	case o.Limit < 1:
+		o.Limit = 1
+	case o.Limit > MaxListLimit:
+		o.Limit = MaxListLimit
+	}
+	switch o.Order {
+	case "":
+		o.Order = "desc"
+	case "asc", "desc":
+	default:
+		return o, fmt.Errorf("store: list order %q: want asc or desc", o.Order)
+	}
+	return o, nil
 }
 
 // Store keeps containers and files. Implementations are safe for
@@ -86,16 +117,27 @@ type Store interface {
 	// TouchContainer sets LastActiveAt to now (refreshing the expiry of
 	// the container and its files); ErrExpired if it has expired.
 	TouchContainer(ctx context.Context, owner, id string, now time.Time) (Container, error)
-	// ListContainers lists the owner's containers that have not expired.
+	// ListContainers lists the owner's containers that have not expired
+	// (ListOptions.Normalize gives the defaults; an unknown After is an
+	// empty page).
 	ListContainers(ctx context.Context, owner string, o ListOptions) (page []Container, hasMore bool, err error)
-	// DeleteContainer removes a container and its files.
+	// DeleteContainer removes a container and its files (an expired one
+	// too, while it is remembered).
 	DeleteContainer(ctx context.Context, owner, id string) error
 
 	// PutFile stores a file's metadata and bytes (f.Bytes is set from
-	// data). A container file replaces the container's file of the same
-	// Path, keeping its id. The container must exist and not be expired.
+	// data) and returns what it stored. A container file replaces the
+	// container's file of the same Path, keeping its id and created_at.
+	// The container must exist (ErrNotFound) and not be expired
+	// (ErrExpired); PutFile does not touch it. Defaults: an id (cfile_… or
+	// file-…) when f.ID is empty, CreatedAt now, a container file's Path
+	// /mnt/data/<Filename> (or Filename the Path's base), a Files API
+	// file's ExpiresAt now+Limits.FileLifetime.
 	PutFile(ctx context.Context, f File, data []byte) (File, error)
-	// GetFile returns a file's metadata; containerID is "" for Files API files.
+	// GetFile returns a file's metadata; containerID is "" for Files API
+	// files. For a file of an expired container it is ErrExpired (the
+	// container is remembered, its files are gone); so are FileContent,
+	// ListFiles and DeleteFile.
 	GetFile(ctx context.Context, owner, containerID, id string) (File, error)
 	// FileContent returns a file's bytes.
 	FileContent(ctx context.Context, owner, containerID, id string) ([]byte, error)
@@ -114,17 +156,33 @@ var (
 	ErrExpired  = errors.New("store: container expired")
 )
 
-// QuotaError reports a bound the operator set (errors.As).
+// QuotaError reports a bound the operator set (errors.As). A store writes
+// nothing when it returns one.
 type QuotaError struct {
-	Limit string // e.g. "file_bytes", "container_bytes", "container_files", "owner_bytes", "owner_containers", "files"
+	Limit string // one of the Limit* names
 	Max   int64
 }
+
+// QuotaError.Limit names: one per field of Limits, and LimitStoreMemory for
+// a backend that is itself full (Redis at its maxmemory).
+const (
+	LimitFileBytes       = "file_bytes"
+	LimitContainerBytes  = "container_bytes"
+	LimitContainerFiles  = "container_files"
+	LimitOwnerBytes      = "owner_bytes"
+	LimitOwnerContainers = "owner_containers"
+	LimitOwnerFiles      = "owner_files"
+	LimitStoreMemory     = "store_memory"
+)
 
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("store: the %s limit (%d) would be exceeded", e.Limit, e.Max)
 }
 
-// Limits bound what a store holds.
+// Limits bound what a store holds. A zero bound is no bound; a zero
+// FileLifetime keeps Files API files until deleted (unless File.ExpiresAt
+// says otherwise); a zero ExpiredMemory forgets a container when it
+// expires.
 type Limits struct {
 	FileBytes       int64 // one file
 	ContainerBytes  int64 // all files of one container
@@ -180,4 +238,21 @@ func NewID(prefix string) string {
 		panic(fmt.Sprintf("store: crypto/rand: %v", err))
 	}
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// ValidID reports whether id can name a stored object: 1 to 128 ASCII
+// letters, digits, '_', '-' or '.' (NewID's ids and OpenAI's). Stores
+// refuse to create other ids and report them not found, so a client's
+// path segment can never reach into a backend's key syntax.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,155 @@
+// Package redistest starts a real redis-server for tests: Debian's
+// redis-server on a free loopback port, with a temporary directory, no
+// persistence, and stopped when the test ends. A test that needs Redis
+// fails (never skips) when redis-server is not installed, saying how to
+// install it, so a machine without it cannot pass by testing less.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is a running redis-server.
+type Server struct {
+	URL  string // redis://127.0.0.1:PORT/0
+	Addr string // 127.0.0.1:PORT
+	cmd  *exec.Cmd
+	out  *syncBuffer
+}
+
+// Start starts a redis-server for t and returns its URL; it is killed when
+// t ends. extra are more redis-server arguments (e.g. "--maxmemory",
+// "2mb").
+func Start(t testing.TB, extra ...string) string {
+	t.Helper()
+	return StartServer(t, extra...).URL
+}
+
+// StartServer is Start returning the Server (to stop it early, or read
+// its output).
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is not installed (apt-get install redis-server): %v", err)
+	}
+	var last error
+	// A free port found by listening can be taken by someone else before
+	// redis-server binds it: try a few.
+	for range 5 {
+		s, err := start(t, bin, extra)
+		if err == nil {
+			return s
+		}
+		last = err
+	}
+	t.Fatalf("redistest: redis-server did not start: %v", last)
+	return nil
+}
+
+func start(t testing.TB, bin string, extra []string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(),
+		"--daemonize", "no", "--protected-mode", "yes",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ping(addr) == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			stop()
+			return nil, fmt.Errorf("redis-server exited (%v): %s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer PING: %s", addr, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(stop)
+	return &Server{URL: "redis://" + addr + "/0", Addr: addr, cmd: cmd, out: out}, nil
+}
+
+// Output is what redis-server printed so far.
+func (s *Server) Output() string { return s.out.String() }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ping speaks just enough RESP to learn the server is up, without a
+// client library.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer the server's output goroutines and the
+// test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
