@@ -462,7 +462,15 @@ func (s resultSession) Run(_ context.Context, code string) (sandbox.Result, erro
 	s.p.results = s.p.results[1:]
 	return r, nil
 }
-func (s resultSession) Close() error { return nil }
+func (s resultSession) Close() error                                    { return nil }
+func (s resultSession) WriteFile(context.Context, string, []byte) error { return nil }
+func (s resultSession) ReadFile(context.Context, string, int64) ([]byte, error) {
+	return nil, sandbox.ErrNotExist
+}
+func (s resultSession) ListFiles(context.Context, string) ([]sandbox.FileInfo, error) {
+	return nil, nil
+}
+func (s resultSession) Generation() uint64 { return 1 }
 
 // TestLoopImagesEndToEnd: a chart cell's Result goes through the whole
 // loop behind HTTP: openai-go gets the PNG back (buffered and streamed), and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 )
 
@@ -48,9 +49,51 @@ type Session interface {
 	// caught before running, provider shut down). When ctx ends during a run,
 	// the worker is killed and reaped before Run returns OutcomeCancelled.
 	Run(ctx context.Context, code string) (Result, error)
+	// WriteFile creates or replaces a regular file at path (absolute, under
+	// /mnt/data or /tmp; parent directories are made) with data, within the
+	// session's scratch bound: an error matching ErrScratchFull when it does
+	// not fit, ErrTooLarge above MaxFileBytes. Nothing half-written stays
+	// (neither the file nor the directories made for it).
+	WriteFile(ctx context.Context, path string, data []byte) error
+	// ReadFile returns a regular file's bytes: an error matching ErrNotExist
+	// (and fs.ErrNotExist) if there is none at path (a directory or a
+	// symbolic link is not one: links are never followed), ErrTooLarge if it
+	// holds more than max bytes (or MaxFileBytes).
+	ReadFile(ctx context.Context, path string, max int64) ([]byte, error)
+	// ListFiles lists the regular files below dir, recursively, sorted by
+	// path (absolute), with size and modification time. Symbolic links are
+	// neither listed nor followed; names that are not UTF-8 or longer than
+	// MaxPathBytes cannot be named in the answer and are left out. More than
+	// MaxListFiles files is an error matching ErrTooLarge.
+	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	// Generation counts the interpreters this session has had: it grows by
+	// one each time a fresh interpreter starts (the first, and each after
+	// one was lost). Files and variables of an earlier generation are gone.
+	//
+	// Like Run, a file operation on a session whose interpreter was lost
+	// first starts a fresh one; a file operation that gets no answer (the
+	// interpreter died, or ctx ended during it) loses the interpreter, and
+	// the next Run reports StateLost.
+	Generation() uint64
 	// Close ends the session and releases its capacity. It is idempotent.
 	Close() error
 }
+
+// FileInfo describes one regular file of a session's scratch space.
+type FileInfo struct {
+	Path    string // absolute and clean, e.g. "/mnt/data/out/result.csv"
+	Size    int64
+	ModTime time.Time
+}
+
+// Bounds of the file operations. Files travel whole in one control frame
+// of the interpreter's protocol (64 MiB, base64 inside JSON), so one file is
+// bounded below that whatever the scratch space holds.
+const (
+	MaxFileBytes = 32 << 20 // the largest file WriteFile and ReadFile move
+	MaxListFiles = 10000    // the most files one ListFiles returns
+	MaxPathBytes = 4096     // the longest path (Linux's PATH_MAX)
+)
 
 // SessionOptions tunes one session within the operator's limits.
 type SessionOptions struct {
@@ -127,6 +170,23 @@ var ErrCapacity = errors.New("sandbox: capacity exhausted")
 
 // ErrClosed is matched by errors from a closed Session or Provider.
 var ErrClosed = errors.New("sandbox: closed")
+
+// ErrScratchFull is matched by a WriteFile error when the file does not fit
+// in the session's scratch space (/tmp and /mnt/data).
+var ErrScratchFull = errors.New("sandbox: scratch space full")
+
+// ErrTooLarge is matched by errors for a file or listing above a bound.
+var ErrTooLarge = errors.New("sandbox: too large")
+
+// ErrNotExist is matched by a ReadFile or ListFiles error when there is no
+// regular file (or directory) at the path. It wraps fs.ErrNotExist.
+var ErrNotExist = fmt.Errorf("sandbox: no such file: %w", fs.ErrNotExist)
+
+// ErrInvalidPath is matched by errors for a path the file operations refuse:
+// relative, outside /mnt/data and /tmp (".." that climbs out of them), with a
+// NUL byte or not UTF-8, through a symbolic link or a regular file, or
+// naming a directory where a file is meant. It wraps fs.ErrInvalid.
+var ErrInvalidPath = fmt.Errorf("sandbox: invalid path: %w", fs.ErrInvalid)
 
 // LimitError reports a request outside the operator's limits.
 type LimitError struct {

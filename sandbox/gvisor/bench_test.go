@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
 // nativePython is the binary the native comparison runs.
@@ -69,7 +71,7 @@ for line in sys.stdin:
 		round()
 		took = append(took, time.Since(t0))
 	}
-	reportMedian(b, took)
+	sandboxtest.ReportMedian(b, took)
 }
 
 func writeTemp(b *testing.B, s string) string {

@@ -44,8 +44,11 @@
 //     output ends at a marker carrying a fresh random nonce. Control frames
 //     (4-byte length + JSON, like sandbox/internal/wire) travel on two
 //     FIFOs bind-mounted as files at /run/ci/in and /run/ci/out; the host
-//     bounds each frame (images' base64 + 1 MiB) and validates kind, run
-//     id, status, and image type, count and size. Code that forges a frame
+//     bounds each frame (the base64 of the larger of the images' bound and
+//     sandbox.MaxFileBytes, + 1 MiB) and validates kind, run id, status,
+//     and image type, count and size, and for file operations the request
+//     id, the error code, the bytes against the read's bound and every
+//     listed path against the listed directory. Code that forges a frame
 //     or a marker can only break its own session: Run returns an error and
 //     the pool kills the sandbox.
 //   - the wall clock: the kernel arms an ITIMER_REAL alarm for the run's
@@ -66,6 +69,16 @@
 // (__name__ "__main__", cwd /mnt/data on sys.path), tracebacks show the
 // cell's source; afterwards every open figure is saved as PNG and closed
 // (Config.ImageMaxCount / ImageMaxBytes; the rest are counted as dropped).
+//
+// Between runs the kernel also serves the session's file operations (put,
+// get, list: sandbox.Session's WriteFile, ReadFile and ListFiles) on the
+// tmpfs mounts. They work from directory descriptors and never follow a
+// symbolic link: every directory component is checked by lstat and by
+// inode after it is opened (runsc follows a final link despite O_NOFOLLOW
+// when O_DIRECTORY is given), files are opened O_NOFOLLOW and must be
+// regular. A put writes a temporary file beside the target and renames it
+// into place; when the tmpfs is full (ENOSPC: its size is the scratch
+// bound) the temporary file and any directories made for it are removed.
 //
 // # Measured on a 2-core bookworm VM (runsc 0.0~20221219, ptrace)
 //

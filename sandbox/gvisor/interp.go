@@ -11,15 +11,19 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
@@ -44,6 +48,9 @@ type frame struct {
 	Ready  *readyReport `json:"ready,omitempty"`
 	Result *wire.Result `json:"result,omitempty"`
 	Fatal  string       `json:"fatal,omitempty"`
+
+	File       *wire.FileRequest `json:"file,omitempty"`
+	FileResult *wire.FileResult  `json:"file_result,omitempty"`
 }
 
 type runRequest struct {
@@ -104,7 +111,7 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions) (_ *interp, err e
 		dir:      filepath.Join(k.cfg.StateDir, "i-"+o.ID),
 		group:    o.Group,
 		limits:   o.Limits,
-		maxFrame: base64Len(k.cfg.ImageMaxBytes) + frameSlack,
+		maxFrame: base64Len(max(k.cfg.ImageMaxBytes, sandbox.MaxFileBytes)) + frameSlack,
 		frames:   make(chan frameOrErr, 1),
 		stdout:   newStream(o.Limits.StdoutBytes),
 		stderr:   newStream(o.Limits.StderrBytes),
@@ -294,7 +301,7 @@ func (it *interp) send(f *frame, deadline time.Time) error {
 	copy(buf[4:], b)
 	_ = it.ctlIn.SetWriteDeadline(deadline)
 	if _, err := it.ctlIn.Write(buf); err != nil {
-		return fmt.Errorf("gvisor: send run: %w", err)
+		return fmt.Errorf("gvisor: send %s: %w", f.Kind, err)
 	}
 	return nil
 }
@@ -439,6 +446,96 @@ func (it *interp) check(f *frame, runID uint64) (*wire.Result, error) {
 	}
 	if total > it.k.cfg.ImageMaxBytes {
 		return nil, bad("%d image bytes, more than %d", total, it.k.cfg.ImageMaxBytes)
+	}
+	return r, nil
+}
+
+// File implements pool.Interpreter: the kernel does the operation between
+// runs (see kernel.py), and its answer is checked like a run's result.
+func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
+	select {
+	case <-it.exited:
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	default:
+	}
+	// A frame of tens of MiB blocks until the kernel has read it: bound the
+	// write by ctx too.
+	dl, _ := ctx.Deadline()
+	stop := context.AfterFunc(ctx, func() { _ = it.ctlIn.SetWriteDeadline(time.Now()) })
+	err := it.send(&frame{Kind: kind, File: req}, dl)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case fe := <-it.frames:
+		if fe.err != nil {
+			return nil, fmt.Errorf("gvisor: %w", fe.err)
+		}
+		return it.checkFile(fe.f, kind, req)
+	case <-it.exited:
+		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.waitErr, it.diagSuffix())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("gvisor: %s: %w", kind, ctx.Err())
+	}
+}
+
+// checkFile validates a frame that should answer file request req: as for
+// results, the guest can write to the control FIFO, so anything malformed,
+// for another request or beyond the request's bounds is a protocol error.
+func (it *interp) checkFile(f *frame, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
+	bad := func(why string, args ...any) error {
+		return fmt.Errorf("gvisor: the kernel broke protocol: "+why, args...)
+	}
+	if f.Kind != wire.KindFileResult || f.FileResult == nil {
+		return nil, bad("sent %q while a file operation was waiting", f.Kind)
+	}
+	r := f.FileResult
+	if r.ID != req.ID {
+		return nil, bad("file result for request %d, want %d", r.ID, req.ID)
+	}
+	if len(r.Detail) > 256 {
+		return nil, bad("detail of %d bytes", len(r.Detail))
+	}
+	switch r.Error {
+	case "":
+	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge, wire.FileErrInvalid, wire.FileErrIO:
+		if len(r.Data) > 0 || len(r.Files) > 0 {
+			return nil, bad("a refusal that carries data")
+		}
+		return r, nil
+	default:
+		return nil, bad("file error %q", r.Error)
+	}
+	switch kind {
+	case wire.KindPut:
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
+			return nil, bad("an answer to a write that carries data")
+		}
+	case wire.KindGet:
+		if int64(len(r.Data)) > req.Max || r.Size != int64(len(r.Data)) || len(r.Files) > 0 {
+			return nil, bad("%d bytes (size %d) for a read of at most %d", len(r.Data), r.Size, req.Max)
+		}
+	case wire.KindList:
+		if len(r.Data) > 0 || int64(len(r.Files)) > req.Max {
+			return nil, bad("%d files for a listing of at most %d", len(r.Files), req.Max)
+		}
+		total := 0
+		seen := make(map[string]struct{}, len(r.Files))
+		for _, e := range r.Files {
+			total += len(e.Path)
+			_, dup := seen[e.Path]
+			seen[e.Path] = struct{}{}
+			if dup || e.Size < 0 || len(e.Path) > req.MaxPath || !strings.HasPrefix(e.Path, req.Path+"/") ||
+				path.Clean(e.Path) != e.Path || !utf8.ValidString(e.Path) || strings.IndexByte(e.Path, 0) >= 0 {
+				return nil, bad("listed %q (%d bytes) below %s", e.Path, e.Size, req.Path)
+			}
+		}
+		if total > req.MaxPathTotal {
+			return nil, bad("%d bytes of listed paths, more than %d", total, req.MaxPathTotal)
+		}
+	default:
+		return nil, bad("answer to an unknown operation %q", kind)
 	}
 	return r, nil
 }

@@ -6,7 +6,7 @@
 # and writes b"\0CI-END:<nonce>\n" to each, then the result frame.
 # Everything here is reachable by user code too: it is plumbing, not a wall.
 # The walls are gVisor, the cgroup and the host's validation of every frame.
-import ast, base64, builtins, io, json, linecache, os, signal, struct, sys, time, traceback
+import ast, base64, builtins, errno, io, json, linecache, os, signal, stat, struct, sys, time, traceback
 
 _T0 = time.monotonic()
 
@@ -38,11 +38,25 @@ def _main():
     os.close(ctl_out)
     read, write, dumps, loads = os.read, os.write, json.dumps, json.loads
 
-    def send(msg):
-        b = dumps(msg, separators=(",", ":")).encode()
-        b = struct.pack(">I", len(b)) + b
+    def write_all(b):
+        # A memoryview: slicing bytes would copy a file-sized frame per write.
+        b = memoryview(b)
         while b:
             b = b[write(fout, b):]
+
+    def send(msg, data=None):
+        b = dumps(msg, separators=(",", ":")).encode()
+        if data is None:
+            write_all(struct.pack(">I", len(b)) + b)
+            return
+        # A file's bytes go last, as base64 spliced in before the two braces
+        # that close the frame, so that they are never held as JSON text too
+        # (the file_result object always has an id before them).
+        head, tail = b[:-2] + b',"data":"', b'"}}'
+        data = b64e(data)
+        write_all(struct.pack(">I", len(head) + len(data) + len(tail)) + head)
+        write_all(data)
+        write_all(tail)
 
     def recv():
         def exact(n):
@@ -52,7 +66,7 @@ def _main():
                 if not c:
                     os._exit(0)
                 buf += c
-            return bytes(buf)
+            return buf  # json.loads takes a bytearray: no copy of a file-sized frame
         (n,) = struct.unpack(">I", exact(4))
         return loads(exact(n))
 
@@ -122,6 +136,230 @@ def _main():
                     pass
         return images, dropped
 
+    # File operations on the scratch space, between runs. They work from
+    # descriptors and never follow a symbolic link, so a link the code made
+    # cannot send them elsewhere. The functions are bound now, before any
+    # user code can replace them in the os module.
+    _open, _close, _fstat, _stat, _mkdir, _rmdir, _replace, _unlink = (
+        os.open, os.close, os.fstat, os.stat, os.mkdir, os.rmdir, os.replace, os.unlink)
+    _scandir, _umask, _urandom, b64e, b64d = os.scandir, os.umask, os.urandom, base64.b64encode, base64.b64decode
+    S_ISREG, S_ISDIR, S_ISLNK = stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK
+    O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    ROOTS = ("/mnt/data", "/tmp")
+
+    class Refusal(Exception):
+        def __init__(self, code, detail):
+            self.code, self.detail = code, detail
+
+    def os_code(e, default):
+        n = e.errno
+        if n in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return "no_space"
+        if n in (errno.ENOTDIR, errno.ELOOP, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ENOTEMPTY):
+            return "invalid"
+        if n in (errno.EMFILE, errno.ENFILE):
+            return "too_large"
+        return default
+
+    def split(path):
+        # The host sent a clean absolute path under a root.
+        for root in ROOTS:
+            if path == root:
+                return root, []
+            if path.startswith(root + "/"):
+                return root, path[len(root) + 1:].split("/")
+        raise Refusal("invalid", "not under /mnt/data or /tmp")
+
+    def open_dir_at(fd, name):
+        # O_NOFOLLOW alone does not do: gVisor follows a final link when
+        # O_DIRECTORY is given too (Linux says ELOOP). So the name must be a
+        # directory by lstat, and the opened one the same inode.
+        st = _stat(name, dir_fd=fd, follow_symlinks=False)
+        if not S_ISDIR(st.st_mode):
+            raise OSError(errno.ELOOP if S_ISLNK(st.st_mode) else errno.ENOTDIR, "not a directory", name)
+        nfd = _open(name, O_DIR, dir_fd=fd)
+        nst = _fstat(nfd)
+        if (nst.st_dev, nst.st_ino) != (st.st_dev, st.st_ino):
+            _close(nfd)
+            raise OSError(errno.ELOOP, "replaced while opened", name)
+        return nfd
+
+    def open_dirs(root, names, made=None):
+        # Opens root/names... as directories, each without following a
+        # link; with made, creates the missing ones and records them.
+        fd = _open(root, O_DIR)
+        try:
+            for i, name in enumerate(names):
+                try:
+                    nfd = open_dir_at(fd, name)
+                except FileNotFoundError:
+                    if made is None:
+                        raise
+                    _mkdir(name, 0o755, dir_fd=fd)
+                    made.append(root + "/" + "/".join(names[:i + 1]))
+                    nfd = open_dir_at(fd, name)
+                _close(fd)
+                fd = nfd
+        except BaseException:
+            _close(fd)
+            raise
+        return fd
+
+    def put(path, data):
+        root, names = split(path)
+        if not names:
+            raise Refusal("invalid", "is a directory")
+        made, tmp, dfd = [], None, None
+        old = _umask(0o022)  # the code may have set another
+        try:
+            dfd = open_dirs(root, names[:-1], made)
+            tmp = ".ci-put-" + _urandom(8).hex()
+            wfd = _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            try:
+                mv = memoryview(data)
+                while mv:
+                    mv = mv[write(wfd, mv):]
+            finally:
+                _close(wfd)
+            _replace(tmp, names[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+            tmp = None
+        except BaseException as e:
+            # Nothing half-written stays: the temporary file, then the
+            # directories made for it, deepest first.
+            if tmp is not None and dfd is not None:
+                try:
+                    _unlink(tmp, dir_fd=dfd)
+                except OSError:
+                    pass
+            for d in reversed(made):
+                try:
+                    _rmdir(d)
+                except OSError:
+                    pass
+            if isinstance(e, OSError):
+                raise Refusal(os_code(e, "io"), "%s: %s" % (type(e).__name__, e.strerror))
+            raise
+        finally:
+            _umask(old)
+            if dfd is not None:
+                _close(dfd)
+        return {}
+
+    def get(path, limit):
+        root, names = split(path)
+        try:
+            dfd = open_dirs(root, names[:-1])
+        except (FileNotFoundError, NotADirectoryError):
+            raise Refusal("not_exist", "no such file")
+        except OSError as e:
+            raise Refusal("not_regular" if e.errno == errno.ELOOP else os_code(e, "io"), e.strerror)
+        try:
+            try:
+                fd = _open(names[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            except FileNotFoundError:
+                raise Refusal("not_exist", "no such file")
+            except OSError as e:
+                raise Refusal("not_regular" if e.errno == errno.ELOOP else os_code(e, "io"), e.strerror)
+        finally:
+            _close(dfd)
+        try:
+            st = _fstat(fd)
+            if not S_ISREG(st.st_mode):
+                raise Refusal("not_regular", stat.filemode(st.st_mode))
+            if st.st_size > limit:
+                return {"error": "too_large", "detail": "file too large", "size": st.st_size}
+            buf = bytearray()
+            while len(buf) <= limit:
+                c = read(fd, min(limit + 1 - len(buf), 1 << 20))
+                if not c:
+                    break
+                buf += c
+            if len(buf) > limit:  # it grew (a thread the code left running)
+                return {"error": "too_large", "detail": "file too large", "size": len(buf)}
+        finally:
+            _close(fd)
+        return {"size": len(buf), "data": buf}
+
+    def listing(path, limit, max_path, max_total):
+        root, names = split(path)
+        try:
+            top = open_dirs(root, names)
+        except FileNotFoundError:
+            raise Refusal("not_exist", "no such directory")
+        except OSError as e:
+            raise Refusal(os_code(e, "io"), e.strerror)
+        files, total = [], 0
+        # Depth first, holding one descriptor per level: (descriptor, its
+        # path, the subdirectories still to visit).
+        stack = []
+
+        def enter(fd, dpath):
+            nonlocal total
+            try:
+                subdirs = []
+                with _scandir(fd) as it:
+                    for e in it:
+                        p = dpath + "/" + e.name
+                        try:
+                            nb = len(p.encode())
+                        except UnicodeEncodeError:
+                            continue  # not UTF-8: JSON cannot name it
+                        if nb > max_path:
+                            continue
+                        if e.is_dir(follow_symlinks=False):
+                            subdirs.append((e.name, p))
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            total += nb
+                            if len(files) >= limit or total > max_total:
+                                raise Refusal("too_large", "more files than a listing carries")
+                            files.append({"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+            except BaseException:
+                _close(fd)
+                raise
+            subdirs.reverse()
+            stack.append((fd, dpath, subdirs))
+
+        try:
+            enter(top, path)
+            while stack:
+                fd, dpath, subdirs = stack[-1]
+                if not subdirs:
+                    stack.pop()
+                    _close(fd)
+                    continue
+                name, p = subdirs.pop()
+                try:
+                    cfd = open_dir_at(fd, name)
+                except OSError as e:
+                    if e.errno in (errno.EMFILE, errno.ENFILE):
+                        raise
+                    continue  # gone, replaced by a link, or unreadable
+                enter(cfd, p)
+        except OSError as e:
+            raise Refusal(os_code(e, "io"), e.strerror)
+        finally:
+            for fd, _, _ in stack:
+                _close(fd)
+        return {"files": files}
+
+    def file_op(kind, req):
+        try:
+            if kind == "put":
+                out = put(req["path"], b64d(req.get("data") or ""))
+            elif kind == "get":
+                out = get(req["path"], req.get("max", 0))
+            else:
+                out = listing(req["path"], req.get("max", 0), req.get("max_path", 0), req.get("max_path_total", 0))
+        except Refusal as r:
+            out = {"error": r.code, "detail": str(r.detail)[:200]}
+        except OSError as e:
+            out = {"error": "io", "detail": ("%s: %s" % (type(e).__name__, e.strerror))[:200]}
+        except Exception as e:  # a kernel bug must not end the session's kernel
+            out = {"error": "io", "detail": type(e).__name__}
+        out["id"] = req["id"]
+        return out
+
     def ident(fd):
         st = os.fstat(fd)
         return st.st_dev, st.st_ino
@@ -135,6 +373,12 @@ def _main():
     n = 0
     while True:
         req = recv()
+        kind = req.get("kind")
+        if kind in ("put", "get", "list"):
+            out = file_op(kind, req["file"])
+            data = out.pop("data", None)
+            send({"kind": "file_result", "file_result": out}, data)
+            continue
         run = req["run"]
         src = base64.b64decode(run["code"])
         n += 1

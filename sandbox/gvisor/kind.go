@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -105,7 +106,10 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	// The probe runs only the trusted kernel, before any session exists, so
 	// it needs no cgroup of its own.
 	it, err := k.start(ctx, pool.StartOptions{
-		ID:          "probe",
+		// runsc names its control socket after the container, in the
+		// host's abstract namespace: two servers (or test binaries) probing
+		// at once must not share a name.
+		ID:          "probe-" + strconv.Itoa(os.Getpid()),
 		MemoryBytes: RecommendedGuestMemoryBytes,
 		Limits:      pool.Limits{StdoutBytes: 4 << 10, StderrBytes: 4 << 10, ScratchBytes: 16 << 20},
 		Confine:     func(int) error { return nil },

@@ -54,7 +54,8 @@ type StartOptions struct {
 	Group cgroup.Group
 }
 
-// Interpreter is one started interpreter. The pool serialises calls to Run.
+// Interpreter is one started interpreter. The pool serialises calls to Run
+// and File.
 type Interpreter interface {
 	// PID is the process id of the interpreter's outermost process.
 	PID() int
@@ -65,6 +66,16 @@ type Interpreter interface {
 	// the interpreter died, broke protocol, or ctx ended (the pool's backstop
 	// deadline or the caller's cancellation). The pool then kills it.
 	Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error)
+	// File performs one operation on the interpreter's scratch space while
+	// no run is in progress: kind is wire.KindPut, KindGet or KindList, and
+	// req.Path is clean, absolute and under /mnt/data or /tmp (the pool
+	// checked it). It returns the interpreter's answer with req.ID, whose
+	// Error says whether the operation itself failed (the interpreter stays
+	// usable then). Like Run, an error means no valid answer could be had:
+	// the interpreter died, broke protocol, or ctx ended; the pool then kills
+	// it. The pool maps answers to typed errors and enforces the bounds
+	// (sizes, counts, paths) again, so a kind only does the operation.
+	File(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error)
 	// Foreground restores normal priority to a warm interpreter handed to a
 	// session.
 	Foreground()

@@ -160,6 +160,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		}
 		s.it = w
 	}
+	s.gen.Store(1)
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,22 +14,51 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 )
 
-// session is one interpreter's life as the caller sees it. When a run ends
-// its interpreter (timeout, memory, crash), the next run gets a fresh one
-// and says so (Result.StateLost).
+// session is one interpreter's life as the caller sees it. When a run (or
+// a file operation) ends its interpreter (timeout, memory, crash), the next
+// operation gets a fresh one, and the next run says so (Result.StateLost).
 type session struct {
 	pool   *Pool
 	id     string
 	memory int64
+	// gen is Generation: atomic so that reading it does not wait for a run.
+	gen atomic.Uint64
 
-	mu     sync.Mutex // serialises runs and guards the fields below
-	it     *interp    // nil after the interpreter was lost
+	mu sync.Mutex // serialises runs and file operations and guards the fields below
+	it *interp    // nil after the interpreter was lost
+	// lost is set when an interpreter's state was lost and no run has
+	// reported it yet (whichever operation started the replacement).
 	lost   bool
 	closed bool
-	runID  uint64
+	runID  uint64 // numbers runs and file operations alike
 }
 
 func (s *session) ID() string { return s.id }
+
+func (s *session) Generation() uint64 { return s.gen.Load() }
+
+// interpreter returns the session's interpreter, first replacing one that
+// was lost or that died while idle (a process the last run left behind
+// killed it, the OOM killer). Callers hold s.mu.
+func (s *session) interpreter(ctx context.Context) (*interp, error) {
+	if s.it != nil {
+		select {
+		case <-s.it.Exited():
+			s.pool.release(s.it)
+			s.it, s.lost = nil, true
+		default:
+		}
+	}
+	if s.it == nil {
+		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false)
+		if err != nil {
+			return nil, err
+		}
+		s.it = w
+		s.gen.Add(1)
+	}
+	return s.it, nil
+}
 
 func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) {
 	s.mu.Lock()
@@ -44,29 +74,16 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 			Detail:  fmt.Sprintf("the code is %d bytes; the limit is %d", len(code), lim.SourceBytes),
 		}, nil
 	}
-	stateLost := false
-	if s.it != nil {
-		// An interpreter that died while idle (a process the last run left
-		// behind killed it, the OOM killer) is replaced, not run on.
-		select {
-		case <-s.it.Exited():
-			s.pool.release(s.it)
-			s.it, s.lost = nil, true
-		default:
+	w, err := s.interpreter(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: ctx.Err().Error()}, nil
 		}
+		return sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "could not start an interpreter: " + err.Error()}, nil
 	}
-	if s.it == nil {
-		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false)
-		if err != nil {
-			if ctx.Err() != nil {
-				return sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: ctx.Err().Error()}, nil
-			}
-			return sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "could not start an interpreter: " + err.Error()}, nil
-		}
-		s.it, stateLost = w, s.lost
-	}
+	stateLost := s.lost
+	s.lost = false
 	s.runID++
-	w := s.it
 	// The kind reports its own timeout with the output so far where it
 	// can; this backstop covers an interpreter too stuck to do so.
 	runCtx, cancel := context.WithTimeout(ctx, lim.RunTimeout+timeoutGrace)

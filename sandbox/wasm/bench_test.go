@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,84 +15,22 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
-// waitWarm waits (timer stopped) until the pool has a warm interpreter.
-func waitWarm(b *testing.B, p *pool.Pool) {
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Capacity().Warm < 1 {
-		if time.Now().After(deadline) {
-			b.Fatal("no warm interpreter after 30s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // BenchmarkWarmPrint25 times print(25) from the call to the result, in a
 // fresh session that took a pre-warmed interpreter.
 func BenchmarkWarmPrint25(b *testing.B) {
-	p := sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 1 })
-	ctx := context.Background()
-	b.StopTimer()
-	var took []time.Duration
-	defer func() { reportMedian(b, took) }()
-	for i := 0; i < b.N; i++ {
-		waitWarm(b, p)
-		s, err := p.Open(ctx, sandbox.SessionOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		t0 := time.Now()
-		r, err := s.Run(ctx, "print(25)")
-		took = append(took, time.Since(t0))
-		b.StopTimer()
-		if err != nil || r.Stdout != "25\n" {
-			b.Fatalf("%+v %v", r, err)
-		}
-		s.Close()
-	}
+	sandboxtest.BenchWarmPrint25(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 1 }))
 }
 
 // BenchmarkColdPrint25 is the same with no warm interpreter: the session
 // starts its worker (process, cgroup, cached module, CPython start-up).
 func BenchmarkColdPrint25(b *testing.B) {
-	p := sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 0 })
-	ctx := context.Background()
-	var took []time.Duration
-	defer func() { reportMedian(b, took) }()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		s, err := p.Open(ctx, sandbox.SessionOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := s.Run(ctx, "print(25)")
-		took = append(took, time.Since(t0))
-		if err != nil || r.Stdout != "25\n" {
-			b.Fatalf("%+v %v", r, err)
-		}
-		b.StopTimer()
-		s.Close()
-		b.StartTimer()
-	}
+	sandboxtest.BenchColdPrint25(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 0 }))
 }
 
 // BenchmarkSessionThroughput opens, uses and closes sessions back to back,
 // as fast as the pool can supply interpreters; it reports sessions/s.
 func BenchmarkSessionThroughput(b *testing.B) {
-	p := sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 2 })
-	ctx := context.Background()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		s, err := p.Open(ctx, sandbox.SessionOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if r, err := s.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
-			b.Fatalf("%+v %v", r, err)
-		}
-		s.Close()
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sessions/s")
+	sandboxtest.BenchSessionThroughput(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 2 }))
 }
 
 // BenchmarkWorkerPeakRSS reports the peak resident set of a worker process
@@ -143,15 +80,19 @@ func vmHWM(b *testing.B, pid int) float64 {
 	return 0
 }
 
-// BenchmarkNativePython3Subprocess is the yardstick: the host's own CPython
+// nativePython is the yardstick's binary: Debian's own CPython, named, since
+// a python3 found on PATH may be a shim (pyenv's adds ~100 ms of start-up).
+const nativePython = "/usr/bin/python3"
+
+// BenchmarkNativePython3Subprocess is the yardstick: /usr/bin/python3
 // started as a subprocess for print(25).
 func BenchmarkNativePython3Subprocess(b *testing.B) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		b.Fatal("python3 is needed on the host for the comparison benchmark")
+	py := nativePython
+	if _, err := os.Stat(py); err != nil {
+		b.Fatalf("%s is needed on the host for the comparison benchmark: %v", py, err)
 	}
 	var took []time.Duration
-	defer func() { reportMedian(b, took) }()
+	defer func() { sandboxtest.ReportMedian(b, took) }()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		out, err := exec.Command(py, "-c", "print(25)").Output()
@@ -160,15 +101,4 @@ func BenchmarkNativePython3Subprocess(b *testing.B) {
 			b.Fatalf("%q %v", out, err)
 		}
 	}
-}
-
-// reportMedian adds the median of the timed iterations: the targets are
-// medians, and the mean hides them behind a few slow outliers on a shared
-// machine.
-func reportMedian(b *testing.B, took []time.Duration) {
-	if len(took) == 0 {
-		return
-	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2])/float64(time.Millisecond), "ms-p50")
 }

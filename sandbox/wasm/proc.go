@@ -238,6 +238,38 @@ func (w *proc) Run(ctx context.Context, runID uint64, code []byte, timeout time.
 	}
 }
 
+// File implements pool.Interpreter: the worker answers from its memfs
+// while the guest waits for its next program.
+func (w *proc) File(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
+	// A frame of tens of MiB blocks until the worker has read it: bound the
+	// write by ctx too.
+	dl, _ := ctx.Deadline()
+	_ = w.ctl.SetWriteDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = w.ctl.SetWriteDeadline(time.Now()) })
+	err := wire.Write(w.ctl, &wire.Msg{Kind: kind, File: req})
+	stop()
+	_ = w.ctl.SetWriteDeadline(time.Time{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errors.New("the worker stopped accepting work")
+	}
+	select {
+	case m, ok := <-w.msgs:
+		if !ok {
+			<-w.exited
+			return nil, fmt.Errorf("the worker died (%v)", w.waitErr)
+		}
+		if m.Kind != wire.KindFileResult || m.FileResult == nil || m.FileResult.ID != req.ID {
+			return nil, errors.New("the worker broke protocol")
+		}
+		return m.FileResult, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // startTimeout bounds a worker's start-up (it loads the compiled module from
 // the cache and starts CPython: well under a second normally).
 const startTimeout = 60 * time.Second

@@ -13,8 +13,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
-
-	"github.com/codeinterp/codeinterp/sandbox/memfs"
 )
 
 // runtimeDirForBench finds the built runtime the way the pool does, without
@@ -72,7 +70,7 @@ func BenchmarkColdStartPhases(b *testing.B) {
 			WithEnv("PYTHONHOME", "/usr/local").
 			WithStdin(&readyReader{r: stdinR, ready: ready}).
 			WithStderr(&stderr).
-			WithFSConfig(guestFS(filepath.Join(dir, "lib"), memfs.NewBudget(1<<20))).
+			WithFSConfig(guestFS(filepath.Join(dir, "lib"), newScratch(1<<20))).
 			WithRandSource(rand.Reader).WithSysWalltime().WithSysNanotime().WithSysNanosleep()
 		exited := make(chan error, 1)
 		go func() {

@@ -14,5 +14,8 @@
 // Guest stdout and stderr go to bounded in-memory buffers: bytes past the
 // bound are counted and dropped as they are written, whether they come from
 // print or os.write. The control protocol (package wire) runs on separate
-// pipes the guest cannot reach.
+// pipes the guest cannot reach. Between runs the worker also serves the
+// server's file operations (put, get, list) itself, in Go, on the same memfs
+// trees, charged to the same budget: the guest is blocked reading its next
+// program meanwhile.
 package worker

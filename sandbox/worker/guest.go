@@ -7,8 +7,6 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
-
-	"github.com/codeinterp/codeinterp/sandbox/memfs"
 )
 
 func instantiateWASI(ctx context.Context, rt wazero.Runtime) (api.Closer, error) {
@@ -22,6 +20,6 @@ func instantiateWASI(ctx context.Context, rt wazero.Runtime) (api.Closer, error)
 // guestFS is everything the guest can see of a filesystem: the stdlib,
 // read-only, where the interpreter's compiled-in prefix expects it, and the
 // session's scratch space.
-func guestFS(libDir string, scratch *memfs.Budget) wazero.FSConfig {
-	return withScratch(wazero.NewFSConfig().WithReadOnlyDirMount(libDir, "/usr/local/lib"), scratch)
+func guestFS(libDir string, sc *scratch) wazero.FSConfig {
+	return withScratch(wazero.NewFSConfig().WithReadOnlyDirMount(libDir, "/usr/local/lib"), sc)
 }

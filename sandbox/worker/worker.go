@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -21,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
-	"github.com/codeinterp/codeinterp/sandbox/memfs"
 )
 
 //go:embed bootstrap.py
@@ -158,7 +158,7 @@ type worker struct {
 	runtimeDir *os.File
 	sendMu     sync.Mutex
 
-	scratch *memfs.Budget
+	scratch *scratch
 	stdinW  *io.PipeWriter
 	stdout  *boundedWriter
 	stderr  *markerWriter
@@ -217,7 +217,7 @@ func (w *worker) start(runtimeDir *os.File) error {
 	w.stdout = newBoundedWriter(w.init.StdoutBytes)
 	w.stderr = &markerWriter{out: newBoundedWriter(w.init.StderrBytes)}
 	ready := make(chan struct{})
-	w.scratch = memfs.NewBudget(w.init.ScratchBytes)
+	w.scratch = newScratch(w.init.ScratchBytes)
 	fsConfig := guestFS(filepath.Join(root, "lib"), w.scratch)
 	mc := wazero.NewModuleConfig().
 		WithName("").
@@ -247,7 +247,10 @@ func (w *worker) start(runtimeDir *os.File) error {
 	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(started).Nanoseconds()}})
 }
 
-// loop serves runs until the server closes the control pipe (or dies).
+// loop serves runs and file operations until the server closes the control
+// pipe (or dies). File operations are answered here, in Go, on the memfs
+// trees: between runs the guest is blocked reading its next program, so it
+// sees them as if they happened between two of its own steps.
 func (w *worker) loop(ctlIn io.Reader) error {
 	for {
 		msg, err := wire.Read(ctlIn)
@@ -257,8 +260,29 @@ func (w *worker) loop(ctlIn io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if msg.Kind != wire.KindRun || msg.Run == nil {
+		switch msg.Kind {
+		case wire.KindPut, wire.KindGet, wire.KindList:
+			if msg.File == nil {
+				return fmt.Errorf("%q message without a request", msg.Kind)
+			}
+			res := w.file(msg.Kind, msg.File)
+			big := len(msg.File.Data)+len(res.Data) > 1<<20
+			if err := w.send(&wire.Msg{Kind: wire.KindFileResult, FileResult: res}); err != nil {
+				return err
+			}
+			if big {
+				// The frame, its decoded data and the answer are garbage
+				// now (memfs keeps its own copy): hand them back before the
+				// guest runs again, in a cgroup sized for the guest.
+				debug.FreeOSMemory()
+			}
+			continue
+		case wire.KindRun:
+		default:
 			return fmt.Errorf("unexpected %q message", msg.Kind)
+		}
+		if msg.Run == nil {
+			return errors.New("run message without a program")
 		}
 		res := w.run(msg.Run)
 		if err := w.send(&wire.Msg{Kind: wire.KindResult, Result: res}); err != nil {
@@ -275,7 +299,7 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 	_, _ = rand.Read(nonceBytes[:])
 	nonce := hex.EncodeToString(nonceBytes[:])
 	w.stdout.reset()
-	full := w.scratch.Stats().NoSpace
+	full := w.scratch.budget.Stats().NoSpace
 	done := w.stderr.expect(nonce)
 	start := time.Now()
 	go func() {
@@ -302,8 +326,8 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 	res.DurationNanos = time.Since(start).Nanoseconds()
 	res.Stdout, res.StdoutDropped = w.stdout.take()
 	res.Stderr, res.StderrDropped = w.stderr.out.take()
-	if w.scratch.Stats().NoSpace > full {
-		res.Stderr = append(res.Stderr, scratchFullNote(w.scratch)...)
+	if w.scratch.budget.Stats().NoSpace > full {
+		res.Stderr = append(res.Stderr, scratchFullNote(w.scratch.budget)...)
 	}
 	return res
 }

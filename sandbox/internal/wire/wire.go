@@ -4,6 +4,9 @@
 package wire
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,6 +33,14 @@ const (
 	KindReady  = "ready"  // worker → server: interpreter started and waiting
 	KindResult = "result" // worker → server
 	KindFatal  = "fatal"  // worker → server: the worker cannot go on
+
+	// File operations on the scratch space, between runs (the guest is
+	// idle). Each request carries a FileRequest and is answered by one
+	// KindFileResult.
+	KindPut        = "put"         // server → worker: write FileRequest.Data to Path
+	KindGet        = "get"         // server → worker: read Path, at most Max bytes
+	KindList       = "list"        // server → worker: the regular files below Path
+	KindFileResult = "file_result" // worker → server
 )
 
 // Msg is one frame.
@@ -40,6 +51,9 @@ type Msg struct {
 	Ready  *Ready  `json:"ready,omitempty"`
 	Result *Result `json:"result,omitempty"`
 	Fatal  string  `json:"fatal,omitempty"`
+
+	File       *FileRequest `json:"file,omitempty"`
+	FileResult *FileResult  `json:"file_result,omitempty"`
 }
 
 // Init configures a worker.
@@ -112,8 +126,63 @@ type Image struct {
 	Data      []byte `json:"data"` // base64 in JSON
 }
 
+// FileRequest is one file operation. Path is absolute, clean and under
+// /tmp or /mnt/data (the server checked it); symbolic links are never
+// followed.
+type FileRequest struct {
+	ID   uint64 `json:"id"`
+	Path string `json:"path"`
+	Data []byte `json:"data,omitempty"` // put; base64 in JSON
+	// Max bounds the answer: get, the file's bytes; list, the files.
+	Max int64 `json:"max,omitempty"`
+	// MaxPath (list) is the longest path listed: longer ones, and names
+	// that are not UTF-8 (JSON cannot carry them), are left out.
+	MaxPath int `json:"max_path,omitempty"`
+	// MaxPathTotal (list) bounds the listed paths' bytes together, so the
+	// answer stays well inside a frame (JSON escapes a byte in six at
+	// worst); beyond it the answer is FileErrTooLarge.
+	MaxPathTotal int `json:"max_path_total,omitempty"`
+}
+
+// MaxListPathTotal is FileRequest.MaxPathTotal for a listing: 6 × 4 MiB of
+// escaped paths plus the other fields of MaxListFiles entries fit in
+// MaxFrame.
+const MaxListPathTotal = 4 << 20
+
+// FileResult answers a FileRequest. Error is empty on success, else one of
+// the FileErr codes, with a short Detail.
+type FileResult struct {
+	ID     uint64      `json:"id"`
+	Error  string      `json:"error,omitempty"`
+	Detail string      `json:"detail,omitempty"`
+	Size   int64       `json:"size,omitempty"`  // get: the file's size (also with FileErrTooLarge)
+	Files  []FileEntry `json:"files,omitempty"` // list
+	// Data (get) is last so that Write can stream it; base64 in JSON.
+	Data []byte `json:"data,omitempty"`
+}
+
+// FileEntry is one listed regular file.
+type FileEntry struct {
+	Path         string `json:"path"`
+	Size         int64  `json:"size"`
+	ModTimeNanos int64  `json:"mtime_ns"`
+}
+
+// FileResult.Error codes. They are answers: the interpreter stays usable.
+const (
+	FileErrNoSpace    = "no_space"    // the scratch space is full; nothing was left behind
+	FileErrNotExist   = "not_exist"   // no such file or directory
+	FileErrNotRegular = "not_regular" // get: a directory, a symbolic link, a FIFO, …
+	FileErrTooLarge   = "too_large"   // above Max (or MaxPathTotal)
+	FileErrInvalid    = "invalid"     // a component is a file or a link, the target a directory, a name too long
+	FileErrIO         = "io"          // any other failure, in Detail
+)
+
 // Write sends one frame.
 func Write(w io.Writer, m *Msg) error {
+	if m.FileResult != nil && len(m.FileResult.Data) > streamData {
+		return writeFileData(w, m)
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("wire: encode: %w", err)
@@ -121,10 +190,14 @@ func Write(w io.Writer, m *Msg) error {
 	if len(b) > MaxFrame {
 		return fmt.Errorf("wire: frame of %d bytes exceeds %d", len(b), MaxFrame)
 	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
-	_, err = w.Write(buf)
+	// Two writes rather than a copy: a frame carrying a file is tens of MiB.
+	// The caller serialises writers, so nothing interleaves.
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err = w.Write(b)
 	return err
 }
 
@@ -150,4 +223,45 @@ func Read(r io.Reader) (*Msg, error) {
 		return nil, fmt.Errorf("wire: decode: %w", err)
 	}
 	return &m, nil
+}
+
+// streamData is the size of FileResult.Data above which Write streams it.
+const streamData = 1 << 20
+
+// writeFileData writes m, whose one large field is FileResult.Data, without
+// holding that field's JSON in memory: json.Marshal would hold the file
+// about four times over (its base64, the growing buffer, the copy it
+// returns), and the worker, which sends these, lives in a tight cgroup. The
+// frame is m's JSON without Data, with the base64 streamed in before the
+// two braces that close it: FileResult is Msg's last field, Data is
+// FileResult's, and an id always precedes it, so the bytes are those
+// json.Marshal would have made (a get's answer has no Files).
+func writeFileData(w io.Writer, m *Msg) error {
+	data := m.FileResult.Data
+	shallow, fr := *m, *m.FileResult
+	fr.Data = nil
+	shallow.FileResult = &fr
+	head, err := json.Marshal(&shallow)
+	if err != nil {
+		return fmt.Errorf("wire: encode: %w", err)
+	}
+	if !bytes.HasSuffix(head, []byte("}}")) {
+		return fmt.Errorf("wire: encode: unexpected shape %.40q", head)
+	}
+	head = append(head[:len(head)-2], `,"data":"`...)
+	const tail = `"}}`
+	n := len(head) + base64.StdEncoding.EncodedLen(len(data)) + len(tail)
+	if n > MaxFrame {
+		return fmt.Errorf("wire: frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(n))
+	_, _ = bw.Write(hdr[:])
+	_, _ = bw.Write(head)
+	enc := base64.NewEncoder(base64.StdEncoding, bw)
+	_, _ = enc.Write(data)
+	_ = enc.Close()
+	_, _ = bw.WriteString(tail)
+	return bw.Flush() // bufio keeps the first write error and returns it here
 }

@@ -1,0 +1,245 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+)
+
+// The scratch roots: the only places file operations reach.
+const (
+	scratchData = "/mnt/data"
+	scratchTmp  = "/tmp"
+)
+
+// fileTimeout bounds one file operation. Moving MaxFileBytes through a pipe
+// takes well under a second; an interpreter that has not answered by then
+// is stuck (a thread the code left running holds the gVisor kernel's GIL in
+// C, say) and is replaced rather than waited on.
+const fileTimeout = 30 * time.Second
+
+// cleanPath checks a caller's path and returns it cleaned: absolute, no NUL,
+// UTF-8 (the control protocol is JSON), at most MaxPathBytes, and lexically
+// inside /mnt/data or /tmp once ".." is resolved. The root itself is allowed
+// only when root is true (ListFiles).
+func cleanPath(p string, root bool) (string, error) {
+	bad := func(why string) error { return fmt.Errorf("%w: %q %s", sandbox.ErrInvalidPath, p, why) }
+	switch {
+	case p == "":
+		return "", bad("is empty")
+	case strings.IndexByte(p, 0) >= 0:
+		return "", bad("contains a NUL byte")
+	case !utf8.ValidString(p):
+		return "", bad("is not UTF-8")
+	case !strings.HasPrefix(p, "/"):
+		return "", bad("is not absolute")
+	case len(p) > sandbox.MaxPathBytes:
+		return "", bad(fmt.Sprintf("is longer than %d bytes", sandbox.MaxPathBytes))
+	}
+	c := path.Clean(p)
+	for _, r := range []string{scratchData, scratchTmp} {
+		if c == r {
+			if root {
+				return c, nil
+			}
+			return "", bad("is a directory")
+		}
+		if strings.HasPrefix(c, r+"/") {
+			return c, nil
+		}
+	}
+	return "", bad("is not under " + scratchData + " or " + scratchTmp)
+}
+
+func (s *session) WriteFile(ctx context.Context, p string, data []byte) error {
+	c, err := cleanPath(p, false)
+	if err != nil {
+		return err
+	}
+	// Refused before it is sent: the interpreter would refuse it anyway,
+	// after tens of MiB were copied.
+	if lim := s.pool.cfg.Limits.ScratchBytes; int64(len(data)) > lim {
+		return fmt.Errorf("%w: %s: %d bytes do not fit in the session's %d", sandbox.ErrScratchFull, c, len(data), lim)
+	}
+	if len(data) > sandbox.MaxFileBytes {
+		return fmt.Errorf("%w: %s: %d bytes; a file is at most %d", sandbox.ErrTooLarge, c, len(data), sandbox.MaxFileBytes)
+	}
+	_, err = s.file(ctx, wire.KindPut, &wire.FileRequest{Path: c, Data: data})
+	return err
+}
+
+func (s *session) ReadFile(ctx context.Context, p string, limit int64) ([]byte, error) {
+	c, err := cleanPath(p, false)
+	if err != nil {
+		return nil, err
+	}
+	limit = min(max(limit, 0), sandbox.MaxFileBytes)
+	r, err := s.file(ctx, wire.KindGet, &wire.FileRequest{Path: c, Max: limit})
+	if err != nil {
+		return nil, err
+	}
+	if r.Data == nil {
+		r.Data = []byte{}
+	}
+	return r.Data, nil
+}
+
+func (s *session) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
+	c, err := cleanPath(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.file(ctx, wire.KindList, &wire.FileRequest{
+		Path: c, Max: sandbox.MaxListFiles, MaxPath: sandbox.MaxPathBytes, MaxPathTotal: wire.MaxListPathTotal,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.FileInfo, 0, len(r.Files))
+	for _, f := range r.Files {
+		out = append(out, sandbox.FileInfo{Path: f.Path, Size: f.Size, ModTime: time.Unix(0, f.ModTimeNanos)})
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// file runs one file operation, serialised with runs. Like Run it replaces
+// a lost interpreter first; an operation that gets no valid answer loses
+// the interpreter (it is killed: its protocol state is unknown).
+func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	op := opName(kind)
+	if s.closed {
+		return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, sandbox.ErrClosed)
+	}
+	w, err := s.interpreter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %s %s: could not start an interpreter: %w", op, req.Path, err)
+	}
+	s.runID++
+	req.ID = s.runID
+	opCtx, cancel := context.WithTimeout(ctx, fileTimeout)
+	r, err := w.File(opCtx, kind, req)
+	cancel()
+	if err == nil {
+		err = checkFileResult(kind, req, r)
+	}
+	if err != nil {
+		w.Kill()
+		if w.oomKilled() { // read before release removes the cgroup
+			err = fmt.Errorf("%w (the interpreter exceeded its memory limit and was killed)", err)
+		}
+		s.pool.release(w)
+		s.it, s.lost = nil, true
+		s.pool.log.Info("sandbox interpreter ended during a file operation", zap.String("provider", s.pool.kind.Name()),
+			zap.String("session", s.id), zap.String("op", op), zap.Error(err))
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, ctx.Err())
+		}
+		return nil, fmt.Errorf("sandbox: %s %s: the interpreter was lost: %w", op, req.Path, err)
+	}
+	if r.Error != "" {
+		return nil, fileError(op, req, r)
+	}
+	return r, nil
+}
+
+// opName names a file operation in errors and logs as the caller called it.
+func opName(kind string) string {
+	switch kind {
+	case wire.KindPut:
+		return "write"
+	case wire.KindGet:
+		return "read"
+	}
+	return "list"
+}
+
+// fileError maps an interpreter's refusal to the typed errors callers
+// branch on.
+func fileError(op string, req *wire.FileRequest, r *wire.FileResult) error {
+	var sentinel error
+	why := r.Detail
+	switch r.Error {
+	case wire.FileErrNoSpace:
+		sentinel = sandbox.ErrScratchFull
+	case wire.FileErrNotExist:
+		sentinel = sandbox.ErrNotExist
+	case wire.FileErrNotRegular:
+		sentinel, why = sandbox.ErrNotExist, "not a regular file: "+why
+	case wire.FileErrTooLarge:
+		sentinel = sandbox.ErrTooLarge
+		if op == "read" {
+			why = fmt.Sprintf("the file is %d bytes, more than %d", r.Size, req.Max)
+		}
+	case wire.FileErrInvalid:
+		sentinel = sandbox.ErrInvalidPath
+	default: // wire.FileErrIO; checkFileResult refused any other code
+		return fmt.Errorf("sandbox: %s %s: %s", op, req.Path, why)
+	}
+	return fmt.Errorf("sandbox: %s %s: %w: %s", op, req.Path, sentinel, why)
+}
+
+// checkFileResult enforces the operation's bounds on an answer whatever the
+// kind checked: an answer outside them is a broken interpreter, not data.
+func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) error {
+	bad := func(why string, args ...any) error {
+		return fmt.Errorf("the interpreter broke protocol: "+why, args...)
+	}
+	if r == nil || r.ID != req.ID {
+		return bad("an answer for another request")
+	}
+	switch r.Error {
+	case "":
+	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge,
+		wire.FileErrInvalid, wire.FileErrIO:
+		if len(r.Data) > 0 || len(r.Files) > 0 {
+			return bad("a refusal with data")
+		}
+		return nil
+	default:
+		return bad("error code %q", r.Error)
+	}
+	switch kind {
+	case wire.KindPut:
+		if len(r.Data) > 0 || len(r.Files) > 0 {
+			return bad("data in the answer to a write")
+		}
+	case wire.KindGet:
+		if int64(len(r.Data)) > req.Max || len(r.Files) > 0 {
+			return bad("%d bytes for a read of at most %d", len(r.Data), req.Max)
+		}
+	case wire.KindList:
+		if len(r.Data) > 0 || int64(len(r.Files)) > req.Max {
+			return bad("%d files listed, at most %d", len(r.Files), req.Max)
+		}
+		total := 0
+		for _, f := range r.Files {
+			total += len(f.Path)
+			if !listedPath(req.Path, f.Path) || f.Size < 0 {
+				return bad("listed %q (%d bytes) below %s", f.Path, f.Size, req.Path)
+			}
+		}
+		if total > req.MaxPathTotal {
+			return bad("%d bytes of listed paths, at most %d", total, req.MaxPathTotal)
+		}
+	}
+	return nil
+}
+
+// listedPath reports whether p may be listed below dir: clean, strictly
+// inside dir, and nameable by the file operations.
+func listedPath(dir, p string) bool {
+	return strings.HasPrefix(p, dir+"/") && path.Clean(p) == p && len(p) <= sandbox.MaxPathBytes &&
+		utf8.ValidString(p) && strings.IndexByte(p, 0) < 0
+}

@@ -1,0 +1,106 @@
+package sandboxtest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+)
+
+// The benchmarks every provider runs the same way, so that
+// docs/benchmarks.md compares them side by side. Each provider's package
+// names its own Benchmark functions and calls these.
+
+// WaitWarm waits (timer stopped) until p has a warm interpreter.
+func WaitWarm(b *testing.B, p *pool.Pool) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for p.Capacity().Warm < 1 {
+		if time.Now().After(deadline) {
+			b.Fatal("no warm interpreter after 2 minutes")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ReportMedian adds the median of the timed iterations as ms-p50: the
+// targets are medians, and the mean hides them behind a few slow outliers
+// on a shared machine.
+func ReportMedian(b *testing.B, took []time.Duration) {
+	if len(took) == 0 {
+		return
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2])/float64(time.Millisecond), "ms-p50")
+}
+
+// BenchWarmPrint25 times print(25) from the call to the result, in a fresh
+// session that took a pre-warmed interpreter (p needs WarmWorkers ≥ 1).
+func BenchWarmPrint25(b *testing.B, p *pool.Pool) {
+	ctx := context.Background()
+	b.StopTimer()
+	var took []time.Duration
+	for i := 0; i < b.N; i++ {
+		WaitWarm(b, p)
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		r, err := s.Run(ctx, "print(25)")
+		took = append(took, time.Since(t0))
+		b.StopTimer()
+		if err != nil || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		s.Close()
+	}
+	ReportMedian(b, took)
+}
+
+// BenchColdPrint25 opens a session with no warm interpreter and runs
+// print(25) (p needs WarmWorkers = 0): the whole interpreter start-up.
+func BenchColdPrint25(b *testing.B, p *pool.Pool) {
+	ctx := context.Background()
+	var took []time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.Run(ctx, "print(25)")
+		took = append(took, time.Since(t0))
+		if err != nil || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	ReportMedian(b, took)
+}
+
+// BenchSessionThroughput opens, uses and closes sessions back to back as
+// fast as p supplies interpreters; it reports sessions/s.
+func BenchSessionThroughput(b *testing.B, p *pool.Pool) {
+	WaitWarm(b, p)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := s.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+			b.Fatalf("%+v %v", r, err)
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sessions/s")
+}

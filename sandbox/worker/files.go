@@ -1,0 +1,167 @@
+package worker
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+	"github.com/codeinterp/codeinterp/sandbox/memfs"
+)
+
+// file answers one of the server's file operations on the scratch space.
+// The memfs budget the guest's own writes are charged to bounds them: a
+// put that does not fit is refused whole. memfs has no symbolic links, so
+// there are none to follow.
+func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
+	res := &wire.FileResult{ID: req.ID}
+	f, mount, rel, ok := w.scratch.resolve(req.Path)
+	if !ok {
+		res.Error, res.Detail = wire.FileErrInvalid, "not under "+mountTmp+" or "+mountData
+		return res
+	}
+	switch kind {
+	case wire.KindPut:
+		res.Error, res.Detail = putFile(f, rel, req.Data)
+	case wire.KindGet:
+		res.Data, res.Size, res.Error, res.Detail = getFile(f, rel, req.Max)
+	case wire.KindList:
+		res.Files, res.Error, res.Detail = listFiles(f, mount, rel, req)
+	}
+	return res
+}
+
+// putFile makes rel's missing parents and writes data all or nothing. When
+// it fails, the directories it made are removed again, so a file that does
+// not fit leaves nothing behind.
+func putFile(f *memfs.FS, rel string, data []byte) (code, detail string) {
+	if rel == "" {
+		return wire.FileErrInvalid, "is a directory"
+	}
+	var made []string
+	undo := func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			f.Rmdir(made[i])
+		}
+	}
+	parts := strings.Split(rel, "/")
+	dir := ""
+	for _, name := range parts[:len(parts)-1] {
+		dir = path.Join(dir, name)
+		switch errno := f.Mkdir(dir, 0o755); errno {
+		case 0:
+			made = append(made, dir)
+		case experimentalsys.EEXIST:
+			if st, errno := f.Stat(dir); errno != 0 || !st.Mode.IsDir() {
+				undo()
+				return wire.FileErrInvalid, dir + " is not a directory"
+			}
+		default:
+			undo()
+			return errnoCode(errno), "mkdir " + dir + ": " + errno.Error()
+		}
+	}
+	if err := f.WriteFile(rel, data, 0o644); err != nil {
+		undo()
+		var errno experimentalsys.Errno
+		if !errors.As(err, &errno) {
+			return wire.FileErrIO, err.Error()
+		}
+		if errno == experimentalsys.EISDIR {
+			return wire.FileErrInvalid, "is a directory"
+		}
+		return errnoCode(errno), err.Error()
+	}
+	return "", ""
+}
+
+func getFile(f *memfs.FS, rel string, limit int64) (data []byte, size int64, code, detail string) {
+	st, errno := f.Stat(rel)
+	switch {
+	case errno == experimentalsys.ENOENT || errno == experimentalsys.ENOTDIR:
+		return nil, 0, wire.FileErrNotExist, "no such file"
+	case errno != 0:
+		return nil, 0, errnoCode(errno), errno.Error()
+	case !st.Mode.IsRegular():
+		return nil, 0, wire.FileErrNotRegular, st.Mode.Type().String()
+	case st.Size > limit:
+		return nil, st.Size, wire.FileErrTooLarge, "file too large"
+	}
+	data, err := fs.ReadFile(f.IOFS(), rel)
+	if err != nil {
+		return nil, 0, wire.FileErrIO, err.Error()
+	}
+	return data, int64(len(data)), "", ""
+}
+
+// errTooMany stops a walk whose answer would exceed its bounds.
+var errTooMany = errors.New("too many files")
+
+func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []wire.FileEntry, code, detail string) {
+	st, errno := f.Stat(rel)
+	switch {
+	case errno == experimentalsys.ENOENT:
+		return nil, wire.FileErrNotExist, "no such directory"
+	case errno == experimentalsys.ENOTDIR || (errno == 0 && !st.Mode.IsDir()):
+		return nil, wire.FileErrInvalid, "not a directory"
+	case errno != 0:
+		return nil, errnoCode(errno), errno.Error()
+	}
+	root := rel
+	if root == "" {
+		root = "."
+	}
+	total := 0
+	err := fs.WalkDir(f.IOFS(), root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone since it was listed; the guest is idle, so never
+		}
+		full := path.Join(mount, p)
+		// What the answer cannot name (JSON carries only UTF-8) or the
+		// server could not address is left out; below a directory that
+		// is, everything would be too.
+		if !utf8.ValidString(full) || strings.IndexByte(full, 0) >= 0 || len(full) > req.MaxPath {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		total += len(full)
+		if int64(len(files)) >= req.Max || total > req.MaxPathTotal {
+			return errTooMany
+		}
+		files = append(files, wire.FileEntry{Path: full, Size: info.Size(), ModTimeNanos: info.ModTime().UnixNano()})
+		return nil
+	})
+	if errors.Is(err, errTooMany) {
+		return nil, wire.FileErrTooLarge, "more files than a listing carries"
+	}
+	if err != nil {
+		return nil, wire.FileErrIO, err.Error()
+	}
+	return files, "", ""
+}
+
+// errnoCode maps a memfs errno to the protocol's codes.
+func errnoCode(errno experimentalsys.Errno) string {
+	switch errno {
+	case memfs.ErrNoSpace:
+		return wire.FileErrNoSpace
+	case experimentalsys.ENOENT:
+		return wire.FileErrNotExist
+	case experimentalsys.ENOTDIR, experimentalsys.EISDIR, experimentalsys.ENAMETOOLONG, experimentalsys.EEXIST:
+		return wire.FileErrInvalid
+	}
+	return wire.FileErrIO
+}

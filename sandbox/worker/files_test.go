@@ -1,0 +1,81 @@
+package worker
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+)
+
+// TestFileOps drives the worker's side of the file operations on a memfs
+// scratch space directly: the bounds of a listing, what it leaves out, and
+// that a put that does not fit leaves nothing behind.
+func TestFileOps(t *testing.T) {
+	w := &worker{scratch: newScratch(64 << 10)}
+	do := func(kind string, req wire.FileRequest) *wire.FileResult {
+		t.Helper()
+		req.ID = 9
+		r := w.file(kind, &req)
+		if r.ID != 9 {
+			t.Fatalf("answer for request %d", r.ID)
+		}
+		return r
+	}
+	list := func(dir string, max int64) *wire.FileResult {
+		return do(wire.KindList, wire.FileRequest{Path: dir, Max: max, MaxPath: 64, MaxPathTotal: 1 << 20})
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/b.bin", Data: []byte{0, 1, 0xff}}); r.Error != "" {
+		t.Fatalf("put: %+v", r)
+	}
+	if r := do(wire.KindGet, wire.FileRequest{Path: "/mnt/data/a/b.bin", Max: 3}); r.Error != "" || !bytes.Equal(r.Data, []byte{0, 1, 0xff}) || r.Size != 3 {
+		t.Errorf("get: %+v", r)
+	}
+	if r := do(wire.KindGet, wire.FileRequest{Path: "/mnt/data/a/b.bin", Max: 2}); r.Error != wire.FileErrTooLarge || r.Size != 3 || r.Data != nil {
+		t.Errorf("get above max: %+v", r)
+	}
+	for _, p := range []string{"/mnt/data/a", "/mnt/data/nope", "/mnt/data/a/b.bin/c"} {
+		if r := do(wire.KindGet, wire.FileRequest{Path: p, Max: 10}); r.Error != wire.FileErrNotExist && r.Error != wire.FileErrNotRegular {
+			t.Errorf("get %s: %+v", p, r)
+		}
+	}
+	// Names the answer cannot carry are left out: not UTF-8, too long.
+	for _, name := range []string{"/mnt/data/\xff.txt", "/mnt/data/" + string(bytes.Repeat([]byte("n"), 60))} {
+		f, _, rel, _ := w.scratch.resolve(name)
+		if err := f.WriteFile(rel, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := list("/mnt/data", 10)
+	if r.Error != "" || len(r.Files) != 1 || r.Files[0].Path != "/mnt/data/a/b.bin" || r.Files[0].Size != 3 || r.Files[0].ModTimeNanos == 0 {
+		t.Errorf("list: %+v", r)
+	}
+	if r := list("/mnt/data", 0); r.Error != wire.FileErrTooLarge || r.Files != nil {
+		t.Errorf("list above max: %+v", r)
+	}
+	if r := list("/mnt/data/a/b.bin", 10); r.Error != wire.FileErrInvalid {
+		t.Errorf("list of a file: %+v", r)
+	}
+	if r := list("/tmp", 10); r.Error != "" || len(r.Files) != 0 {
+		t.Errorf("list of an empty /tmp: %+v", r)
+	}
+	// Does not fit: the file and the directories made for it are gone.
+	before := w.scratch.budget.Used()
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/tmp/x/y/z.bin", Data: make([]byte, 63<<10)}); r.Error != wire.FileErrNoSpace {
+		t.Errorf("put beyond the budget: %+v", r)
+	}
+	if used := w.scratch.budget.Used(); used != before {
+		t.Errorf("a refused put left %d bytes charged", used-before)
+	}
+	if _, errno := w.scratch.tmp.Stat("x"); errno == 0 {
+		t.Error("a refused put left its directory behind")
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/b.bin/c", Data: nil}); r.Error != wire.FileErrInvalid {
+		t.Errorf("put below a file: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a", Data: nil}); r.Error != wire.FileErrInvalid {
+		t.Errorf("put over a directory: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/etc/passwd"}); r.Error != wire.FileErrInvalid {
+		t.Errorf("put outside the scratch space: %+v", r)
+	}
+}
