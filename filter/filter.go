@@ -35,6 +35,10 @@ type Config struct {
 	OverrideMessageTimeout time.Duration
 	// Upstream is where follow-ups go.
 	Upstream UpstreamConfig
+	// AuthHeaders name the request headers whose values identify the
+	// caller (store.Owner): its containers and files are its own. Default
+	// ["authorization", "api-key"].
+	AuthHeaders []string
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -46,6 +50,9 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.Methods) == 0 {
 		c.Methods = []string{http.MethodPost}
+	}
+	if len(c.AuthHeaders) == 0 {
+		c.AuthHeaders = []string{"authorization", "api-key"}
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // phase is the message the stream expects next.
@@ -116,6 +117,9 @@ func (st *streamState) run(stream extprocv3.ExternalProcessor_ProcessServer) err
 
 // finish records the stream's outcome once.
 func (st *streamState) finish(err error) {
+	if st.ex != nil {
+		st.ex.Close() // the container outlives the exchange; its use ends here
+	}
 	if st.s.metrics != nil {
 		st.s.metrics.Requests.WithLabelValues(string(st.outcome)).Inc()
 		if st.result != nil {
@@ -159,7 +163,7 @@ func (st *streamState) handle(ctx context.Context, req *extprocv3.ProcessingRequ
 		if st.phase != phaseRequestBody {
 			return nil, protocolError("request_body in phase %s", st.phase)
 		}
-		return st.requestBody(r.RequestBody)
+		return st.requestBody(ctx, r.RequestBody)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		if st.phase != phaseResponseHeaders {
 			return nil, protocolError("response_headers in phase %s", st.phase)
@@ -252,7 +256,7 @@ func letGoMode() *filterv3.ProcessingMode {
 	}
 }
 
-func (st *streamState) requestBody(b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, error) {
+func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, error) {
 	body := b.GetBody()
 	if int64(len(body)) > st.s.cfg.MaxBodyBytes {
 		st.outcome = OutcomeRejected
@@ -260,7 +264,7 @@ func (st *streamState) requestBody(b *extprocv3.HttpBody) ([]*extprocv3.Processi
 			Message: fmt.Sprintf("Request body is %d bytes; the limit is %d bytes.", len(body), st.s.cfg.MaxBodyBytes),
 			Code:    "request_too_large"})
 	}
-	ex, err := st.s.ic.RewriteRequest(body)
+	ex, err := st.s.ic.NewExchange(ctx, store.Owner(st.clientHdr, st.s.cfg.AuthHeaders), body)
 	if err != nil {
 		var apiErr *interceptor.APIError
 		if !errors.As(err, &apiErr) {
@@ -292,6 +296,7 @@ func (st *streamState) requestBody(b *extprocv3.HttpBody) ([]*extprocv3.Processi
 	if !ex.Intercepted() {
 		st.outcome = OutcomePassThrough
 		st.phase = phaseResponseHeaders // answered with a let-go override
+		ex.Close()
 		st.ex = nil
 		return one(out)
 	}

@@ -76,7 +76,18 @@ type Config struct {
 	// MaxBodyBytes rejects larger intercepted requests with a 413. 0 means
 	// no limit here (the filter enforces the transport's limit).
 	MaxBodyBytes int
+	// InputFiles says what the model gets of a request's input_file parts
+	// (which are copied into the container either way): InputFilesPass
+	// (default) sends them on unchanged, InputFilesNote replaces each with
+	// a text note saying where the file is (for models that reject files).
+	InputFiles string
 }
+
+// The input_files modes.
+const (
+	InputFilesPass = "pass"
+	InputFilesNote = "note"
+)
 
 // DefaultConfig returns the documented defaults. A fresh value each call.
 func DefaultConfig() Config {
@@ -87,6 +98,7 @@ func DefaultConfig() Config {
 		MaxToolCalls:     32,
 		MaxMemoryBytes:   1 << 30,
 		FollowUp:         FollowUpAuto,
+		InputFiles:       InputFilesPass,
 	}
 }
 
@@ -110,6 +122,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FollowUp == "" {
 		c.FollowUp = d.FollowUp
+	}
+	if c.InputFiles == "" {
+		c.InputFiles = InputFilesPass
 	}
 	return c
 }
@@ -153,16 +168,31 @@ type Result struct {
 // Interceptor holds the operator's configuration and the sandbox provider.
 // It is safe for concurrent use; each HTTP exchange gets its own Exchange.
 type Interceptor struct {
-	cfg      Config
-	provider sandbox.Provider
-	log      *zap.Logger
-	fn       functionTool // the rewritten tool, pre-rendered
+	cfg        Config
+	provider   sandbox.Provider
+	containers Containers // nil: a fresh session per response
+	log        *zap.Logger
+	fn         functionTool // the rewritten tool, pre-rendered
 }
+
+// Option configures an Interceptor beyond its Config.
+type Option func(*Interceptor)
+
+// WithContainers makes responses run in OpenAI-style containers kept by c
+// (container ids, file_ids, input files, file citations); see NewExchange.
+func WithContainers(c Containers) Option { return func(i *Interceptor) { i.containers = c } }
 
 // New validates cfg (after WithDefaults) and builds an Interceptor. log may
 // be nil (no logging).
-func New(cfg Config, provider sandbox.Provider, log *zap.Logger) (*Interceptor, error) {
-	return newInterceptor(cfg, provider, log)
+func New(cfg Config, provider sandbox.Provider, log *zap.Logger, opts ...Option) (*Interceptor, error) {
+	i, err := newInterceptor(cfg, provider, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(i)
+	}
+	return i, nil
 }
 
 // Config returns the effective configuration (defaults applied).
@@ -186,6 +216,16 @@ func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 type Exchange struct {
 	ic  *Interceptor
 	req request
+	ctr Container // the response's container (NewExchange with Containers)
+}
+
+// Close releases the exchange's container when the exchange ends without
+// CompleteResponse (the upstream failed, the client left). It is safe to
+// call more than once.
+func (x *Exchange) Close() {
+	if x.ctr != nil {
+		_ = x.ctr.Close()
+	}
 }
 
 // Intercepted reports whether the request carries a native code_interpreter

@@ -27,5 +27,10 @@ func (c Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("follow_up: %q is not one of auto, replay, previous_response_id", c.FollowUp))
 	}
+	switch c.InputFiles {
+	case InputFilesPass, InputFilesNote:
+	default:
+		errs = append(errs, fmt.Errorf("input_files: %q is not one of pass, note", c.InputFiles))
+	}
 	return errors.Join(errs...)
 }

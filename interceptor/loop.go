@@ -26,6 +26,13 @@ type call struct {
 	argErr string // non-empty: the arguments were unusable; nothing ran
 	notRun string // non-empty: a limit kept the call from running
 	res    sandbox.Result
+
+	// In a container (Containers): the run started a fresh interpreter in
+	// a container that existed before, the files it wrote, its images as
+	// container files.
+	reset   bool
+	changed []ContainerFile
+	images  []ContainerFile
 }
 
 // round is one upstream response and the calls it asked for.
@@ -38,7 +45,8 @@ type round struct {
 	status      string
 	id          string
 	stored      bool
-	clientCalls bool // the turn also calls tools the client must run itself
+	clientCalls bool   // the turn also calls tools the client must run itself
+	filesNote   string // after the calls ran: the container's files, for the model
 }
 
 // clientCallTypes are output items the client, not the server, must answer;
@@ -85,23 +93,24 @@ func newCall(idx int, it gjson.Result) *call {
 	if c.callID == "" {
 		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
 	}
-	a := it.Get("arguments")
+	c.code, c.argErr = argsCode(it.Get("arguments"))
+	return c
+}
+
+// argsCode reads the code out of a call's arguments. When they are unusable
+// argErr says why, and code is the raw arguments (what the client is shown).
+func argsCode(a gjson.Result) (code, argErr string) {
 	switch {
 	case a.Type != gjson.String:
-		c.argErr = "the arguments are missing"
+		return "", "the arguments are missing"
 	case !gjson.Valid(a.Str) || !gjson.Parse(a.Str).IsObject():
-		c.argErr = "the arguments are not a JSON object"
-		c.code = a.Str
-	default:
-		code := gjson.Get(a.Str, "code")
-		if code.Type != gjson.String {
-			c.argErr = `the arguments have no string field "code"`
-			c.code = a.Str
-		} else {
-			c.code = code.Str
-		}
+		return a.Str, "the arguments are not a JSON object"
 	}
-	return c
+	v := gjson.Get(a.Str, "code")
+	if v.Type != gjson.String {
+		return a.Str, `the arguments have no string field "code"`
+	}
+	return v.Str, ""
 }
 
 // loop is the state of one exchange's agentic loop.
@@ -111,6 +120,7 @@ type loop struct {
 	log         *zap.Logger
 	up          Upstream
 	containerID string
+	files       map[string]ContainerFile // the container's files by path, for citations
 	sess        sandbox.Session
 	opened      bool // a session existed before: a new one means lost state
 	budget      int  // code calls still allowed
@@ -122,10 +132,21 @@ func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int
 	if !x.req.intercepted || status < 200 || status > 299 {
 		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body}, nil
 	}
-	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: newID("cntr_", 24), budget: x.req.maxCalls}
-	l.log = x.ic.log.With(zap.String("container_id", l.containerID))
+	l := x.newLoop(up)
 	defer l.closeSession()
+	defer x.Close()
 	return l.run(ctx, body)
+}
+
+// newLoop starts the loop state of an intercepted exchange; up is nil on
+// the live path (which streams its follow-ups itself).
+func (x *Exchange) newLoop(up Upstream) *loop {
+	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: newID("cntr_", 24), budget: x.req.maxCalls}
+	if x.ctr != nil {
+		l.containerID = x.ctr.ID()
+	}
+	l.log = x.ic.log.With(zap.String("container_id", l.containerID))
+	return l
 }
 
 func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
@@ -138,24 +159,11 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 				"The upstream model server returned a response this server could not read."), nil
 		}
 		rounds = append(rounds, rd)
-		if len(rd.calls) == 0 {
-			break
-		}
-		l.toolCalls += len(rd.calls)
-		if why := l.stopReason(rd); why != "" {
-			for _, c := range rd.calls {
-				c.notRun = why
-			}
-			l.log.Info("loop stopped", zap.String("reason", why), zap.Int("round", l.followUps))
-			break
-		}
-		l.execute(ctx, rd)
-		if err := ctx.Err(); err != nil {
+		more := l.turn(ctx, rd, nil)
+		if err := ctx.Err(); err != nil && len(rd.calls) > 0 {
 			return nil, err
 		}
-		if rd.clientCalls {
-			// The client must answer its own calls; the turn goes back now,
-			// with our calls already run.
+		if !more {
 			break
 		}
 		l.followUps++
@@ -175,14 +183,68 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		}
 		body = b
 	}
-	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
-	final := l.splice(rounds)
+	final := l.finish(ctx, rounds)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
 		res.ContentType = ContentTypeSSE
 		res.Body = synthesizeSSE(final, l.x.req.obfuscate)
 	}
 	return res, nil
+}
+
+// callHooks lets the live path tell the client about each call as it runs;
+// the buffered path passes nil. Every call of a round gets start then done,
+// in output order, run or not (as OpenAI's lifecycle has interpreting and
+// completed for every code_interpreter_call).
+type callHooks interface {
+	start(c *call) error
+	done(c *call) error
+}
+
+// turn decides what follows a parsed round, for both paths: it counts the
+// round's calls, applies the limits, runs the calls and reports whether a
+// follow-up inference is due. A hook's error (the client is gone) stops the
+// runs; the caller sees it through its context or its writer.
+func (l *loop) turn(ctx context.Context, rd *round, hooks callHooks) (followUp bool) {
+	if len(rd.calls) == 0 {
+		return false
+	}
+	l.toolCalls += len(rd.calls)
+	if why := l.stopReason(rd); why != "" {
+		for _, c := range rd.calls {
+			c.notRun = why
+		}
+		l.log.Info("loop stopped", zap.String("reason", why), zap.Int("round", l.followUps))
+		if hooks != nil {
+			for _, c := range rd.calls {
+				if hooks.start(c) != nil || hooks.done(c) != nil {
+					break
+				}
+			}
+		}
+		return false
+	}
+	if !l.execute(ctx, rd, hooks) || ctx.Err() != nil {
+		return false
+	}
+	// A turn that also calls the client's own tools goes back to the
+	// client now, with our calls already run.
+	return !rd.clientCalls
+}
+
+// finish ends the loop: it learns the container's files (for citations) and
+// splices the rounds into the client's response object.
+func (l *loop) finish(ctx context.Context, rounds []*round) []byte {
+	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
+	if ctr := l.x.ctr; ctr != nil {
+		if files, err := ctr.Files(ctx); err == nil {
+			l.files = make(map[string]ContainerFile, len(files))
+			for _, f := range files {
+				l.files[f.Path] = f
+			}
+		}
+	}
+	return l.splice(rounds)
 }
 
 // stopReason says why the calls of rd may not run at all, or "".
@@ -199,9 +261,13 @@ func (l *loop) stopReason(rd *round) string {
 }
 
 // execute runs rd's calls in output order. One session serialises its runs,
-// so running them one by one keeps shared state deterministic.
-func (l *loop) execute(ctx context.Context, rd *round) {
+// so running them one by one keeps shared state deterministic. It returns
+// false when a hook failed (the client is gone), and the runs stopped.
+func (l *loop) execute(ctx context.Context, rd *round, hooks callHooks) bool {
 	for k, c := range rd.calls {
+		if hooks != nil && hooks.start(c) != nil {
+			return false
+		}
 		switch {
 		case c.argErr != "":
 			l.budget--
@@ -213,13 +279,26 @@ func (l *loop) execute(ctx context.Context, rd *round) {
 			l.budget--
 			l.runCall(ctx, c)
 			if ctx.Err() != nil {
-				return
+				return true
 			}
 		}
+		if hooks != nil && hooks.done(c) != nil {
+			return false
+		}
 	}
+	if ctr := l.x.ctr; ctr != nil {
+		if files, err := ctr.Files(ctx); err == nil && len(files) > 0 {
+			rd.filesNote = filesNote(ctr.ID(), files)
+		}
+	}
+	return true
 }
 
 func (l *loop) runCall(ctx context.Context, c *call) {
+	if l.x.ctr != nil {
+		l.runInContainer(ctx, c)
+		return
+	}
 	sess, fresh, res, ok := l.session(ctx)
 	if !ok {
 		c.res = res
@@ -240,6 +319,30 @@ func (l *loop) runCall(ctx context.Context, c *call) {
 		r.StateLost = true
 	}
 	c.res = r
+	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
+}
+
+// runInContainer runs a call in the response's container.
+func (l *loop) runInContainer(ctx context.Context, c *call) {
+	r, err := l.x.ctr.Run(ctx, c.code)
+	if err != nil {
+		var le *sandbox.LimitError
+		switch {
+		case ctx.Err() != nil:
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
+		case errors.Is(err, sandbox.ErrCapacity):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
+		case errors.As(err, &le):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
+		case errors.Is(err, ErrContainerExpired):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
+		default:
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
+		}
+		l.log.Warn("container run failed", zap.String("call_id", c.callID), zap.Error(err))
+		return
+	}
+	c.res, c.reset, c.changed, c.images = r.Result, r.Reset, r.Changed, r.Images
 	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
 }
 
@@ -342,11 +445,15 @@ func (l *loop) relaxToolChoice(tc string) string {
 // shown says whether the client is shown the calls' outputs (images).
 func functionOutputs(rd *round, shown bool) []string {
 	out := make([]string, 0, len(rd.calls))
-	for _, c := range rd.calls {
+	for k, c := range rd.calls {
+		text := modelOutput(c, shown)
+		if k == len(rd.calls)-1 && rd.filesNote != "" {
+			text += rd.filesNote + "\n"
+		}
 		out = append(out, string(appendEditedObject(nil, `{}`,
 			set("type", `"function_call_output"`),
 			set("call_id", jsonString(c.callID)),
-			set("output", jsonString(modelOutput(c, shown))),
+			set("output", jsonString(text)),
 		)))
 	}
 	return out
@@ -421,13 +528,23 @@ func modelOutput(c *call, imagesShown bool) string {
 		b.WriteString(" (" + oneLine(r.Detail) + ")")
 	}
 	b.WriteByte('\n')
-	if r.StateLost {
+	switch {
+	case c.reset:
+		b.WriteString("note: this ran in a fresh Python interpreter: variables and imports from earlier calls are gone; the container's files in /mnt/data are there.\n")
+	case r.StateLost:
 		b.WriteString("note: this ran in a fresh interpreter; variables, imports and files from earlier calls are gone.\n")
 	}
 	section(&b, "stdout", r.Stdout, r.StdoutTruncated)
 	section(&b, "stderr", r.Stderr, r.StderrTruncated)
 	n, types := shownImages(r.Images)
 	b.WriteString(imagesLine(n, types, imagesShown))
+	if len(c.changed) > 0 {
+		b.WriteString("files written:")
+		for _, f := range c.changed {
+			b.WriteString(" sandbox:" + f.Path + " (" + humanBytes(f.Bytes) + ")")
+		}
+		b.WriteByte('\n')
+	}
 	return b.String()
 }
 
@@ -478,17 +595,24 @@ func (l *loop) upstreamError(status int, header http.Header, body []byte) *Resul
 	if !l.x.req.clientStream {
 		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	}
+	code, msg, param := upstreamErrorFields(status, body)
+	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, param),
+		Rounds: l.followUps, ToolCalls: l.toolCalls}
+}
+
+// upstreamErrorFields reads an upstream's error answer as the fields of
+// OpenAI's error event.
+func upstreamErrorFields(status int, body []byte) (code, msg, param string) {
 	e := gjson.GetBytes(body, "error")
-	msg := e.Get("message").Str
+	msg = e.Get("message").Str
 	if msg == "" {
 		msg = "The upstream model server answered the follow-up request with HTTP " + strconv.Itoa(status) + "."
 	}
-	code := e.Get("code").Str
+	code = e.Get("code").Str
 	if code == "" {
 		code = e.Get("type").Str
 	}
-	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, e.Get("param").Str),
-		Rounds: l.followUps, ToolCalls: l.toolCalls}
+	return code, msg, e.Get("param").Str
 }
 
 // newID returns prefix + n random bytes in hex, like OpenAI's ids.

@@ -22,6 +22,7 @@ type request struct {
 	intercepted  bool
 	modified     bool
 	clientStream bool
+	live         bool   // the client's stream is live (StreamLive): the upstream streams too
 	upstream     []byte // body for the upstream (the client's own when !modified)
 
 	clientTools      string // raw "tools" as the client sent it
@@ -34,6 +35,8 @@ type request struct {
 	obfuscate        bool  // add "obfuscation" to delta events, as OpenAI does by default
 	maxCalls         int   // effective cap on code calls for this request
 	memoryBytes      int64 // container memory_limit, 0 = operator default
+	container        containerDecl
+	containerParam   string // e.g. "tools[0].container", for errors
 }
 
 // fastMarker is in every request we must touch: in the tool type
@@ -95,6 +98,21 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 			return nil, err
 		}
 		edits = append(edits, te...)
+	}
+	if r.intercepted && i.containers != nil {
+		r.container.reuse = replayedContainers(input)
+		in := input
+		if changed {
+			in = gjson.Parse(newInput)
+		}
+		files, noted, c, err := inputFiles(in, i.cfg.InputFiles == InputFilesNote)
+		if err != nil {
+			return nil, err
+		}
+		r.container.inputs = files
+		if c {
+			newInput, changed = noted, true
+		}
 	}
 	switch {
 	case changed:
@@ -168,7 +186,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 				return false
 			}
 			ciIndex = idx
-			mem, err := i.checkNativeTool(param, t)
+			mem, err := i.checkNativeTool(r, param, t)
 			if err != nil {
 				apiErr = err
 				return false
@@ -265,7 +283,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 
 // checkNativeTool validates one native code_interpreter declaration and
 // returns the memory it asks for (0 = operator default).
-func (i *Interceptor) checkNativeTool(param string, t gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *APIError) {
 	var mem int64
 	var apiErr *APIError
 	hasContainer := false
@@ -284,7 +302,8 @@ func (i *Interceptor) checkNativeTool(param string, t gjson.Result) (int64, *API
 			}
 		case "container":
 			hasContainer = true
-			mem, apiErr = i.checkContainer(param+".container", v)
+			r.containerParam = param + ".container"
+			mem, apiErr = i.checkContainer(r, param+".container", v)
 		default:
 			apiErr = invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
 		}
@@ -299,8 +318,11 @@ func (i *Interceptor) checkNativeTool(param string, t gjson.Result) (int64, *API
 	return mem, nil
 }
 
-func (i *Interceptor) checkContainer(param string, c gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *APIError) {
 	switch {
+	case c.Type == gjson.String && i.containers != nil:
+		r.container.id = c.Str
+		return 0, checkContainerID(param, c.Str)
 	case c.Type == gjson.String:
 		return 0, invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
@@ -336,6 +358,8 @@ func (i *Interceptor) checkContainer(param string, c gjson.Result) (int64, *APIE
 			}
 		case "file_ids":
 			switch {
+			case i.containers != nil:
+				r.container.fileIDs, apiErr = checkFileIDs(p, v)
 			case v.Type == gjson.Null:
 			case !v.IsArray():
 				apiErr = invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)

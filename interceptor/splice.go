@@ -13,14 +13,23 @@ import (
 func (l *loop) splice(rounds []*round) []byte {
 	first, last := rounds[0], rounds[len(rounds)-1]
 	var items []string
+	var shownImages []ContainerFile // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
 			if c := rd.callAt[idx]; c != nil {
 				items = append(items, l.ciItem(c))
+				shownImages = append(shownImages, c.images...)
 				continue
 			}
-			if it.Get("type").Str == "function_call_output" {
+			switch it.Get("type").Str {
+			case "function_call_output":
 				continue // never the client's to see; upstreams do not send them anyway
+			case "message":
+				if l.files != nil {
+					items = append(items, l.annotate(it, shownImages))
+					shownImages = nil
+					continue
+				}
 			}
 			items = append(items, it.Raw)
 		}
@@ -34,27 +43,79 @@ func (l *loop) splice(rounds []*round) []byte {
 			edits = append(edits, set("created_at", ca.Raw))
 		}
 	}
+	edits = l.echoEdits(edits, first.root, last.root)
+	return editObject(last.doc, edits...)
+}
+
+// echoEdits restores the request fields a response echoes (tools,
+// tool_choice, previous_response_id) to what the client sent, in the
+// response object last of a loop whose first upstream response is first.
+// The spliced response and the live stream's opening events share it.
+func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
 	req := &l.x.req
-	if last.root.Get("tools").Exists() {
+	if last.Get("tools").Exists() {
 		edits = append(edits, set("tools", req.clientTools))
 	}
-	if tc := last.root.Get("tool_choice"); tc.Exists() {
+	if tc := last.Get("tool_choice"); tc.Exists() {
 		switch {
 		case req.clientToolChoice != "":
 			edits = append(edits, set("tool_choice", req.clientToolChoice))
-		case first.root.Get("tool_choice").Exists():
+		case first.Get("tool_choice").Exists():
 			// The client left it to the default: show what the first turn used.
-			edits = append(edits, set("tool_choice", first.root.Get("tool_choice").Raw))
+			edits = append(edits, set("tool_choice", first.Get("tool_choice").Raw))
 		}
 	}
-	if last.root.Get("previous_response_id").Exists() {
+	if last.Get("previous_response_id").Exists() {
 		prev := req.clientPrevID
 		if prev == "" {
 			prev = "null"
 		}
 		edits = append(edits, set("previous_response_id", prev))
 	}
-	return editObject(last.doc, edits...)
+	return edits
+}
+
+// annotate adds OpenAI's container_file_citation annotations to a message's
+// output_text parts: first a start_index = end_index = 0 citation for each
+// image the calls before it displayed (on its first text part), then one
+// for each sandbox:/mnt/data/<name> link to a file of the container.
+func (l *loop) annotate(msg gjson.Result, images []ContainerFile) string {
+	content := msg.Get("content")
+	if !content.IsArray() {
+		return msg.Raw
+	}
+	var parts []string
+	changed, first := false, true
+	content.ForEach(func(_, p gjson.Result) bool {
+		if p.Get("type").Str != "output_text" {
+			parts = append(parts, p.Raw)
+			return true
+		}
+		var ann []string
+		p.Get("annotations").ForEach(func(_, a gjson.Result) bool {
+			ann = append(ann, a.Raw)
+			return true
+		})
+		n := len(ann)
+		if first {
+			for _, im := range images {
+				ann = append(ann, citation(l.containerID, im, 0, 0))
+			}
+			first = false
+		}
+		ann = append(ann, citations(l.containerID, p.Get("text").Str, l.files)...)
+		if len(ann) == n {
+			parts = append(parts, p.Raw)
+			return true
+		}
+		changed = true
+		parts = append(parts, string(editObject(p.Raw, set("annotations", string(appendArray(nil, ann))))))
+		return true
+	})
+	if !changed {
+		return msg.Raw
+	}
+	return string(editObject(msg.Raw, set("content", string(appendArray(nil, parts)))))
 }
 
 // ciItem renders a call as the code_interpreter_call OpenAI's hosted tool

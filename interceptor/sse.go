@@ -72,6 +72,38 @@ func (w *sseWriter) deltas(typ, text string, extra ...kv) {
 	}
 }
 
+// deltas1 emits one delta event of exactly text (the live path passes the
+// model's own pieces on); extra are the event's other fields (at most 4).
+func (w *sseWriter) deltas1(typ, text string, extra ...kv) {
+	var arr [6]kv
+	fs := append(arr[:0], kv{"delta", jsonString(text)})
+	fs = append(fs, extra...)
+	if w.obfuscate {
+		fs = append(fs, kv{"obfuscation", obfuscation(text)})
+	}
+	w.event(typ, fs...)
+}
+
+// passthrough emits an upstream event as it came, keeping its fields and
+// their order, with our sequence_number and, when outputIndex >= 0, the
+// spliced output_index. Without obfuscation the upstream's padding goes.
+func (w *sseWriter) passthrough(typ string, ev gjson.Result, outputIndex int) {
+	var arr [3]edit
+	edits := append(arr[:0], set("sequence_number", strconv.Itoa(w.seq)))
+	if outputIndex >= 0 {
+		edits = append(edits, set("output_index", strconv.Itoa(outputIndex)))
+	}
+	if !w.obfuscate {
+		edits = append(edits, del("obfuscation"))
+	}
+	w.buf = append(w.buf, "event: "...)
+	w.buf = append(w.buf, typ...)
+	w.buf = append(w.buf, "\ndata: "...)
+	w.buf = appendEditedObject(w.buf, ev.Raw, edits...)
+	w.buf = append(w.buf, "\n\n"...)
+	w.seq++
+}
+
 // synthesizeSSE turns a final response object into the event stream OpenAI
 // would have sent for it. final must be a valid response object.
 func synthesizeSSE(final []byte, obfuscate bool) []byte {

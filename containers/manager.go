@@ -1,0 +1,369 @@
+// Package containers keeps OpenAI-style containers alive across responses:
+// a container's files live in a store.Store (so any replica can serve
+// them), and while this server holds the container's interpreter (a
+// sandbox.Session) its variables live on too. It implements
+// interceptor.Containers.
+//
+// Before each run the manager makes sure the interpreter has the
+// container's files (a fresh interpreter gets all of them); after the run
+// it stores what the code created or changed under /mnt/data as container
+// files (source "assistant"), and the run's images as container files too.
+// Interpreters of idle containers count against the sandbox's capacity:
+// when a new one is needed and none is free, the least recently used idle
+// interpreter is closed (its files stay; the next run there starts a fresh
+// interpreter and the model is told its variables were reset).
+package containers
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
+)
+
+// DataDir is where a container's files are, for the code.
+const DataDir = "/mnt/data"
+
+// Config tunes the manager.
+type Config struct {
+	// ExpiryMinutes is a new container's expires_after (default 20).
+	ExpiryMinutes int
+	// AutoName is the name of containers made by {"type": "auto"}.
+	AutoName string
+	// MaxFileBytes bounds one file read back from an interpreter.
+	MaxFileBytes int64
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Manager implements interceptor.Containers.
+type Manager struct {
+	cfg      Config
+	st       store.Store
+	provider sandbox.Provider
+	log      *zap.Logger
+
+	mu   sync.Mutex
+	held map[string]*held // container id → its interpreter
+	idle *list.List       // of *held not in use, least recently used first
+}
+
+var _ interceptor.Containers = (*Manager)(nil)
+
+// held is an interpreter this server holds for a container.
+type held struct {
+	cid     string
+	memory  int64
+	sess    sandbox.Session
+	users   int           // responses using it now
+	elem    *list.Element // in Manager.idle while users == 0
+	runMu   sync.Mutex    // one run (with its file sync) at a time
+	synced  uint64        // the session generation that has the store's files
+	seen    map[string]fileStamp
+	removed bool // closed by eviction or Close: not to be used again
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+// New returns a manager over st and provider.
+func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger) *Manager {
+	if cfg.ExpiryMinutes <= 0 {
+		cfg.ExpiryMinutes = 20
+	}
+	if cfg.AutoName == "" {
+		cfg.AutoName = "code-interpreter"
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = 64 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New()}
+}
+
+// Open implements interceptor.Containers.
+func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (interceptor.Container, error) {
+	now := m.cfg.Now()
+	var c store.Container
+	fresh := false
+	switch {
+	case spec.ID != "":
+		got, err := m.use(ctx, spec.Owner, spec.ID, now)
+		if err != nil {
+			return nil, err
+		}
+		c = got
+	default:
+		for _, id := range spec.Reuse {
+			if got, err := m.use(ctx, spec.Owner, id, now); err == nil {
+				c = got
+				break
+			}
+		}
+		if c.ID == "" {
+			c = store.Container{
+				ID: store.NewID("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName,
+				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
+				MemoryLimit: memoryString(spec.MemoryBytes),
+			}
+			if err := m.st.PutContainer(ctx, c); err != nil {
+				return nil, fmt.Errorf("containers: create: %w", err)
+			}
+			fresh = true
+			for _, fid := range spec.FileIDs {
+				if err := m.copyFile(ctx, c, fid); err != nil {
+					_ = m.st.DeleteContainer(ctx, c.Owner, c.ID) // nothing half-made stays
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, in := range spec.Inputs {
+		if err := m.addInput(ctx, c, in); err != nil {
+			if fresh {
+				_ = m.st.DeleteContainer(ctx, c.Owner, c.ID)
+			}
+			return nil, err
+		}
+	}
+	// OpenAI's default size ("1g") is the operator's default session
+	// memory; a container made with a larger memory_limit gets that.
+	mem := spec.MemoryBytes
+	if mem == 0 && c.MemoryLimit != defaultMemoryLimit {
+		mem = parseMemory(c.MemoryLimit)
+	}
+	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
+}
+
+// use looks a container up for owner and refreshes its expiry.
+func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	c, err := m.st.TouchContainer(ctx, owner, id, now)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return c, fmt.Errorf("%w: %s", interceptor.ErrContainerNotFound, id)
+	case errors.Is(err, store.ErrExpired):
+		m.drop(id)
+		return c, fmt.Errorf("%w: %s", interceptor.ErrContainerExpired, id)
+	case err != nil:
+		return c, fmt.Errorf("containers: %w", err)
+	}
+	return c, nil
+}
+
+// copyFile copies a Files API file into c as /mnt/data/<file_id>-<filename>.
+func (m *Manager) copyFile(ctx context.Context, c store.Container, fileID string) error {
+	f, err := m.st.GetFile(ctx, c.Owner, "", fileID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", interceptor.ErrFileNotFound, fileID)
+	}
+	if err != nil {
+		return fmt.Errorf("containers: %w", err)
+	}
+	data, err := m.st.FileContent(ctx, c.Owner, "", fileID)
+	if err != nil {
+		return fmt.Errorf("containers: %w", err)
+	}
+	name := fileID + "-" + safeName(f.Filename)
+	_, err = m.st.PutFile(ctx, store.File{
+		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
+	}, data)
+	if err != nil {
+		return fmt.Errorf("containers: copy %s: %w", fileID, err)
+	}
+	return nil
+}
+
+func (m *Manager) addInput(ctx context.Context, c store.Container, in interceptor.InputFile) error {
+	if in.FileID != "" {
+		return m.copyFile(ctx, c, in.FileID)
+	}
+	name := safeName(in.Filename)
+	_, err := m.st.PutFile(ctx, store.File{
+		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
+	}, in.Data)
+	if err != nil {
+		return fmt.Errorf("containers: input file %s: %w", name, err)
+	}
+	return nil
+}
+
+// acquire returns the container's held interpreter, opening one (and
+// evicting the least recently used idle one when the sandbox is full).
+func (m *Manager) acquire(ctx context.Context, cid string, memory int64) (*held, bool, error) {
+	m.mu.Lock()
+	if h, ok := m.held[cid]; ok && !h.removed {
+		h.users++
+		if h.elem != nil {
+			m.idle.Remove(h.elem)
+			h.elem = nil
+		}
+		m.mu.Unlock()
+		return h, false, nil
+	}
+	var evict *held
+	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
+		evict = m.idle.Remove(m.idle.Front()).(*held)
+		evict.elem = nil
+		evict.removed = true
+		delete(m.held, evict.cid)
+	}
+	m.mu.Unlock()
+	if evict != nil {
+		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
+		_ = evict.sess.Close()
+	}
+	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory})
+	if err != nil {
+		return nil, false, err
+	}
+	h := &held{cid: cid, memory: memory, sess: sess, users: 1, seen: map[string]fileStamp{}}
+	m.mu.Lock()
+	if old, ok := m.held[cid]; ok && !old.removed {
+		// Another response opened one meanwhile: use that, drop ours.
+		old.users++
+		if old.elem != nil {
+			m.idle.Remove(old.elem)
+			old.elem = nil
+		}
+		m.mu.Unlock()
+		_ = sess.Close()
+		return old, false, nil
+	}
+	m.held[cid] = h
+	m.mu.Unlock()
+	return h, true, nil
+}
+
+// release marks one response done with h.
+func (m *Manager) release(h *held) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h.users--
+	if h.users == 0 && !h.removed {
+		h.elem = m.idle.PushBack(h)
+	}
+}
+
+// lose forgets h after its session failed.
+func (m *Manager) lose(h *held) {
+	m.mu.Lock()
+	if m.held[h.cid] == h {
+		delete(m.held, h.cid)
+	}
+	h.removed = true
+	if h.elem != nil {
+		m.idle.Remove(h.elem)
+		h.elem = nil
+	}
+	m.mu.Unlock()
+	_ = h.sess.Close()
+}
+
+// drop closes the interpreter of a container that is gone or expired.
+func (m *Manager) drop(cid string) {
+	m.mu.Lock()
+	h, ok := m.held[cid]
+	if ok {
+		delete(m.held, cid)
+		h.removed = true
+		if h.elem != nil {
+			m.idle.Remove(h.elem)
+			h.elem = nil
+		}
+	}
+	m.mu.Unlock()
+	if ok && h.users == 0 {
+		_ = h.sess.Close()
+	}
+}
+
+// Held reports how many interpreters the manager holds (for tests and
+// metrics).
+func (m *Manager) Held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.held)
+}
+
+// Close closes every held interpreter.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	hs := make([]*held, 0, len(m.held))
+	for _, h := range m.held {
+		h.removed = true
+		hs = append(hs, h)
+	}
+	m.held = map[string]*held{}
+	m.idle.Init()
+	m.mu.Unlock()
+	for _, h := range hs {
+		_ = h.sess.Close()
+	}
+	return nil
+}
+
+// safeName is a file name's base without path separators or NUL.
+func safeName(name string) string {
+	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
+	name = strings.Map(func(r rune) rune {
+		if r == 0 || r == '/' {
+			return -1
+		}
+		return r
+	}, name)
+	if name == "" || name == "." || name == ".." {
+		name = "file"
+	}
+	return name
+}
+
+// defaultMemoryLimit is OpenAI's default container memory_limit.
+const defaultMemoryLimit = "1g"
+
+// memoryString is OpenAI's memory_limit spelling of b ("4g"); the default
+// for 0.
+func memoryString(b int64) string {
+	switch {
+	case b <= 0:
+		return defaultMemoryLimit
+	case b%(1<<30) == 0:
+		return fmt.Sprintf("%dg", b>>30)
+	default:
+		return fmt.Sprintf("%dm", b>>20)
+	}
+}
+
+// parseMemory reads memoryString's output back; 0 when it cannot.
+func parseMemory(s string) int64 {
+	var n int64
+	var unit string
+	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
+		return 0
+	}
+	switch unit {
+	case "g":
+		return n << 30
+	case "m":
+		return n << 20
+	}
+	return 0
+}

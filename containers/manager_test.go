@@ -1,0 +1,205 @@
+package containers_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
+)
+
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
+
+// clock is a settable time for expiry tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	st    *memory.Store
+	prov  *pool.Pool
+	m     *containers.Manager
+	clock *clock
+}
+
+func newFixture(t *testing.T, opts ...func(*pool.Config)) *fixture {
+	t.Helper()
+	clk := &clock{t: time.Now()}
+	st := memory.New(store.DefaultLimits(), clk.now)
+	t.Cleanup(func() { st.Close() })
+	prov := sandboxtest.New(t, opts...)
+	m := containers.New(containers.Config{Now: clk.now}, st, prov, nil)
+	t.Cleanup(func() { m.Close() })
+	return &fixture{st: st, prov: prov, m: m, clock: clk}
+}
+
+func run(t *testing.T, c interceptor.Container, code string) interceptor.RunResult {
+	t.Helper()
+	r, err := c.Run(context.Background(), code)
+	if err != nil {
+		t.Fatalf("run %q: %v", code, err)
+	}
+	if r.Outcome != sandbox.OutcomeCompleted {
+		t.Fatalf("run %q: %s %s\n%s", code, r.Outcome, r.Detail, r.Stderr)
+	}
+	return r
+}
+
+func open(t *testing.T, m *containers.Manager, spec interceptor.ContainerSpec) interceptor.Container {
+	t.Helper()
+	c, err := m.Open(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("open %+v: %v", spec, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestFilesInAndOut: a Files API file and an input file are in /mnt/data
+// for the code; what the code writes becomes an assistant container file
+// with its exact bytes.
+func TestFilesInAndOut(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const owner = "o_alice"
+	up, err := f.st.PutFile(ctx, store.File{ID: "file-abc", Owner: owner, Filename: "data.csv", CreatedAt: f.clock.now().Unix(), Purpose: "user_data"}, []byte("x,y\n1,2\n3,4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, f.m, interceptor.ContainerSpec{Owner: owner, FileIDs: []string{up.ID},
+		Inputs: []interceptor.InputFile{{Filename: "notes.txt", Data: []byte("hello\x00world")}}})
+	if !strings.HasPrefix(c.ID(), "cntr_") {
+		t.Fatalf("container id %q", c.ID())
+	}
+	files, err := c.Files(ctx)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("files %+v %v, want the copied file and the input file", files, err)
+	}
+	r := run(t, c, "import csv\nrows = list(csv.reader(open('/mnt/data/file-abc-data.csv')))\n"+
+		"print(len(rows), open('/mnt/data/notes.txt', 'rb').read())\n"+
+		"open('/mnt/data/out.csv', 'w').write('sum\\n' + str(sum(int(r[1]) for r in rows[1:])) + '\\n')")
+	if !strings.Contains(r.Stdout, `3 b'hello\x00world'`) {
+		t.Fatalf("the code did not see the files: %q", r.Stdout)
+	}
+	if len(r.Changed) != 1 || r.Changed[0].Path != "/mnt/data/out.csv" {
+		t.Fatalf("changed %+v, want /mnt/data/out.csv", r.Changed)
+	}
+	got, err := f.st.GetFile(ctx, owner, c.ID(), r.Changed[0].ID)
+	if err != nil || got.Source != "assistant" {
+		t.Fatalf("stored %+v %v", got, err)
+	}
+	data, err := f.st.FileContent(ctx, owner, c.ID(), got.ID)
+	if err != nil || string(data) != "sum\n6\n" {
+		t.Fatalf("content %q %v", data, err)
+	}
+	// Unchanged files are not stored again; a changed one keeps its id.
+	r = run(t, c, "open('/mnt/data/out.csv', 'a').write('more\\n')")
+	if len(r.Changed) != 1 || r.Changed[0].ID != got.ID {
+		t.Fatalf("changed %+v, want out.csv under its id %s", r.Changed, got.ID)
+	}
+}
+
+// TestContainerOutlivesResponse: a second response naming the container
+// sees its files and, while this server holds the interpreter, its
+// variables; another owner cannot see it at all.
+func TestContainerOutlivesResponse(t *testing.T) {
+	f := newFixture(t)
+	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice"})
+	run(t, a, "kept = 41\nopen('/mnt/data/a.txt', 'w').write('A')")
+	a.Close()
+	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice", ID: a.ID()})
+	r := run(t, b, "print(kept + 1, open('/mnt/data/a.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "42 A" || r.Reset {
+		t.Fatalf("second response: %q reset=%v, want the variables and the file", r.Stdout, r.Reset)
+	}
+	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o_mallory", ID: a.ID()}); !errors.Is(err, interceptor.ErrContainerNotFound) {
+		t.Fatalf("another owner: %v, want ErrContainerNotFound", err)
+	}
+	// auto with a replayed call of this container reuses it.
+	c := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice", Reuse: []string{"cntr_gone", a.ID()}})
+	if c.ID() != a.ID() {
+		t.Fatalf("auto with a replayed call made %s, want %s", c.ID(), a.ID())
+	}
+}
+
+// TestIdleInterpreterEvicted: with one interpreter's capacity, a second
+// container takes the idle one's place; the first container's next run
+// starts fresh with its files and says its variables were reset.
+func TestIdleInterpreterEvicted(t *testing.T) {
+	f := newFixture(t, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers, c.QueueWait = 1, 0, 30*time.Second })
+	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, a, "v = 1\nopen('/mnt/data/keep.txt', 'w').write('kept')")
+	a.Close()
+	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, b, "print('b')")
+	b.Close()
+	a2 := open(t, f.m, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	r := run(t, a2, "print('v' in globals(), open('/mnt/data/keep.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "False kept" || !r.Reset {
+		t.Fatalf("after eviction: %q reset=%v, want no variables, the file, and reset", r.Stdout, r.Reset)
+	}
+}
+
+// TestExpiredContainer: a container unused past its expiry is "expired"
+// for Open; a lost interpreter is replaced with the files copied back in.
+func TestExpiredContainer(t *testing.T) {
+	f := newFixture(t)
+	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, a, "open('/mnt/data/x', 'w').write('x')")
+	a.Close()
+	f.clock.add(21 * time.Minute)
+	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o", ID: a.ID()}); !errors.Is(err, interceptor.ErrContainerExpired) {
+		t.Fatalf("expired container: %v, want ErrContainerExpired", err)
+	}
+	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o", FileIDs: []string{"file-nope"}}); !errors.Is(err, interceptor.ErrFileNotFound) {
+		t.Fatalf("unknown file id: %v, want ErrFileNotFound", err)
+	}
+}
+
+// TestLostInterpreterGetsFiles: after a run kills the interpreter, the next
+// run has the container's files again.
+func TestLostInterpreterGetsFiles(t *testing.T) {
+	f := newFixture(t)
+	c := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, c, "open('/mnt/data/keep.txt', 'w').write('still here')")
+	if r, err := c.Run(context.Background(), "import os\nos._exit(1)"); err != nil || r.Outcome != sandbox.OutcomeCrashed {
+		t.Fatalf("exit: %+v %v", r, err)
+	}
+	r := run(t, c, "print(open('/mnt/data/keep.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "still here" || !r.Reset {
+		t.Fatalf("after the interpreter was lost: %q reset=%v", r.Stdout, r.Reset)
+	}
+}
+
+// TestTwoReplicas: two managers sharing one store (as two servers share
+// Redis) run in the same container; the one that does not hold the
+// interpreter starts a fresh one with the files.
+func TestTwoReplicas(t *testing.T) {
+	f := newFixture(t)
+	other := containers.New(containers.Config{Now: f.clock.now}, f.st, sandboxtest.New(t), nil)
+	t.Cleanup(func() { other.Close() })
+	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, a, "v = 1\nopen('/mnt/data/shared.txt', 'w').write('from replica 1')")
+	b := open(t, other, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	r := run(t, b, "print('v' in globals(), open('/mnt/data/shared.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "False from replica 1" || !r.Reset {
+		t.Fatalf("replica 2: %q reset=%v", r.Stdout, r.Reset)
+	}
+}

@@ -1,0 +1,313 @@
+package interceptor
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// codeDecoder extracts the decoded characters of the "code" string of a
+// function call's arguments, {"code":"..."}, while the arguments arrive in
+// pieces (response.function_call_arguments.delta). The client sees OpenAI's
+// code deltas as the model writes them, so we cannot wait for the whole
+// arguments string: every piece is decoded as far as it goes, and whatever
+// is cut off (an escape, a \u surrogate pair, a UTF-8 sequence) waits for
+// the next piece.
+//
+// It follows encoding/json's decoding (invalid surrogates and invalid UTF-8
+// become U+FFFD) and, like gjson (which the buffered path uses), takes the
+// first "code" member. Values of other members, before or after, are
+// skipped whatever their type. It never fails: on input that is not a JSON
+// object it stops producing; the finished call's code (newCall) is the
+// authority, and the caller sends what is missing from it.
+type codeDecoder struct {
+	st    decState
+	depth int  // nesting depth while skipping a container value
+	inStr bool // skipping: inside a string
+	// string decoding (keys and the code value)
+	esc     bool // after a backslash
+	hexN    int  // hex digits of a \u escape read so far (0 = none pending)
+	hexV    rune
+	pending rune // a surrogate waiting for its pair, or 0
+	key     []byte
+	keyLong bool
+	found   bool   // the code member was reached
+	closed  bool   // its closing quote was read
+	out     []byte // decoded bytes not yet returned
+}
+
+type decState uint8
+
+const (
+	dStart      decState = iota // before '{'
+	dKeyOrEnd                   // after '{' or ','
+	dKey                        // in a member name
+	dColon                      // after a name
+	dValue                      // before a value
+	dSkipScalar                 // in a number or literal being skipped
+	dSkip                       // in a string or container being skipped
+	dCode                       // in the code string
+	dAfterValue                 // after a value
+	dStop                       // the code string ended, or the input is not what we read
+	maxKeyLen   = 16            // "code" is 4 bytes; longer names are never it
+)
+
+// feed consumes one piece of the arguments and returns the code characters
+// it completes.
+func (d *codeDecoder) feed(piece string) string {
+	for i := 0; i < len(piece) && d.st != dStop; i++ {
+		d.step(piece[i])
+	}
+	return d.take()
+}
+
+// done reports whether the code string has been read to its end.
+func (d *codeDecoder) done() bool { return d.closed }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func (d *codeDecoder) step(c byte) {
+	switch d.st {
+	case dStart:
+		switch {
+		case c == '{':
+			d.st = dKeyOrEnd
+		case !isSpace(c):
+			d.st = dStop
+		}
+	case dKeyOrEnd:
+		switch {
+		case c == '"':
+			d.st, d.key, d.keyLong = dKey, d.key[:0], false
+		case c == '}':
+			d.st = dStop
+		case !isSpace(c):
+			d.st = dStop
+		}
+	case dKey:
+		if d.str(c) {
+			d.st = dColon
+		}
+	case dColon:
+		switch {
+		case c == ':':
+			d.st = dValue
+		case !isSpace(c):
+			d.st = dStop
+		}
+	case dValue:
+		switch {
+		case isSpace(c):
+		case c == '"' && !d.found && !d.keyLong && string(d.key) == "code":
+			d.found, d.st = true, dCode
+		case c == '"':
+			d.st, d.depth, d.inStr = dSkip, 0, true
+		case c == '{' || c == '[':
+			d.st, d.depth, d.inStr = dSkip, 1, false
+		case c == '}' || c == ']' || c == ',':
+			d.st = dStop
+		default:
+			d.st = dSkipScalar
+		}
+	case dSkipScalar:
+		switch {
+		case c == ',':
+			d.st = dKeyOrEnd
+		case c == '}':
+			d.st = dStop
+		case isSpace(c):
+			d.st = dAfterValue
+		}
+	case dSkip:
+		d.skip(c)
+	case dCode:
+		if d.str(c) {
+			d.st, d.closed = dStop, true
+		}
+	case dAfterValue:
+		switch {
+		case c == ',':
+			d.st = dKeyOrEnd
+		case !isSpace(c): // '}' or garbage: either way nothing follows
+			d.st = dStop
+		}
+	}
+}
+
+// skip consumes one byte of a string or container value we do not want.
+func (d *codeDecoder) skip(c byte) {
+	if d.inStr {
+		switch {
+		case d.esc:
+			d.esc = false
+		case c == '\\':
+			d.esc = true
+		case c == '"':
+			d.inStr = false
+			if d.depth == 0 {
+				d.st = dAfterValue
+			}
+		}
+		return
+	}
+	switch c {
+	case '"':
+		d.inStr = true
+	case '{', '[':
+		d.depth++
+	case '}', ']':
+		d.depth--
+		if d.depth == 0 {
+			d.st = dAfterValue
+		}
+	}
+}
+
+// str consumes one byte of a string (a key, or the code) and reports
+// whether it was the closing quote. Decoded bytes go to the key or to out.
+func (d *codeDecoder) str(c byte) bool {
+	if d.hexN > 0 {
+		v, ok := unhex(c)
+		if !ok { // invalid JSON; keep what we have
+			d.st = dStop
+			return false
+		}
+		d.hexV = d.hexV<<4 | v
+		d.hexN++
+		if d.hexN == 5 {
+			d.hexN = 0
+			d.escapedRune(d.hexV)
+		}
+		return false
+	}
+	if d.esc {
+		d.esc = false
+		if c == 'u' {
+			d.hexN, d.hexV = 1, 0
+			return false
+		}
+		d.flushPending()
+		switch c {
+		case 'n':
+			d.emitByte('\n')
+		case 't':
+			d.emitByte('\t')
+		case 'r':
+			d.emitByte('\r')
+		case 'b':
+			d.emitByte('\b')
+		case 'f':
+			d.emitByte('\f')
+		case '"', '\\', '/':
+			d.emitByte(c)
+		default:
+			d.st = dStop
+		}
+		return false
+	}
+	switch c {
+	case '\\':
+		d.esc = true
+		return false
+	case '"':
+		d.flushPending()
+		return true
+	}
+	d.flushPending()
+	d.emitByte(c)
+	return false
+}
+
+// escapedRune handles a decoded \uXXXX: a surrogate waits for its pair, as
+// encoding/json pairs them; an unpaired one is U+FFFD.
+func (d *codeDecoder) escapedRune(r rune) {
+	if d.pending != 0 {
+		if pair := utf16.DecodeRune(d.pending, r); pair != utf8.RuneError {
+			d.pending = 0
+			d.emitRune(pair)
+			return
+		}
+		d.flushPending()
+	}
+	if utf16.IsSurrogate(r) {
+		d.pending = r
+		return
+	}
+	d.emitRune(r)
+}
+
+// flushPending ends a surrogate that got no pair.
+func (d *codeDecoder) flushPending() {
+	if d.pending != 0 {
+		d.pending = 0
+		d.emitRune(utf8.RuneError)
+	}
+}
+
+func (d *codeDecoder) emitRune(r rune) {
+	if d.st == dKey {
+		for _, b := range utf8.AppendRune(nil, r) {
+			d.emitByte(b)
+		}
+		return
+	}
+	d.out = utf8.AppendRune(d.out, r)
+}
+
+func (d *codeDecoder) emitByte(b byte) {
+	if d.st == dKey {
+		if len(d.key) >= maxKeyLen {
+			d.keyLong = true
+			return
+		}
+		d.key = append(d.key, b)
+		return
+	}
+	d.out = append(d.out, b)
+}
+
+// take returns the decoded code so far as valid UTF-8: invalid bytes become
+// U+FFFD (as encoding/json decodes them) and a sequence cut at the end of
+// the piece waits for the rest, unless the string has ended.
+func (d *codeDecoder) take() string {
+	var b []byte // built only when a byte is replaced
+	i, start := 0, 0
+	for i < len(d.out) {
+		if d.out[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if !utf8.FullRune(d.out[i:]) && d.st != dStop {
+			break // the rest of the character is in the next piece
+		}
+		r, size := utf8.DecodeRune(d.out[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, d.out[start:i]...)
+			b = append(b, "\ufffd"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	var s string
+	if b == nil {
+		s = string(d.out[:i])
+	} else {
+		s = string(append(b, d.out[start:i]...))
+	}
+	n := copy(d.out, d.out[i:])
+	d.out = d.out[:n]
+	return s
+}
+
+func unhex(c byte) (rune, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return rune(c - '0'), true
+	case 'a' <= c && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case 'A' <= c && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
+}
