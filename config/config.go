@@ -13,6 +13,9 @@ type Config struct {
 	Interceptor Interceptor `json:"interceptor"`
 	Upstream    Upstream    `json:"upstream"`
 	Sandbox     Sandbox     `json:"sandbox"`
+	API         API         `json:"api"`
+	Store       Store       `json:"store"`
+	Files       Files       `json:"files"`
 	Logging     Logging     `json:"logging"`
 	Metrics     Metrics     `json:"metrics"`
 }
@@ -71,6 +74,11 @@ type Interceptor struct {
 	// MaxMemoryLimit is the largest container memory_limit a client may
 	// ask for ("1g" style in the request); above it the request gets a 400.
 	MaxMemoryLimit ByteSize `json:"max_memory_limit"`
+	// InputFiles is what the model gets of a request's input_file parts,
+	// which are copied into the container either way: "pass" sends them on
+	// unchanged, "note" replaces each with a text note saying where the
+	// file is (for models that reject file parts).
+	InputFiles string `json:"input_files"`
 }
 
 // Upstream is where follow-up inference goes.
@@ -197,6 +205,7 @@ func Default() *Config {
 			MaxToolCalls:     32,
 			FollowUp:         FollowUpAuto,
 			MaxMemoryLimit:   1 * GiB,
+			InputFiles:       "pass",
 		},
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",
@@ -230,6 +239,9 @@ func Default() *Config {
 				MaxImageBytes: 8 * MiB,
 			},
 		},
+		API:     defaultAPI(),
+		Store:   defaultStore(),
+		Files:   defaultFiles(),
 		Logging: Logging{Level: "info", Format: "json"},
 		Metrics: Metrics{Enabled: true, Path: "/metrics"},
 	}

@@ -257,6 +257,31 @@ func TestValidateErrors(t *testing.T) {
 		{"metrics without admin", func(c *Config) { c.Server.AdminListen = "" }, [][2]string{{"metrics.enabled", "needs server.admin_listen"}}},
 		{"metrics path", func(c *Config) { c.Metrics.Path = "metrics" }, [][2]string{{"metrics.path", "starting with /"}}},
 		{"metrics path taken", func(c *Config) { c.Metrics.Path = "/healthz" }, [][2]string{{"metrics.path", "taken by the health endpoints"}}},
+		{"api listen", func(c *Config) { c.API.Listen = "8081" }, [][2]string{{"api.listen", "is not host:port"}}},
+		{"api listen same as grpc", func(c *Config) { c.API.Listen = c.Server.Listen }, [][2]string{{"api.listen", "must differ from server.listen"}}},
+		{"api listen same as admin", func(c *Config) { c.API.Listen = c.Server.AdminListen }, [][2]string{{"api.listen", "must differ from server.admin_listen"}}},
+		{"api no auth headers", func(c *Config) { c.API.AuthHeaders = nil }, [][2]string{{"api.auth_headers", "at least one header"}}},
+		{"api auth header bad", func(c *Config) { c.API.AuthHeaders = []string{"a b"} }, [][2]string{{"api.auth_headers[0]", "not a valid header name"}}},
+		{"api auth header twice", func(c *Config) { c.API.AuthHeaders = []string{"api-key", "Api-Key"} }, [][2]string{{"api.auth_headers[1]", "listed twice"}}},
+		{"api upload above file bytes", func(c *Config) { c.API.MaxUploadBytes = 128 * MiB }, [][2]string{{"api.max_upload_bytes", "store.limits.file_bytes 64MiB"}}},
+		{"api expiry seconds", func(c *Config) { c.API.DefaultExpiry = 90 * time.Second }, [][2]string{{"api.default_expiry", "whole number of minutes"}}},
+		{"api max below default", func(c *Config) { c.API.MaxExpiry = 10 * time.Minute }, [][2]string{{"api.max_expiry", "shorter than api.default_expiry"}}},
+		{"api max too long", func(c *Config) { c.API.MaxExpiry = 1000 * time.Hour }, [][2]string{{"api.max_expiry", "at most 720h"}}},
+		{"store backend", func(c *Config) { c.Store.Backend = "etcd" }, [][2]string{{"store.backend", "not one of memory, redis"}}},
+		{"redis url empty", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "" }, [][2]string{{"store.redis_url", "must be set"}}},
+		{"redis url scheme", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "http://r:6379" }, [][2]string{{"store.redis_url", "redis:// or rediss://"}}},
+		{"redis url host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "redis:///0" }, [][2]string{{"store.redis_url", "has no host"}}},
+		{"store container below file", func(c *Config) { c.Store.Limits.ContainerBytes = MiB }, [][2]string{{"store.limits.container_bytes", "below store.limits.file_bytes"}}},
+		{"store owner below container", func(c *Config) { c.Store.Limits.OwnerBytes = 128 * MiB }, [][2]string{{"store.limits.owner_bytes", "below store.limits.container_bytes"}}},
+		{"store files", func(c *Config) { c.Store.Limits.ContainerFiles = 0 }, [][2]string{{"store.limits.container_files", "between 1 and 100000"}}},
+		{"store containers", func(c *Config) { c.Store.Limits.OwnerContainers = 0 }, [][2]string{{"store.limits.owner_containers", "between 1 and 100000"}}},
+		{"store owner files", func(c *Config) { c.Store.Limits.OwnerFiles = -1 }, [][2]string{{"store.limits.owner_files", "between 1 and 100000"}}},
+		{"store lifetime", func(c *Config) { c.Store.Limits.FileLifetime = time.Minute }, [][2]string{{"store.limits.file_lifetime", "between 1h and 720h"}}},
+		{"store expired memory", func(c *Config) { c.Store.Limits.ExpiredMemory = -time.Hour }, [][2]string{{"store.limits.expired_memory", "between 0 and 720h"}}},
+		{"files source", func(c *Config) { c.Files.Source = "s3" }, [][2]string{{"files.source", "not one of local, upstream, off"}}},
+		{"files upstream without url", func(c *Config) { c.Files.Source = FilesUpstream }, [][2]string{{"files.upstream_url", "must be set"}}},
+		{"files upstream relative", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "/v1" }, [][2]string{{"files.upstream_url", "absolute http"}}},
+		{"files upstream credentials", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "https://k:s@api.openai.com/v1" }, [][2]string{{"files.upstream_url", "must not carry credentials"}}},
 		{"all collected", func(c *Config) {
 			c.Server.Listen = ""
 			c.Logging.Level = "x"
@@ -286,6 +311,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"no forwarded headers", func(c *Config) { c.Upstream.ForwardHeaders = nil }},
 		{"cgroups off", func(c *Config) { c.Sandbox.Isolation.Cgroup = "off" }},
 		{"no warm workers", func(c *Config) { c.Sandbox.WarmWorkers = 0 }},
+		{"api off", func(c *Config) { c.API.Listen = "" }},
+		{"redis", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "rediss://u:p@redis.example:6380/2" }},
+		{"files upstream", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "https://api.openai.com/v1" }},
+		{"files off", func(c *Config) { c.Files.Source = FilesOff }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,6 +384,10 @@ func TestEnvOverrides(t *testing.T) {
 		{"list empty", []string{"CODEINTERP_UPSTREAM_FORWARD_HEADERS="}, func(c *Config) { c.Upstream.ForwardHeaders = []string{} }},
 		{"map pairs", []string{"CODEINTERP_UPSTREAM_HEADERS=x-tenant=blue, x-env=a=b"}, func(c *Config) { c.Upstream.Headers = map[string]string{"x-tenant": "blue", "x-env": "a=b"} }},
 		{"map flow", []string{`CODEINTERP_UPSTREAM_HEADERS={x-list: "a, b"}`}, func(c *Config) { c.Upstream.Headers = map[string]string{"x-list": "a, b"} }},
+		{"api auth headers lowercased", []string{"CODEINTERP_API_AUTH_HEADERS=Authorization,X-Api-Token"}, func(c *Config) { c.API.AuthHeaders = []string{"authorization", "x-api-token"} }},
+		{"store backend", []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=redis://r:6379/1"}, func(c *Config) { c.Store.Backend = "redis"; c.Store.RedisURL = "redis://r:6379/1" }},
+		{"store limit", []string{"CODEINTERP_STORE_LIMITS_OWNER_CONTAINERS=5"}, func(c *Config) { c.Store.Limits.OwnerContainers = 5 }},
+		{"files source", []string{"CODEINTERP_FILES_SOURCE=off"}, func(c *Config) { c.Files.Source = "off" }},
 		{"unrelated ignored", []string{"CODEINTERP_FIXTURES=/x", "PATH=/bin", "CODEINTERP_UPSTREAM_ULR=x"}, func(*Config) {}},
 	}
 	for _, tt := range tests {
@@ -593,7 +626,7 @@ func TestEnvVarsSorted(t *testing.T) {
 			sections = append(sections, s)
 		}
 	}
-	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "logging", "metrics"}
+	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "api", "store", "files", "logging", "metrics"}
 	if !reflect.DeepEqual(sections, want) {
 		t.Errorf("sections %v, want %v", sections, want)
 	}

@@ -112,6 +112,9 @@ func (c *Config) normalize() {
 	for i, h := range c.Upstream.ForwardHeaders {
 		c.Upstream.ForwardHeaders[i] = strings.ToLower(h)
 	}
+	for i, h := range c.API.AuthHeaders {
+		c.API.AuthHeaders[i] = strings.ToLower(h)
+	}
 	if len(c.Upstream.Headers) > 0 {
 		m := make(map[string]string, len(c.Upstream.Headers))
 		for k, v := range c.Upstream.Headers {

@@ -47,6 +47,17 @@
 // limit (16MiB in deploy/envoy). Validate cannot see the Envoy config; the
 // deploy/envoy tests check the pairing against Default().
 //
+// # Containers and files
+//
+// api configures the HTTP server of OpenAI's Containers and Files APIs
+// (its listener, the credential headers that own objects, the upload bound
+// and container expiry), store the store it and the interceptor share
+// (memory, or redis for several replicas, and its bounds), files where file
+// ids come from (local, upstream or off). api.max_upload_bytes must not
+// exceed store.limits.file_bytes; expiries are whole minutes, as OpenAI's
+// expires_after. deploy/envoy routes /v1/containers and /v1/files to
+// api.listen; its tests check the pairing.
+//
 // # Sandbox paths
 //
 // sandbox.runtime_dir and sandbox.cache_dir may be left empty; ResolvePaths

@@ -46,6 +46,10 @@ func (c *Config) Validate() error {
 	c.validateInterceptor(v)
 	c.validateUpstream(v)
 	c.validateSandbox(v)
+	c.validateInputFiles(v)
+	c.validateAPI(v)
+	c.validateStore(v)
+	c.validateFiles(v)
 	c.validateLogging(v)
 	return errors.Join(v.errs...)
 }
@@ -213,6 +217,14 @@ func (c *Config) validateUpstream(v *validator) {
 		v.check(!strings.ContainsAny(val, "\r\n\x00"), path, "value must not contain CR, LF or NUL")
 	}
 	v.check(u.Timeout > 0, "upstream.timeout", "must be positive")
+}
+
+func (c *Config) validateInputFiles(v *validator) {
+	switch c.Interceptor.InputFiles {
+	case "pass", "note":
+	default:
+		v.add("interceptor.input_files", "%q is not one of pass, note", c.Interceptor.InputFiles)
+	}
 }
 
 func (c *Config) validateSandbox(v *validator) {

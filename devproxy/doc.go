@@ -36,6 +36,14 @@
 //   - a non-OK gRPC close → status_on_error, an OK close → continue
 //     unprocessed, spurious responses → status_on_error (C27, C28).
 //
+// Routing is a route table like Envoy's (Config.Routes): the first route
+// whose match (path, prefix or path_separated_prefix) fits the request's
+// path picks the cluster, and a route may disable the filter as
+// ExtProcPerRoute{disabled: true} does; unmatched requests take the
+// default route, Config.Upstream through the filter. `extproc dev` routes
+// /v1/containers and /v1/files to the Containers and Files API this way,
+// as deploy/envoy/envoy.yaml does.
+//
 // Deliberate simplifications: STREAMED, BUFFERED_PARTIAL and
 // FULL_DUPLEX_STREAMED body modes, observability mode, attributes and
 // metadata forwarding are not emulated (a mode_override asking for one is

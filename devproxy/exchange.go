@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,8 @@ type exchange struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	mode *filterv3.ProcessingMode // in force now, after any override
+	// cluster is the chosen route's cluster.
+	cluster *url.URL
 
 	stream  extprocv3.ExternalProcessor_ProcessClient
 	cancel  context.CancelFunc
@@ -170,7 +173,7 @@ func (ex *exchange) run(ctx context.Context) {
 func (ex *exchange) forward(ctx context.Context, reqH *headerMap, body io.Reader, bodyLen int64, trailer http.Header) (*http.Response, bool) {
 	path, _ := reqH.get(":path")
 	method, _ := reqH.get(":method")
-	u, err := ex.p.upstreamURL(path)
+	u, err := upstreamURL(ex.cluster, path)
 	if err != nil {
 		ex.localReply(http.StatusBadRequest, "Bad Request", "invalid_path")
 		return nil, false

@@ -30,7 +30,15 @@ const (
 type Config struct {
 	// Upstream is the cluster requests are forwarded to: scheme and host,
 	// plus an optional path prefix that is prepended to the request path.
+	// It is the default route: a request that no entry of Routes matches
+	// goes here, through the ext_proc filter.
 	Upstream *url.URL
+	// Routes is the route table ahead of the default route, in Envoy's
+	// order: the first route whose match fits the request's path (query
+	// excluded) is taken. Like Envoy, the route is chosen from the
+	// client's :path when the request arrives; a processor's :path
+	// mutation changes the path sent, not the route.
+	Routes []Route
 	// Processor is the ext_proc gRPC client. nil runs the proxy without the
 	// filter (a plain route), which benchmarks use as the baseline.
 	Processor extprocv3.ExternalProcessorClient
@@ -67,6 +75,68 @@ type Config struct {
 	OnLocalReply func(status int, details string)
 }
 
+// Route is one entry of the route table: an Envoy RouteMatch (exactly one
+// of Path, Prefix and PathSeparatedPrefix) and its cluster.
+type Route struct {
+	Name string
+	// Path matches the path exactly; Prefix matches any path starting with
+	// it; PathSeparatedPrefix matches the prefix itself or the prefix
+	// followed by "/" (Envoy's path_separated_prefix, which is also what
+	// Envoy Gateway makes of an HTTPRoute PathPrefix).
+	Path, Prefix, PathSeparatedPrefix string
+	// Cluster is where the route forwards: scheme and host, plus an
+	// optional path prefix (as Config.Upstream).
+	Cluster *url.URL
+	// ExtProcDisabled is ExtProcPerRoute{disabled: true}: the request opens
+	// no ext_proc stream at all.
+	ExtProcDisabled bool
+}
+
+func (rt Route) matches(path string) bool {
+	switch {
+	case rt.Path != "":
+		return path == rt.Path
+	case rt.Prefix != "":
+		return strings.HasPrefix(path, rt.Prefix)
+	default:
+		rest, ok := strings.CutPrefix(path, rt.PathSeparatedPrefix)
+		return ok && (rest == "" || rest[0] == '/')
+	}
+}
+
+func checkRoute(rt Route) error {
+	n := 0
+	for _, m := range []string{rt.Path, rt.Prefix, rt.PathSeparatedPrefix} {
+		if m != "" {
+			n++
+			if m[0] != '/' {
+				return fmt.Errorf("route %q: match %q must start with /", rt.Name, m)
+			}
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("route %q: want exactly one of Path, Prefix, PathSeparatedPrefix", rt.Name)
+	}
+	if sp := rt.PathSeparatedPrefix; len(sp) > 1 && strings.HasSuffix(sp, "/") {
+		return fmt.Errorf("route %q: path_separated_prefix %q must not end with /", rt.Name, sp)
+	}
+	if c := rt.Cluster; c == nil || c.Host == "" || (c.Scheme != "http" && c.Scheme != "https") {
+		return fmt.Errorf("route %q: Cluster must be an absolute http(s) URL", rt.Name)
+	}
+	return nil
+}
+
+// route picks the route for a request path: the first of Routes that
+// matches, else the default route (Upstream, with the filter).
+func (p *Proxy) route(path string) Route {
+	for _, rt := range p.cfg.Routes {
+		if rt.matches(path) {
+			return rt
+		}
+	}
+	return Route{Name: "default", Prefix: "/", Cluster: p.cfg.Upstream}
+}
+
 // Proxy is an http.Handler that forwards to Config.Upstream through the
 // ext_proc filter emulation.
 type Proxy struct {
@@ -91,6 +161,11 @@ func New(cfg Config) (*Proxy, error) {
 			ResponseBodyMode:    filterv3.ProcessingMode_BUFFERED,
 			RequestTrailerMode:  filterv3.ProcessingMode_SKIP,
 			ResponseTrailerMode: filterv3.ProcessingMode_SKIP,
+		}
+	}
+	for _, rt := range cfg.Routes {
+		if err := checkRoute(rt); err != nil {
+			return nil, fmt.Errorf("devproxy: %w", err)
 		}
 	}
 	mode = proto.Clone(mode).(*filterv3.ProcessingMode)
@@ -146,8 +221,9 @@ func supportedMode(m *filterv3.ProcessingMode) error {
 
 // ServeHTTP runs one HTTP exchange.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{p: p, w: w, r: r, mode: proto.Clone(p.mode).(*filterv3.ProcessingMode)}
-	if p.cfg.Processor == nil {
+	rt := p.route(r.URL.Path)
+	ex := &exchange{p: p, w: w, r: r, mode: proto.Clone(p.mode).(*filterv3.ProcessingMode), cluster: rt.Cluster}
+	if p.cfg.Processor == nil || rt.ExtProcDisabled {
 		ex.complete = true
 	}
 	defer ex.closeStream()
@@ -192,12 +268,12 @@ func newRequestID() string {
 }
 
 // upstreamURL joins the cluster address and the (possibly mutated) :path.
-func (p *Proxy) upstreamURL(path string) (*url.URL, error) {
+func upstreamURL(cluster *url.URL, path string) (*url.URL, error) {
 	ref, err := url.ParseRequestURI(path)
 	if err != nil {
 		return nil, fmt.Errorf("bad :path %q: %w", path, err)
 	}
-	u := *p.cfg.Upstream
+	u := *cluster
 	u.Path = strings.TrimSuffix(u.Path, "/") + ref.Path
 	u.RawPath = ""
 	u.RawQuery = ref.RawQuery

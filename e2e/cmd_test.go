@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/store/redis/redistest"
 )
 
 // buildExtproc compiles the real binary once per test.
@@ -284,4 +285,70 @@ func TestDemo(t *testing.T) {
 	if n := strings.Count(out, "code_interpreter_call ci_"); n != 2 {
 		t.Errorf("demo printed %d code_interpreter_call summaries, want 2 (stream and non-stream)", n)
 	}
+}
+
+// TestTwoReplicasShareRedis runs two `extproc dev` processes (each a
+// server and its front proxy) on one real redis-server, as two replicas
+// behind Envoy: a container made and filled through one is used through
+// the other, and the file the code wrote there downloads through the first.
+func TestTwoReplicasShareRedis(t *testing.T) {
+	sh := loadShapes(t)
+	bin := buildExtproc(t)
+	redisURL := redistest.Start(t)
+	var m *model
+	m = newModel(t, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{m.call("rows = open('/mnt/data/in.csv').read().split()\n" +
+				"open('/mnt/data/out.txt', 'w').write('rows=%d' % len(rows))\nprint('ROWS', len(rows))")}}
+		}
+		return reply{items: []string{m.message(firstStdoutLine(lastOutputs(c)[0].Get("output").Str))}}
+	})
+	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL}
+	start := func() openai.Client {
+		p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
+			"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
+		t.Cleanup(func() { p.stop(t) })
+		line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+		base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+		return openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
+	}
+	a, b := start(), start()
+	ctx := context.Background()
+	ctr, err := a.Containers.New(ctx, openai.ContainerNewParams{Name: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Containers.Files.New(ctx, ctr.ID, openai.ContainerFileNewParams{
+		File: openai.File(strings.NewReader("x\ny\nz\n"), "in.csv", "text/csv")}); err != nil {
+		t.Fatal(err)
+	}
+	p := ciParams("Count the rows.", true)
+	p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(ctr.ID)}
+	r, err := b.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OutputText() != "ROWS 3" || ciCalls(r)[0].ContainerID != ctr.ID {
+		t.Fatalf("through the second replica: %s", r.RawJSON())
+	}
+	list, err := a.Containers.Files.List(ctx, ctr.ID, openai.ContainerFileListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range list.Data {
+		if f.Path != "/mnt/data/out.txt" {
+			continue
+		}
+		resp, err := a.Containers.Files.Content.Get(ctx, ctr.ID, f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "rows=3" {
+			t.Fatalf("out.txt through the first replica: %q", body)
+		}
+		return
+	}
+	t.Fatalf("the first replica does not list out.txt: %+v", list.Data)
 }

@@ -22,18 +22,27 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/devproxy"
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
 )
 
 // stackOptions tune one test's stack.
 type stackOptions struct {
 	provider    string // "wasm" (default) or "gvisor"
 	pool        []func(*pool.Config)
+	// containers makes the stack keep containers in st (a memory store
+	// when nil) and serve the Containers and Files APIs, routed by the
+	// front proxy as deploy/envoy routes them.
+	containers bool
+	st         store.Store
 	interceptor interceptor.Config
 	quiet       bool // no per-request logs (benchmarks, load)
 }
@@ -42,6 +51,8 @@ type stackOptions struct {
 // interceptor → sandbox, with the scripted model behind.
 type stack struct {
 	model    *model
+	st       store.Store
+	manager  *containers.Manager
 	proxyURL string
 	server   *filter.Server
 	metrics  *filter.Metrics
@@ -91,7 +102,32 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	ic, err := interceptor.New(o.interceptor, prov, log.Named("interceptor"))
+	var routes []devproxy.Route
+	var st store.Store
+	var mgr *containers.Manager
+	var icOpts []interceptor.Option
+	if o.containers {
+		st = o.st
+		if st == nil {
+			ms := memory.New(store.DefaultLimits(), nil)
+			t.Cleanup(func() { ms.Close() })
+			st = ms
+		}
+		mgr = containers.New(containers.Config{}, st, prov, log.Named("containers"))
+		t.Cleanup(func() { mgr.Close() })
+		icOpts = append(icOpts, interceptor.WithContainers(mgr))
+		apiSrv, err := api.New(api.Config{}, st, log.Named("api"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(apiSrv)
+		t.Cleanup(hs.Close)
+		au, _ := url.Parse(hs.URL)
+		for _, p := range []string{"/v1/containers", "/v1/files"} {
+			routes = append(routes, devproxy.Route{Name: p, PathSeparatedPrefix: p, Cluster: au, ExtProcDisabled: true})
+		}
+	}
+	ic, err := interceptor.New(o.interceptor, prov, log.Named("interceptor"), icOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +157,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	// max_message_timeout 900s, allow_mode_override, 16 MiB buffers.
 	px, err := devproxy.New(devproxy.Config{
 		Upstream:          up,
+		Routes:            routes,
 		Processor:         extprocv3.NewExternalProcessorClient(cc),
 		MessageTimeout:    10 * time.Second,
 		MaxMessageTimeout: 900 * time.Second,
@@ -134,6 +171,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	hs := httptest.NewServer(px)
 	t.Cleanup(hs.Close)
 	return &stack{
+		st: st, manager: mgr,
 		proxyURL: hs.URL, server: fs, metrics: metrics, runs: runs,
 		client: openai.NewClient(
 			option.WithBaseURL(hs.URL+"/v1/"),

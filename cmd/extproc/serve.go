@@ -25,10 +25,12 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/devproxy"
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // runServe runs the ext_proc gRPC server until ctx ends, then drains.
@@ -60,7 +62,7 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("serving", zap.String("grpc", a.grpcAddr.String()), zap.String("admin", a.adminAddr()),
-		zap.String("upstream", cfg.Upstream.URL))
+		zap.String("api", a.apiAddr()), zap.String("store", cfg.Store.Backend), zap.String("upstream", cfg.Upstream.URL))
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: draining streams", zap.Duration("timeout", cfg.Server.ShutdownTimeout))
@@ -81,6 +83,7 @@ func runDev(ctx context.Context, args []string) error {
 	configPath := fs.String("config", "", "YAML configuration `FILE` (its upstream.url is replaced by --upstream)")
 	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "ext_proc gRPC `ADDR` (port 0 picks a free one)")
 	adminListen := fs.String("admin-listen", "", "health and metrics HTTP `ADDR` (empty: none)")
+	apiListen := fs.String("api-listen", "127.0.0.1:0", "Containers and Files API `ADDR` the proxy routes /v1/containers and /v1/files to (port 0 picks a free one; empty: no API)")
 	msgTimeout := fs.Duration("message-timeout", 10*time.Second, "Envoy ext_proc message_timeout to emulate")
 	maxMsgTimeout := fs.Duration("max-message-timeout", 900*time.Second, "Envoy ext_proc max_message_timeout to emulate")
 	fs.Usage = func() {
@@ -109,6 +112,7 @@ func runDev(ctx context.Context, args []string) error {
 	cfg.Upstream.URL = strings.TrimSuffix(up.String(), "/") + cfg.Routes.Paths[0]
 	cfg.Server.Listen = *grpcListen
 	cfg.Server.AdminListen = *adminListen
+	cfg.API.Listen = *apiListen
 	if *adminListen == "" {
 		cfg.Metrics.Enabled = false // they are served on the admin listener only
 	}
@@ -139,6 +143,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer cc.Close()
 	proxy, err := devproxy.New(devproxy.Config{
 		Upstream:          up,
+		Routes:            devRoutes(cfg, a.apiAddr()),
 		Processor:         extprocv3.NewExternalProcessorClient(cc),
 		MessageTimeout:    *msgTimeout,
 		MaxMessageTimeout: *maxMsgTimeout,
@@ -158,7 +163,7 @@ func runDev(ctx context.Context, args []string) error {
 	go func() { herr <- hs.Serve(lis) }()
 	log.Info("dev proxy ready (an Envoy stand-in; production runs Envoy)",
 		zap.String("listen", "http://"+lis.Addr().String()), zap.String("upstream", up.String()),
-		zap.String("grpc", a.grpcAddr.String()))
+		zap.String("grpc", a.grpcAddr.String()), zap.String("api", a.apiAddr()))
 	fmt.Fprintf(os.Stderr, "extproc dev: OPENAI_BASE_URL=http://%s/v1 → %s\n", lis.Addr(), up)
 
 	select {
@@ -173,18 +178,41 @@ func runDev(ctx context.Context, args []string) error {
 	return err
 }
 
-// app is the running server: sandbox pool, interceptor, ext_proc service,
-// gRPC server with health, and the admin HTTP server.
+// devRoutes is the dev proxy's route table, as deploy/envoy/envoy.yaml's:
+// /v1/containers, and /v1/files unless the upstream serves it
+// (files.source: upstream), go to the API without the ext_proc filter.
+func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
+	if apiAddr == "" {
+		return nil
+	}
+	cluster := &url.URL{Scheme: "http", Host: apiAddr}
+	routes := []devproxy.Route{{Name: "containers", PathSeparatedPrefix: "/v1/containers", Cluster: cluster, ExtProcDisabled: true}}
+	if cfg.Files.Source != config.FilesUpstream {
+		routes = append(routes, devproxy.Route{Name: "files", PathSeparatedPrefix: "/v1/files", Cluster: cluster, ExtProcDisabled: true})
+	}
+	return routes
+}
+
+// app is the running server: the store, sandbox pool, interceptor,
+// ext_proc service, gRPC server with health, the admin HTTP server and the
+// Containers and Files API server.
 type app struct {
-	log      *zap.Logger
-	provider sandbox.Provider
-	grpc     *grpc.Server
-	health   *health.Server
-	grpcAddr net.Addr
-	admin    *http.Server
-	adminLis net.Listener
-	errc     chan error
-	stop     context.CancelFunc
+	log *zap.Logger
+	// store is the one store of the process: the API serves it and the
+	// interceptor's containers live in it.
+	store store.Store
+	// containers holds the interpreters of containers between responses.
+	containers *containers.Manager
+	api        *http.Server
+	apiLis     net.Listener
+	provider   sandbox.Provider
+	grpc       *grpc.Server
+	health     *health.Server
+	grpcAddr   net.Addr
+	admin      *http.Server
+	adminLis   net.Listener
+	errc       chan error
+	stop       context.CancelFunc
 }
 
 func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app, err error) {
@@ -198,6 +226,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
+	st, err := newStore(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = st.Close()
+		}
+	}()
 	p, err := newProvider(ctx, cfg, self, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
@@ -211,6 +248,17 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
+	// Containers outlive a response: their files are in the store, their
+	// interpreters are held here while capacity allows.
+	mgr := containers.New(containers.Config{
+		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
+		MaxFileBytes:  int64(cfg.Store.Limits.FileBytes),
+	}, st, prov, log.Named("containers"))
+	defer func() {
+		if err != nil {
+			_ = mgr.Close()
+		}
+	}()
 	ic, err := interceptor.New(interceptor.Config{
 		FunctionName:     cfg.Interceptor.FunctionName,
 		MaxRounds:        cfg.Interceptor.MaxRounds,
@@ -218,7 +266,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		MaxMemoryBytes:   int64(cfg.Interceptor.MaxMemoryLimit),
 		FollowUp:         interceptor.FollowUpMode(cfg.Interceptor.FollowUp),
 		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
-	}, prov, log.Named("interceptor"))
+		InputFiles:       cfg.Interceptor.InputFiles,
+	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr))
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +276,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		Methods:                cfg.Routes.Methods,
 		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
 		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
+		AuthHeaders:            cfg.API.AuthHeaders,
 		Upstream: filter.UpstreamConfig{
 			URL:            cfg.Upstream.URL,
 			ForwardHeaders: cfg.Upstream.ForwardHeaders,
@@ -254,7 +304,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 2), stop: stop}
+	a = &app{log: log, store: st, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -288,7 +338,21 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			}
 		}()
 	}
+	if cfg.API.Listen != "" {
+		a.api, a.apiLis, err = startAPI(cfg, st, log.Named("api"), a.errc)
+		if err != nil {
+			a.shutdown(time.Second)
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+func (a *app) apiAddr() string {
+	if a.apiLis == nil {
+		return ""
+	}
+	return a.apiLis.Addr().String()
 }
 
 func (a *app) adminAddr() string {
@@ -335,6 +399,20 @@ func (a *app) watchReadiness(ctx context.Context) {
 func (a *app) shutdown(timeout time.Duration) {
 	a.stop()
 	a.health.Shutdown()
+	// The API drains alongside the streams, within the same timeout.
+	apiDone := make(chan struct{})
+	go func() {
+		defer close(apiDone)
+		if a.api == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := a.api.Shutdown(ctx); err != nil {
+			a.log.Warn("API drain timed out; closing remaining requests", zap.Error(err))
+			_ = a.api.Close()
+		}
+	}()
 	done := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(done) }()
 	select {
@@ -349,8 +427,14 @@ func (a *app) shutdown(timeout time.Duration) {
 		_ = a.admin.Shutdown(ctx)
 		cancel()
 	}
+	<-apiDone
+	_ = a.containers.Close()
 	if err := a.provider.Close(); err != nil {
 		a.log.Warn("closing the sandbox", zap.Error(err))
+	}
+	// Last: nothing uses the store any more.
+	if err := a.store.Close(); err != nil {
+		a.log.Warn("closing the store", zap.Error(err))
 	}
 }
 

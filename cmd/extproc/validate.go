@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
@@ -99,10 +100,26 @@ func writeSummary(w io.Writer, c *config.Config, env []string) {
 		{"limits", fmt.Sprintf("run %s, memory %s (max %s) + %s overhead, stdout/stderr %s/%s, %d pids, %g cpus",
 			l.RunTimeout, l.GuestMemory, l.MaxGuestMemory, l.WorkerOverhead, l.StdoutBytes, l.StderrBytes, l.Pids, l.CPUs)},
 		{"runtime dir", orDefault(c.Sandbox.RuntimeDir, "(found at start-up: newest build under the cache dir)")},
+		{"api listen", orDefault(c.API.Listen, "off")},
+		{"containers", fmt.Sprintf("expire %s after use (max %s), uploads up to %s, owners by %s",
+			c.API.DefaultExpiry, c.API.MaxExpiry, c.API.MaxUploadBytes, strings.Join(c.API.AuthHeaders, ", "))},
+		{"store", storeSummary(c.Store)},
+		{"files source", strings.TrimSpace(c.Files.Source + " " + c.Files.UpstreamURL)},
 		{"logging", c.Logging.Level + ", " + c.Logging.Format},
 		{"environment overrides", orDefault(strings.Join(env, ", "), "none")},
 	}
 	for _, kv := range lines {
 		fmt.Fprintf(w, "  %-25s %s\n", kv[0]+":", kv[1])
 	}
+}
+
+func storeSummary(s config.Store) string {
+	if s.Backend == config.StoreRedis {
+		// Never print a password from the URL.
+		if u, err := url.Parse(s.RedisURL); err == nil {
+			return "redis " + u.Redacted()
+		}
+		return "redis"
+	}
+	return s.Backend
 }

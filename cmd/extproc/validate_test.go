@@ -20,7 +20,7 @@ func TestValidateConfig(t *testing.T) {
 	}{
 		{name: "example file", args: []string{"../../deploy/codeinterp.yaml"},
 			wantOut: []string{"ok: ../../deploy/codeinterp.yaml", "grpc listen:", "127.0.0.1:50051", "routes:", "POST /v1/responses",
-				"message timeout override:", "10m0s", "upstream:", "http://127.0.0.1:10001/v1/responses", "environment overrides:", "none"}},
+				"message timeout override:", "10m0s", "upstream:", "http://127.0.0.1:10001/v1/responses", "api listen:", "127.0.0.1:8081", "store:", "memory", "files source:", "local", "environment overrides:", "none"}},
 		{name: "env applied and reported", args: []string{"../../testdata/config/minimal.yaml"},
 			env:        []string{"CODEINTERP_SANDBOX_MAX_SESSIONS=5", "CODEINTERP_UPSTRAEM_URL=x"},
 			wantOut:    []string{"ok:", "5 sessions, 4 warm", "environment overrides:", "CODEINTERP_SANDBOX_MAX_SESSIONS"},

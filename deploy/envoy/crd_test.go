@@ -203,8 +203,8 @@ func TestGatewayManifestsAgainstCRDs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the API server would reject:\n%v", err)
 			}
-			if n != 6 { // GatewayClass, Gateway, 2 HTTPRoutes, ClientTrafficPolicy, EnvoyExtensionPolicy
-				t.Fatalf("validated %d custom resources, want 6", n)
+			if n != 7 { // GatewayClass, Gateway, 3 HTTPRoutes, ClientTrafficPolicy, EnvoyExtensionPolicy
+				t.Fatalf("validated %d custom resources, want 7", n)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,6 +157,10 @@ func firstRoute(vh *routev3.VirtualHost, path string) (*routev3.Route, error) {
 			}
 		case *routev3.RouteMatch_Prefix:
 			if strings.HasPrefix(path, ps.Prefix) {
+				return r, nil
+			}
+		case *routev3.RouteMatch_PathSeparatedPrefix:
+			if rest, ok := strings.CutPrefix(path, ps.PathSeparatedPrefix); ok && (rest == "" || rest[0] == '/') {
 				return r, nil
 			}
 		default:
@@ -355,6 +360,7 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 						fail("route %s for %s: ext_proc must be disabled (per-route disabled: true)", r.GetName(), p)
 					}
 				}
+				checkAPIRoutes(vh, ep.name, clusters, c, fail)
 			}
 		}
 	}
@@ -384,6 +390,48 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// apiPaths are requests of OpenAI's Containers and Files APIs.
+var (
+	containerPaths = []string{"/v1/containers", "/v1/containers/cntr_1", "/v1/containers/cntr_1/files", "/v1/containers/cntr_1/files/cfile_1/content"}
+	filePaths      = []string{"/v1/files", "/v1/files/file-1", "/v1/files/file-1/content"}
+)
+
+// checkAPIRoutes: /v1/containers (and /v1/files unless files.source is
+// upstream) reach the cluster at api.listen with the ext_proc filter
+// disabled; look-alike paths and, with files.source: upstream, /v1/files
+// do not.
+func checkAPIRoutes(vh *routev3.VirtualHost, filterName string, clusters map[string]*clusterv3.Cluster, c *config.Config, fail func(string, ...any)) {
+	toAPI := func(r *routev3.Route) bool {
+		cl := clusters[r.GetRoute().GetCluster()]
+		addrs := endpointAddrs(cl)
+		return cl != nil && len(addrs) == 1 && addrs[0] == c.API.Listen
+	}
+	want := slices.Clone(containerPaths)
+	if c.Files.Source != config.FilesUpstream {
+		want = append(want, filePaths...)
+	}
+	for _, p := range want {
+		r, err := firstRoute(vh, p)
+		switch {
+		case err != nil:
+			fail("virtual host %s: %v (the Containers and Files API)", vh.GetName(), err)
+		case !toAPI(r):
+			fail("route %s for %s: cluster %s is not the server's api.listen %s", r.GetName(), p, r.GetRoute().GetCluster(), c.API.Listen)
+		case !extProcDisabled(r, vh, filterName):
+			fail("route %s for %s: ext_proc must be disabled (the API is plain HTTP)", r.GetName(), p)
+		}
+	}
+	notAPI := []string{"/v1/containersx", "/v1/filesystem", "/v1/responses", "/v1/models"}
+	if c.Files.Source == config.FilesUpstream {
+		notAPI = append(notAPI, filePaths...)
+	}
+	for _, p := range notAPI {
+		if r, err := firstRoute(vh, p); err == nil && toAPI(r) {
+			fail("route %s for %s goes to the API (api.listen %s); it must not", r.GetName(), p, c.API.Listen)
+		}
+	}
 }
 
 func readEnvoy(t *testing.T) []byte {
@@ -614,6 +662,40 @@ func TestEnvoyBootstrapBroken(t *testing.T) {
 				}
 			}
 		}, "want the server's listen address 127.0.0.1:50051"},
+		{"API cluster missing", func(b *bootstrapv3.Bootstrap) {
+			b.StaticResources.Clusters = slices.DeleteFunc(b.StaticResources.Clusters, func(cl *clusterv3.Cluster) bool { return cl.GetName() == "codeinterp_api" })
+		}, `references cluster "codeinterp_api", which is not defined`},
+		{"API on another port", func(b *bootstrapv3.Bootstrap) {
+			for _, cl := range b.GetStaticResources().GetClusters() {
+				if cl.GetName() == "codeinterp_api" {
+					cl.LoadAssignment.Endpoints[0].LbEndpoints[0].GetEndpoint().Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: 8082}
+				}
+			}
+		}, "for /v1/containers: cluster codeinterp_api is not the server's api.listen 127.0.0.1:8081"},
+		{"API route behind ext_proc", func(b *bootstrapv3.Bootstrap) {
+			edit(b, "public", func(h *hcmv3.HttpConnectionManager) {
+				for _, r := range h.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+					if r.GetName() == "files" {
+						r.TypedPerFilterConfig = nil
+					}
+				}
+			})
+		}, "route files for /v1/files: ext_proc must be disabled"},
+		{"files route missing", func(b *bootstrapv3.Bootstrap) {
+			edit(b, "public", func(h *hcmv3.HttpConnectionManager) {
+				vh := h.GetRouteConfig().GetVirtualHosts()[0]
+				vh.Routes = slices.DeleteFunc(vh.Routes, func(r *routev3.Route) bool { return r.GetName() == "files" })
+			})
+		}, "route passthrough for /v1/files: cluster llm is not the server's api.listen"},
+		{"API route as a string prefix", func(b *bootstrapv3.Bootstrap) {
+			edit(b, "public", func(h *hcmv3.HttpConnectionManager) {
+				for _, r := range h.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+					if r.GetName() == "files" {
+						r.Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/v1/files"}
+					}
+				}
+			})
+		}, "route files for /v1/filesystem goes to the API"},
 		{"router not last", func(b *bootstrapv3.Bootstrap) {
 			edit(b, "public", func(h *hcmv3.HttpConnectionManager) {
 				fs := h.GetHttpFilters()
@@ -657,8 +739,42 @@ func TestEnvoyPairsWithServerConfig(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	c = config.Default()
+	c.API.Listen = "127.0.0.1:9999"
+	if err := checkBootstrap(b, c); err == nil || !strings.Contains(err.Error(), "is not the server's api.listen 127.0.0.1:9999") {
+		t.Fatalf("err = %v", err)
+	}
+	// files.source: upstream needs /v1/files to reach the model provider.
+	c = config.Default()
+	c.Files.Source, c.Files.UpstreamURL = config.FilesUpstream, "https://api.openai.com/v1"
+	if err := checkBootstrap(b, c); err == nil || !strings.Contains(err.Error(), "route files for /v1/files goes to the API") {
+		t.Fatalf("err = %v", err)
+	}
+	c = config.Default()
 	c.Routes.Paths = append(c.Routes.Paths, "/openai/v1/responses")
 	if err := checkBootstrap(b, c); err == nil || !strings.Contains(err.Error(), "for /openai/v1/responses: ext_proc is disabled") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The files.source: upstream variant the comments describe (delete the
+// "files" route) fits a server with that setting.
+func TestEnvoyFilesUpstreamVariant(t *testing.T) {
+	data := string(readEnvoy(t))
+	i := strings.Index(data, "              # files.source: local (the default) or off.")
+	j := strings.Index(data, "              # Everything else")
+	if i < 0 || j < i {
+		t.Fatal("the files route block is not where the test expects it")
+	}
+	b, err := loadBootstrap([]byte(data[:i] + data[j:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.Files.Source, c.Files.UpstreamURL = config.FilesUpstream, "https://api.openai.com/v1"
+	if err := checkBootstrap(b, c); err != nil {
+		t.Fatalf("the upstream-files variant does not fit files.source: upstream:\n%v", err)
+	}
+	if err := checkBootstrap(b, config.Default()); err == nil || !strings.Contains(err.Error(), "for /v1/files: cluster llm") {
+		t.Fatalf("the upstream-files variant fits files.source: local: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,7 +189,7 @@ func loadManifests(files map[string][]byte) (*manifests, error) {
 // per sandbox provider, applied instead of one another (they define the
 // same objects).
 var (
-	sharedGatewayFiles = []string{"gateway.yaml", "extension-policy.yaml"}
+	sharedGatewayFiles = []string{"gateway.yaml", "extension-policy.yaml", "redis.yaml"}
 	serverManifests    = map[string]string{
 		config.ProviderWASM:   "codeinterp.yaml",
 		config.ProviderGVisor: "codeinterp-gvisor.yaml",
@@ -248,6 +249,22 @@ func one[T any](kind string, items []T, fail func(string, ...any)) T {
 		return zero
 	}
 	return items[0]
+}
+
+// named returns the one item called name.
+func named[T metav1.Object](kind, name string, items []T, fail func(string, ...any)) T {
+	var zero T
+	var found []T
+	for _, it := range items {
+		if it.GetName() == name {
+			found = append(found, it)
+		}
+	}
+	if len(found) != 1 {
+		fail("want exactly one %s %s, found %d", kind, name, len(found))
+		return zero
+	}
+	return found[0]
 }
 
 func qty(s string) resource.Quantity { return resource.MustParse(s) }
@@ -355,8 +372,8 @@ func checkManifests(m *manifests, provider string) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	d := one("Deployment", m.deployments, fail)
-	svc := one("Service", m.services, fail)
+	d := named("Deployment", "codeinterp", m.deployments, fail)
+	svc := named("Service", "codeinterp", m.services, fail)
 	hpa := one("HorizontalPodAutoscaler", m.hpas, fail)
 	pol := one("EnvoyExtensionPolicy", m.extPolicies, fail)
 	gw := one("Gateway", m.gateways, fail)
@@ -368,6 +385,12 @@ func checkManifests(m *manifests, provider string) error {
 	namespaced := []metav1.Object{svc, hpa, pol, gw, ctp}
 	for _, r := range m.routes {
 		namespaced = append(namespaced, r)
+	}
+	for _, o := range m.deployments {
+		namespaced = append(namespaced, o)
+	}
+	for _, o := range m.services {
+		namespaced = append(namespaced, o)
 	}
 	for _, o := range namespaced {
 		if o.GetNamespace() != ns {
@@ -618,11 +641,160 @@ func checkManifests(m *manifests, provider string) error {
 		fail("ClientTrafficPolicy: timeout.http.streamIdleTimeout %s must outlast the extProc messageTimeout %s", idle, mt)
 	}
 
+	checkAPIManifests(m, d, svc, ctr, cfg, pol, fail)
+
 	// Follow-ups go straight to a model Service, not back through the Gateway.
 	if !strings.Contains(cfg.Upstream.URL, ".svc.cluster.local") {
 		fail("upstream.url %s: want a cluster Service URL (the Gateway route would run the filter again)", cfg.Upstream.URL)
 	}
 	return errors.Join(errs...)
+}
+
+// checkAPIManifests: the API listener is a container port and a Service
+// port; an HTTPRoute outside the extension policy sends /v1/containers (and
+// /v1/files unless files.source is upstream) there; the store is shared by
+// the replicas and, when it is redis.yaml's Redis, that Redis is complete.
+func checkAPIManifests(m *manifests, d *appsv1.Deployment, svc *corev1.Service, ctr corev1.Container, cfg *config.Config,
+	pol *egv1a1.EnvoyExtensionPolicy, fail func(string, ...any)) {
+	if cfg.API.Listen == "" {
+		fail("api.listen is empty: the Containers and Files API would not be served")
+		return
+	}
+	apiPort, err := portOf(cfg.API.Listen)
+	if err != nil {
+		fail("api.listen: %v", err)
+		return
+	}
+	if host, _, _ := net.SplitHostPort(cfg.API.Listen); host != "" && host != "0.0.0.0" && host != "::" {
+		fail("api.listen %s must bind all interfaces in a pod", cfg.API.Listen)
+	}
+	if _, ok := containerPort(ctr, intstr.FromInt32(apiPort)); !ok {
+		fail("api.listen port %d is not a container port", apiPort)
+	}
+	// Service ports whose target is the API listener.
+	svcPorts := map[int32]bool{}
+	for _, sp := range svc.Spec.Ports {
+		if cp, ok := containerPort(ctr, sp.TargetPort); ok && cp == apiPort {
+			svcPorts[sp.Port] = true
+		}
+	}
+	if len(svcPorts) == 0 {
+		fail("Service %s has no port targeting api.listen's port %d", svc.Name, apiPort)
+	}
+	policyTargets := map[string]bool{}
+	for _, tr := range pol.Spec.TargetRefs {
+		policyTargets[string(tr.Name)] = true
+	}
+	want := []string{"/v1/containers"}
+	if cfg.Files.Source != config.FilesUpstream {
+		want = append(want, "/v1/files")
+	}
+	routed := map[string]bool{}
+	for _, r := range m.routes {
+		for _, rule := range r.Spec.Rules {
+			toAPI := false
+			for _, br := range rule.BackendRefs {
+				if (br.Kind == nil || *br.Kind == "Service") && string(br.Name) == svc.Name && br.Port != nil && svcPorts[int32(*br.Port)] {
+					toAPI = true
+				}
+			}
+			for _, mt := range rule.Matches {
+				if mt.Path == nil || mt.Path.Value == nil {
+					continue
+				}
+				v := *mt.Path.Value
+				if !toAPI {
+					if slices.Contains(want, v) {
+						fail("HTTPRoute %s: %s goes to %v, not the Service %s's API port", r.Name, v, rule.BackendRefs, svc.Name)
+					}
+					continue
+				}
+				if mt.Path.Type == nil || *mt.Path.Type != gwapiv1.PathMatchPathPrefix {
+					fail("HTTPRoute %s: %s must be a PathPrefix match (the API has sub-paths)", r.Name, v)
+				}
+				if !slices.Contains(want, v) {
+					fail("HTTPRoute %s: %s goes to the API, which does not serve it (files.source %s)", r.Name, v, cfg.Files.Source)
+				}
+				if policyTargets[r.Name] {
+					fail("HTTPRoute %s: the API route is targeted by the extension policy; it must not reach ext_proc", r.Name)
+				}
+				routed[v] = true
+			}
+		}
+	}
+	for _, p := range want {
+		if !routed[p] {
+			fail("no HTTPRoute sends %s to the Service %s's API port (api.listen %s)", p, svc.Name, cfg.API.Listen)
+		}
+	}
+
+	// The store: shared when there is more than one replica.
+	replicas := int32(1)
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
+	}
+	if cfg.Store.Backend == config.StoreMemory && replicas > 1 {
+		fail("store.backend memory with %d replicas: each pod would hold its own containers; use redis", replicas)
+	}
+	if cfg.Store.Backend != config.StoreRedis {
+		return
+	}
+	u, err := url.Parse(cfg.Store.RedisURL)
+	if err != nil {
+		fail("store.redis_url: %v", err)
+		return
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "6379"
+	}
+	name, inCluster := strings.CutSuffix(host, "."+d.Namespace+".svc.cluster.local")
+	if !inCluster {
+		return // the operator's own Redis: nothing here to check against
+	}
+	rsvc := named("Service", name, m.services, fail)
+	if rsvc == nil {
+		fail("store.redis_url names the Service %s, which is not defined", name)
+		return
+	}
+	var target *intstr.IntOrString
+	for _, sp := range rsvc.Spec.Ports {
+		if strconv.Itoa(int(sp.Port)) == port {
+			target = &sp.TargetPort
+		}
+	}
+	if target == nil {
+		fail("store.redis_url port %s is not a port of Service %s", port, rsvc.Name)
+		return
+	}
+	var rd *appsv1.Deployment
+	for _, dep := range m.deployments {
+		if labels.SelectorFromSet(rsvc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) && len(rsvc.Spec.Selector) > 0 {
+			rd = dep
+		}
+	}
+	if rd == nil || rd == d {
+		fail("Service %s does not select a Redis Deployment", rsvc.Name)
+		return
+	}
+	rc := rd.Spec.Template.Spec.Containers
+	if len(rc) != 1 || !strings.HasPrefix(rc[0].Image, "redis:") {
+		fail("Deployment %s: want one redis:* container", rd.Name)
+		return
+	}
+	if cp, ok := containerPort(rc[0], *target); !ok || cp != 6379 {
+		fail("Service %s port %s does not reach redis-server's 6379", rsvc.Name, port)
+	}
+	if rd.Spec.Replicas == nil || *rd.Spec.Replicas != 1 {
+		fail("Deployment %s: want exactly 1 replica (two Redis would split the store)", rd.Name)
+	}
+	if _, ok := rc[0].Resources.Limits[corev1.ResourceMemory]; !ok {
+		fail("Deployment %s: no memory limit", rd.Name)
+	}
+	args := strings.Join(rc[0].Args, " ")
+	if !strings.Contains(args, "--maxmemory-policy noeviction") {
+		fail("Deployment %s: want --maxmemory-policy noeviction (evicting keys would lose containers silently)", rd.Name)
+	}
 }
 
 // Resident size of a warm interpreter (started, nothing run yet): wasm
@@ -852,6 +1024,10 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"bad quantity", "codeinterp.yaml", "memory: 6Gi\n          limits", "memory: 6 gigs\n          limits", "quantities must match"},
 		{"unknown kind", "gateway.yaml", "kind: GatewayClass", "kind: GatewayKlass", "no Go type known"},
 		{"strict ConfigMap config", "codeinterp.yaml", "      max_sessions: 8", "      max_session: 8", `sandbox.max_session: unknown field`},
+		{"memory store with replicas", "codeinterp.yaml", "      backend: redis", "      backend: memory", "store.backend memory with 2 replicas"},
+		{"API on loopback", "codeinterp.yaml", `      listen: ":8081"`, `      listen: "127.0.0.1:8081"`, "api.listen 127.0.0.1:8081 must bind all interfaces"},
+		{"Redis URL port", "codeinterp.yaml", "svc.cluster.local:6379/0", "svc.cluster.local:6380/0", "port 6380 is not a port of Service redis"},
+		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
 	}
 	for _, tt := range textCases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -940,6 +1116,46 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		}, "the policy's HTTPRoutes match [/v1/chat/completions]; the server handles routes.paths [/v1/responses]"},
 		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway llm"},
 		{"wrong namespace", func(m *manifests) { m.services[0].Namespace = "default" }, `codeinterp is in namespace "default"`},
+		{"no API container port", func(m *manifests) {
+			c := &m.deployments[0].Spec.Template.Spec.Containers[0]
+			c.Ports = slices.DeleteFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "api" })
+		}, "api.listen port 8081 is not a container port"},
+		{"no API Service port", func(m *manifests) {
+			m.services[0].Spec.Ports = slices.DeleteFunc(m.services[0].Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "api" })
+		}, "has no port targeting api.listen's port 8081"},
+		{"API route to the model", func(m *manifests) {
+			route(m, "codeinterp-api").Spec.Rules[0].BackendRefs[0].Name = "vllm"
+		}, "no HTTPRoute sends /v1/containers to the Service codeinterp's API port"},
+		{"API route exact", func(m *manifests) {
+			pt := gwapiv1.PathMatchExact
+			route(m, "codeinterp-api").Spec.Rules[0].Matches[1].Path.Type = &pt
+		}, "/v1/files must be a PathPrefix match"},
+		{"API route without files", func(m *manifests) {
+			r := route(m, "codeinterp-api")
+			r.Spec.Rules[0].Matches = r.Spec.Rules[0].Matches[:1]
+		}, "no HTTPRoute sends /v1/files"},
+		{"API route under the policy", func(m *manifests) {
+			m.extPolicies[0].Spec.TargetRefs = append(m.extPolicies[0].Spec.TargetRefs, m.extPolicies[0].Spec.TargetRefs[0])
+			m.extPolicies[0].Spec.TargetRefs[1].Name = "codeinterp-api"
+		}, "targeted by the extension policy"},
+		{"Redis missing", func(m *manifests) {
+			m.services = slices.DeleteFunc(m.services, func(s *corev1.Service) bool { return s.Name == "redis" })
+		}, "store.redis_url names the Service redis, which is not defined"},
+		{"Redis evicts", func(m *manifests) {
+			for _, d := range m.deployments {
+				if d.Name == "redis" {
+					d.Spec.Template.Spec.Containers[0].Args = []string{"--save", ""}
+				}
+			}
+		}, "want --maxmemory-policy noeviction"},
+		{"two Redis", func(m *manifests) {
+			for _, d := range m.deployments {
+				if d.Name == "redis" {
+					n := int32(2)
+					d.Spec.Replicas = &n
+				}
+			}
+		}, "want exactly 1 replica"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {

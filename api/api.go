@@ -1,0 +1,228 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/store"
+)
+
+// The files sources (Config.FilesSource).
+const (
+	FilesLocal    = "local"
+	FilesUpstream = "upstream"
+	FilesOff      = "off"
+)
+
+// Config configures the API server.
+type Config struct {
+	// AuthHeaders name the request headers whose values identify the
+	// caller (store.Owner). Default: authorization, api-key.
+	AuthHeaders []string
+	// DefaultExpiryMinutes is a new container's expires_after.minutes when
+	// the request gives none (OpenAI's 20).
+	DefaultExpiryMinutes int
+	// MaxExpiryMinutes is the largest expires_after.minutes accepted.
+	// Default: DefaultExpiryMinutes.
+	MaxExpiryMinutes int
+	// MaxMemoryLimit (bytes) is the largest memory_limit a client may ask
+	// for ("1g" = 1GiB). Default 1GiB.
+	MaxMemoryLimit int64
+	// MaxUploadBytes bounds one uploaded file; larger uploads get a 413.
+	// Default 64MiB.
+	MaxUploadBytes int64
+	// FilesSource is FilesLocal (default), FilesUpstream or FilesOff.
+	FilesSource string
+	// FilesUpstreamURL is the upstream's API base URL (e.g.
+	// https://api.openai.com/v1) for FilesUpstream; Fetcher, when set,
+	// replaces the HTTP fetcher built from it.
+	FilesUpstreamURL string
+	Fetcher          FileFetcher
+	// FileLifetime is how long a Files API file lives after its upload
+	// (its expires_at); 0 means the store's rules only (no expires_at).
+	FileLifetime time.Duration
+	// Now is the clock (tests inject one). Default time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP handler of the Containers and Files APIs.
+type Server struct {
+	cfg     Config
+	st      store.Store
+	log     *zap.Logger
+	fetcher FileFetcher // nil when file ids are not available (FilesOff)
+}
+
+// Bounds of requests that are not uploads.
+const (
+	maxJSONBytes = 1 << 20
+	// multipartSlack covers the part headers and small fields around an
+	// upload's file part.
+	multipartSlack = 64 << 10
+	// maxFieldBytes bounds one non-file multipart field (file_id, purpose).
+	maxFieldBytes = 4 << 10
+	maxFileIDs    = 50 // OpenAI's bound for file_ids
+)
+
+// New checks cfg, fills its defaults and returns the server.
+func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
+	if st == nil {
+		return nil, errors.New("api: a store is required")
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if len(cfg.AuthHeaders) == 0 {
+		cfg.AuthHeaders = []string{"authorization", "api-key"}
+	}
+	if cfg.DefaultExpiryMinutes == 0 {
+		cfg.DefaultExpiryMinutes = 20
+	}
+	if cfg.MaxExpiryMinutes == 0 {
+		cfg.MaxExpiryMinutes = cfg.DefaultExpiryMinutes
+	}
+	if cfg.MaxMemoryLimit == 0 {
+		cfg.MaxMemoryLimit = 1 << 30
+	}
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = 64 << 20
+	}
+	if cfg.FilesSource == "" {
+		cfg.FilesSource = FilesLocal
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.DefaultExpiryMinutes < 1 || cfg.MaxExpiryMinutes < cfg.DefaultExpiryMinutes:
+		return nil, fmt.Errorf("api: expiry: want 1 <= DefaultExpiryMinutes (%d) <= MaxExpiryMinutes (%d)", cfg.DefaultExpiryMinutes, cfg.MaxExpiryMinutes)
+	case cfg.MaxMemoryLimit < 0 || cfg.MaxUploadBytes < 0 || cfg.FileLifetime < 0:
+		return nil, errors.New("api: MaxMemoryLimit, MaxUploadBytes and FileLifetime must not be negative")
+	}
+	s := &Server{cfg: cfg, st: st, log: log}
+	switch cfg.FilesSource {
+	case FilesLocal:
+		s.fetcher = StoreFetcher{Store: st, AuthHeaders: cfg.AuthHeaders, Now: cfg.Now}
+		if cfg.Fetcher != nil {
+			s.fetcher = cfg.Fetcher
+		}
+	case FilesUpstream:
+		s.fetcher = cfg.Fetcher
+		if s.fetcher == nil {
+			f, err := NewHTTPFetcher(cfg.FilesUpstreamURL, cfg.AuthHeaders, cfg.MaxUploadBytes, nil)
+			if err != nil {
+				return nil, err
+			}
+			s.fetcher = f
+		}
+	case FilesOff:
+	default:
+		return nil, fmt.Errorf("api: FilesSource %q is not one of local, upstream, off", cfg.FilesSource)
+	}
+	return s, nil
+}
+
+// Fetcher returns the file fetcher the server uses for file ids (nil with
+// FilesOff), so the interceptor can resolve file_ids the same way.
+func (s *Server) Fetcher() FileFetcher { return s.fetcher }
+
+// route is one endpoint: the path's shape and the handlers by method.
+type handler func(w http.ResponseWriter, r *http.Request, owner string, ids []string)
+
+// ServeHTTP routes a request. The path segments after /v1/ select the
+// endpoint; ids are the variable segments in order.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	seg, ok := splitPath(r.URL.Path)
+	if !ok {
+		s.invalidURL(w, r)
+		return
+	}
+	var methods map[string]handler
+	var ids []string
+	switch {
+	case len(seg) == 1 && seg[0] == "containers":
+		methods = map[string]handler{http.MethodGet: s.listContainers, http.MethodPost: s.createContainer}
+	case len(seg) == 2 && seg[0] == "containers":
+		methods = map[string]handler{http.MethodGet: s.getContainer, http.MethodDelete: s.deleteContainer}
+	case len(seg) == 3 && seg[0] == "containers" && seg[2] == "files":
+		methods = map[string]handler{http.MethodGet: s.listContainerFiles, http.MethodPost: s.createContainerFile}
+	case len(seg) == 4 && seg[0] == "containers" && seg[2] == "files":
+		methods = map[string]handler{http.MethodGet: s.getContainerFile, http.MethodDelete: s.deleteContainerFile}
+	case len(seg) == 5 && seg[0] == "containers" && seg[2] == "files" && seg[4] == "content":
+		methods = map[string]handler{http.MethodGet: s.containerFileContent}
+	case seg[0] == "files" && len(seg) <= 3 && (len(seg) < 3 || seg[2] == "content"):
+		if s.cfg.FilesSource != FilesLocal {
+			s.filesUnavailable(w)
+			return
+		}
+		switch len(seg) {
+		case 1:
+			methods = map[string]handler{http.MethodGet: s.listFiles, http.MethodPost: s.createFile}
+		case 2:
+			methods = map[string]handler{http.MethodGet: s.getFile, http.MethodDelete: s.deleteFile}
+		case 3:
+			methods = map[string]handler{http.MethodGet: s.fileContent}
+		}
+	default:
+		s.invalidURL(w, r)
+		return
+	}
+	if len(seg) >= 2 {
+		ids = append(ids, seg[1])
+	}
+	if len(seg) >= 4 && seg[0] == "containers" {
+		ids = append(ids, seg[3])
+	}
+	h, ok := methods[r.Method]
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			if methods[m] != nil {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+			Message: fmt.Sprintf("Method %s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+		return
+	}
+	h(w, r, store.Owner(r.Header, s.cfg.AuthHeaders), ids)
+}
+
+// splitPath returns the segments after /v1/, none empty.
+func splitPath(p string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(p, "/v1/")
+	if !ok || rest == "" {
+		return nil, false
+	}
+	seg := strings.Split(rest, "/")
+	for _, s := range seg {
+		if s == "" {
+			return nil, false
+		}
+	}
+	return seg, true
+}
+
+func (s *Server) invalidURL(w http.ResponseWriter, r *http.Request) {
+	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+}
+
+// filesUnavailable answers /v1/files when this server does not serve it:
+// with FilesUpstream Envoy routes it to the upstream, so a request that
+// arrives here was misrouted.
+func (s *Server) filesUnavailable(w http.ResponseWriter) {
+	msg := "The Files API is not supported by this server (files.source: off)."
+	if s.cfg.FilesSource == FilesUpstream {
+		msg = "The Files API is served by the upstream provider, not by this server (files.source: upstream)."
+	}
+	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unsupported", Message: msg})
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now() }

@@ -1,0 +1,50 @@
+// Package api serves OpenAI's Containers API and a minimal Files API over a
+// store.Store, so that OpenAI's clients can give code a data file, list the
+// files a container holds and download what the code wrote.
+//
+// The one job of this package is the HTTP surface: routing, request
+// decoding, OpenAI-shaped objects and errors. What is kept, for how long
+// and within which bounds is the store's business (package store); the
+// interceptor reaches the same store for /v1/responses.
+//
+// # Endpoints
+//
+//	POST   /v1/containers                                  create (JSON: name, file_ids, expires_after, memory_limit)
+//	GET    /v1/containers                                  list (limit, order, after, name)
+//	GET    /v1/containers/{id}                             retrieve
+//	DELETE /v1/containers/{id}                             delete
+//	POST   /v1/containers/{id}/files                       upload: multipart file, multipart file_id or JSON {"file_id"}
+//	GET    /v1/containers/{id}/files                       list (limit, order, after)
+//	GET    /v1/containers/{id}/files/{file_id}             retrieve
+//	DELETE /v1/containers/{id}/files/{file_id}             delete
+//	GET    /v1/containers/{id}/files/{file_id}/content     the bytes, with OpenAI's content-disposition
+//	POST   /v1/files                                       upload (multipart file, purpose)
+//	GET    /v1/files                                       list (limit, order, after, purpose)
+//	GET    /v1/files/{id}                                  retrieve
+//	DELETE /v1/files/{id}                                  delete
+//	GET    /v1/files/{id}/content                          the bytes
+//
+// # Ownership
+//
+// Every object belongs to the credential that created it: store.Owner
+// hashes the configured auth headers (Config.AuthHeaders). Another
+// credential gets 404 for it, exactly as for an id that never existed, so
+// ids cannot be probed.
+//
+// # Errors
+//
+// Every failure is OpenAI's {"error":{"message","type","param","code"}}:
+// an unknown id is a 404, a container that expired is a 400 "Container is
+// expired.", a body over the bound is a 413, malformed JSON or multipart is
+// a 400 naming the parameter, a wrong method is a 405 and an unknown path a
+// 404. Bodies are bounded while they are read (http.MaxBytesReader) and a
+// request that fails stores nothing.
+//
+// # Files sources
+//
+// Config.FilesSource decides where file ids (container file_ids, uploads by
+// file_id) come from: "local" serves /v1/files here; "upstream" leaves
+// /v1/files to the model provider (Envoy routes it there) and fetches the
+// ids from it with the caller's credential (HTTPFetcher); "off" has no
+// Files API at all.
+package api

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
+	"github.com/codeinterp/codeinterp/store/redis"
+)
+
+// storeLimits maps the store.limits section onto the store's bounds.
+func storeLimits(c config.StoreLimits) store.Limits {
+	return store.Limits{
+		FileBytes:       int64(c.FileBytes),
+		ContainerBytes:  int64(c.ContainerBytes),
+		ContainerFiles:  c.ContainerFiles,
+		OwnerBytes:      int64(c.OwnerBytes),
+		OwnerContainers: c.OwnerContainers,
+		OwnerFiles:      c.OwnerFiles,
+		FileLifetime:    c.FileLifetime,
+		ExpiredMemory:   c.ExpiredMemory,
+	}
+}
+
+// newStore opens the configured store: one per process, shared by the
+// API and the interceptor.
+func newStore(ctx context.Context, c config.Store) (store.Store, error) {
+	switch c.Backend {
+	case config.StoreRedis:
+		// Bounded: a server that cannot reach its store must say so at
+		// start, not hang there.
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		st, err := redis.New(cctx, c.RedisURL, storeLimits(c.Limits), nil)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis_url: %w", err)
+		}
+		return st, nil
+	case config.StoreMemory:
+		return memory.New(storeLimits(c.Limits), nil), nil
+	}
+	return nil, fmt.Errorf("store.backend: %q is not one of memory, redis", c.Backend)
+}
+
+// apiConfig maps the configuration onto the API server's.
+func apiConfig(cfg *config.Config) api.Config {
+	return api.Config{
+		AuthHeaders:          cfg.API.AuthHeaders,
+		DefaultExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
+		MaxExpiryMinutes:     int(cfg.API.MaxExpiry / time.Minute),
+		MaxMemoryLimit:       int64(cfg.Interceptor.MaxMemoryLimit),
+		MaxUploadBytes:       int64(cfg.API.MaxUploadBytes),
+		FilesSource:          cfg.Files.Source,
+		FilesUpstreamURL:     cfg.Files.UpstreamURL,
+		FileLifetime:         cfg.Store.Limits.FileLifetime,
+	}
+}
+
+// startAPI serves the Containers and Files APIs on api.listen.
+func startAPI(cfg *config.Config, st store.Store, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+	h, err := api.New(apiConfig(cfg), st, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("api.listen: %w", err)
+	}
+	// No WriteTimeout: a download of a large file to a slow client may
+	// take long; the bodies themselves are bounded.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := hs.Serve(lis); err != nil && err != http.ErrServerClosed {
+			errc <- fmt.Errorf("api: %w", err)
+		}
+	}()
+	return hs, lis, nil
+}
