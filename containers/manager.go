@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 	"sync"
@@ -44,6 +45,11 @@ type Config struct {
 	MaxFileBytes int64
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Fetch, when set, resolves file_ids instead of the store's Files API
+	// files (files.source: upstream reads the upstream's Files API with the
+	// caller's credential, in header). A missing or foreign file is an error
+	// matching store.ErrNotFound.
+	Fetch func(ctx context.Context, header http.Header, fileID string) (filename string, data []byte, err error)
 }
 
 // Manager implements interceptor.Containers.
@@ -128,7 +134,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 			}
 			fresh = true
 			for _, fid := range spec.FileIDs {
-				if err := m.copyFile(ctx, c, fid); err != nil {
+				if err := m.copyFile(ctx, c, spec.Header, fid); err != nil {
 					_ = m.st.DeleteContainer(ctx, c.Owner, c.ID) // nothing half-made stays
 					return nil, err
 				}
@@ -136,7 +142,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 		}
 	}
 	for _, in := range spec.Inputs {
-		if err := m.addInput(ctx, c, in); err != nil {
+		if err := m.addInput(ctx, c, spec.Header, in); err != nil {
 			if fresh {
 				_ = m.st.DeleteContainer(ctx, c.Owner, c.ID)
 			}
@@ -168,19 +174,15 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 }
 
 // copyFile copies a Files API file into c as /mnt/data/<file_id>-<filename>.
-func (m *Manager) copyFile(ctx context.Context, c store.Container, fileID string) error {
-	f, err := m.st.GetFile(ctx, c.Owner, "", fileID)
+func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.Header, fileID string) error {
+	filename, data, err := m.fetch(ctx, c.Owner, header, fileID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %s", interceptor.ErrFileNotFound, fileID)
 	}
 	if err != nil {
-		return fmt.Errorf("containers: %w", err)
+		return fmt.Errorf("containers: file %s: %w", fileID, err)
 	}
-	data, err := m.st.FileContent(ctx, c.Owner, "", fileID)
-	if err != nil {
-		return fmt.Errorf("containers: %w", err)
-	}
-	name := fileID + "-" + safeName(f.Filename)
+	name := fileID + "-" + safeName(filename)
 	_, err = m.st.PutFile(ctx, store.File{
 		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
@@ -191,9 +193,22 @@ func (m *Manager) copyFile(ctx context.Context, c store.Container, fileID string
 	return nil
 }
 
-func (m *Manager) addInput(ctx context.Context, c store.Container, in interceptor.InputFile) error {
+// fetch reads a Files API file: from Config.Fetch, else the store.
+func (m *Manager) fetch(ctx context.Context, owner string, header http.Header, fileID string) (string, []byte, error) {
+	if m.cfg.Fetch != nil {
+		return m.cfg.Fetch(ctx, header, fileID)
+	}
+	f, err := m.st.GetFile(ctx, owner, "", fileID)
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := m.st.FileContent(ctx, owner, "", fileID)
+	return f.Filename, data, err
+}
+
+func (m *Manager) addInput(ctx context.Context, c store.Container, header http.Header, in interceptor.InputFile) error {
 	if in.FileID != "" {
-		return m.copyFile(ctx, c, in.FileID)
+		return m.copyFile(ctx, c, header, in.FileID)
 	}
 	name := safeName(in.Filename)
 	_, err := m.st.PutFile(ctx, store.File{

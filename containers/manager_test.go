@@ -3,6 +3,8 @@ package containers_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +203,33 @@ func TestTwoReplicas(t *testing.T) {
 	r := run(t, b, "print('v' in globals(), open('/mnt/data/shared.txt').read())")
 	if strings.TrimSpace(r.Stdout) != "False from replica 1" || !r.Reset {
 		t.Fatalf("replica 2: %q reset=%v", r.Stdout, r.Reset)
+	}
+}
+
+// TestUpstreamFileIDs: with files.source: upstream, file_ids are fetched
+// with the caller's own credential (its request headers); a file the
+// upstream does not give that credential is not found.
+func TestUpstreamFileIDs(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	st := memory.New(store.DefaultLimits(), clk.now)
+	t.Cleanup(func() { st.Close() })
+	fetch := func(_ context.Context, h http.Header, id string) (string, []byte, error) {
+		// The upstream's Files API: one file, for one key.
+		if id == "file-up" && h.Get("Authorization") == "Bearer sk-alice" {
+			return "report.txt", []byte("from upstream"), nil
+		}
+		return "", nil, fmt.Errorf("upstream: %w", store.ErrNotFound)
+	}
+	m := containers.New(containers.Config{Now: clk.now, Fetch: fetch}, st, sandboxtest.New(t), nil)
+	t.Cleanup(func() { m.Close() })
+	alice := http.Header{"Authorization": {"Bearer sk-alice"}}
+	c := open(t, m, interceptor.ContainerSpec{Owner: "o_alice", Header: alice, FileIDs: []string{"file-up"}})
+	r := run(t, c, "print(open('/mnt/data/file-up-report.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "from upstream" {
+		t.Fatalf("the upstream file is not in the container: %q", r.Stdout)
+	}
+	mallory := http.Header{"Authorization": {"Bearer sk-mallory"}}
+	if _, err := m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o_mallory", Header: mallory, FileIDs: []string{"file-up"}}); !errors.Is(err, interceptor.ErrFileNotFound) {
+		t.Fatalf("another credential: %v, want ErrFileNotFound", err)
 	}
 }

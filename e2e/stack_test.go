@@ -36,13 +36,13 @@ import (
 
 // stackOptions tune one test's stack.
 type stackOptions struct {
-	provider    string // "wasm" (default) or "gvisor"
-	pool        []func(*pool.Config)
+	provider string // "wasm" (default) or "gvisor"
+	pool     []func(*pool.Config)
 	// containers makes the stack keep containers in st (a memory store
 	// when nil) and serve the Containers and Files APIs, routed by the
 	// front proxy as deploy/envoy routes them.
-	containers bool
-	st         store.Store
+	containers  bool
+	st          store.Store
 	interceptor interceptor.Config
 	quiet       bool // no per-request logs (benchmarks, load)
 }

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/codeinterp/codeinterp/sandbox"
 )
@@ -23,6 +24,8 @@ type ContainerSpec struct {
 	// Owner is the caller (store.Owner of its credential): containers and
 	// files of another owner do not exist for it.
 	Owner string
+	// Header is the caller's request headers (see Caller).
+	Header http.Header
 	// ID is an explicit container id ("container": "cntr_…").
 	ID string
 	// Reuse lists the container ids of replayed code_interpreter_call

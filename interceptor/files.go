@@ -187,20 +187,31 @@ func inputFileNote(f InputFile) string {
 	return "[The file " + name + " is in the code interpreter's /mnt/data as /mnt/data/" + name + ".]"
 }
 
+// Caller is who sent a request.
+type Caller struct {
+	// Owner is the caller's identity (store.Owner of its credential).
+	Owner string
+	// Header is the request's headers, for a Containers implementation
+	// that fetches file_ids from the upstream's Files API with the
+	// caller's own credential.
+	Header http.Header
+}
+
 // NewExchange is RewriteRequest for a caller: when the request uses the
 // code_interpreter and the server keeps containers, it also opens the
-// response's container for owner (the caller's identity: store.Owner of
-// its credential), copies the request's files in, and tells the model which
-// files it has. An unknown container or file is a 404, an expired
-// container a 400 "Container is expired.", as OpenAI answers.
-func (i *Interceptor) NewExchange(ctx context.Context, owner string, body []byte) (*Exchange, error) {
+// response's container for the caller, copies the request's files in, and
+// tells the model which files it has. An unknown container or file is a
+// 404, an expired container a 400 "Container is expired.", as OpenAI
+// answers.
+func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byte) (*Exchange, error) {
 	x, err := i.rewriteRequest(body)
 	if err != nil || !x.req.intercepted || i.containers == nil {
 		return x, err
 	}
 	d := x.req.container
 	c, err := i.containers.Open(ctx, ContainerSpec{
-		Owner: owner, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs, MemoryBytes: x.req.memoryBytes, Inputs: d.inputs,
+		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
+		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs,
 	})
 	if err != nil {
 		return nil, containerError(x.req.containerParam, d.id, err)

@@ -221,7 +221,7 @@ func isEvent(name string) func(sseEvent) bool {
 // streamed answer, StreamResponse into w.
 func liveRun(ctx context.Context, t *testing.T, ic *Interceptor, u *liveUpstream, body []byte) error {
 	t.Helper()
-	x, err := ic.NewExchange(ctx, "owner", body)
+	x, err := ic.NewExchange(ctx, Caller{Owner: "owner"}, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func liveRun(ctx context.Context, t *testing.T, ic *Interceptor, u *liveUpstream
 // bufferedRun answers the same request through CompleteResponse, JSON.
 func bufferedRun(t *testing.T, ic *Interceptor, su *scriptedUpstream, body []byte) []byte {
 	t.Helper()
-	x, err := ic.NewExchange(context.Background(), "owner", editObject(string(body), set("stream", "false")))
+	x, err := ic.NewExchange(context.Background(), Caller{Owner: "owner"}, editObject(string(body), set("stream", "false")))
 	if err != nil {
 		t.Fatal(err)
 	}

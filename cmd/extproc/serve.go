@@ -250,9 +250,14 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	}
 	// Containers outlive a response: their files are in the store, their
 	// interpreters are held here while capacity allows.
+	fetch, err := containerFetch(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mgr := containers.New(containers.Config{
 		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:  int64(cfg.Store.Limits.FileBytes),
+		Fetch:         fetch,
 	}, st, prov, log.Named("containers"))
 	defer func() {
 		if err != nil {
