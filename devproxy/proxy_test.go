@@ -37,9 +37,12 @@ func TestBufferedMessageOrder(t *testing.T) {
 	var bodyAnswered atomic.Bool
 	var mu sync.Mutex
 	var seen []*extprocv3.ProcessingRequest
+	// The client's answer can arrive before the processor's handler has
+	// returned (Envoy closes the stream after forwarding): wait for it.
+	handled := make(chan struct{})
 	proc := startProc(t, func(s extprocv3.ExternalProcessor_ProcessServer) error {
 		var log []*extprocv3.ProcessingRequest
-		defer func() { mu.Lock(); seen = log; mu.Unlock() }()
+		defer func() { mu.Lock(); seen = log; mu.Unlock(); close(handled) }()
 		if _, err := recvKind(s, kindRequestHeaders, &log); err != nil {
 			return err
 		}
@@ -85,6 +88,11 @@ func TestBufferedMessageOrder(t *testing.T) {
 	}
 	if upstreamSawEarly.Load() {
 		t.Fatal("the upstream got the request before the request_body response (C6)")
+	}
+	select {
+	case <-handled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the processor's stream never ended")
 	}
 	mu.Lock()
 	log := seen
