@@ -129,7 +129,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
-			if err := m.st.PutContainer(ctx, c); err != nil {
+			if err := m.createAuto(ctx, c); err != nil {
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
 			fresh = true
@@ -156,6 +156,54 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 		mem = parseMemory(c.MemoryLimit)
 	}
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
+}
+
+// createAuto stores a container made by {"type": "auto"}. Every response
+// of an auto tool makes one, so a busy caller (one API key behind a whole
+// application) reaches store.limits.owner_containers long before the
+// first ones expire: then the least recently used of its auto containers
+// is deleted to make room, as an expiry would have done later. Containers
+// the caller made through the Containers API are never deleted this way.
+func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
+	err := m.st.PutContainer(ctx, c)
+	var qe *store.QuotaError
+	if !errors.As(err, &qe) || qe.Limit != store.LimitOwnerContainers {
+		return err
+	}
+	var oldest store.Container
+	after := ""
+	for {
+		page, more, lerr := m.st.ListContainers(ctx, c.Owner, store.ListOptions{Limit: 100, Order: "asc", After: after})
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		for _, o := range page {
+			if o.Name == m.cfg.AutoName && (oldest.ID == "" || o.LastActiveAt < oldest.LastActiveAt) && !m.inUse(o.ID) {
+				oldest = o
+			}
+		}
+		if !more || len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if oldest.ID == "" {
+		return err
+	}
+	m.log.Info("deleting the caller's least recently used auto container to make room", zap.String("container_id", oldest.ID))
+	if derr := m.st.DeleteContainer(ctx, c.Owner, oldest.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+		return errors.Join(err, derr)
+	}
+	m.drop(oldest.ID)
+	return m.st.PutContainer(ctx, c)
+}
+
+// inUse reports whether a response is using the container's interpreter.
+func (m *Manager) inUse(cid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.held[cid]
+	return ok && h.users > 0
 }
 
 // use looks a container up for owner and refreshes its expiry.

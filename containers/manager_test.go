@@ -233,3 +233,36 @@ func TestUpstreamFileIDs(t *testing.T) {
 		t.Fatalf("another credential: %v, want ErrFileNotFound", err)
 	}
 }
+
+// TestAutoContainersRecycled: a caller whose auto containers reach
+// owner_containers still gets a container for its next response: the least
+// recently used auto container makes room; one made through the API stays.
+func TestAutoContainersRecycled(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	l := store.DefaultLimits()
+	l.OwnerContainers = 3
+	st := memory.New(l, clk.now)
+	t.Cleanup(func() { st.Close() })
+	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	if err := st.PutContainer(ctx, store.Container{ID: "cntr_mine", Owner: "o", Name: "analysis",
+		CreatedAt: clk.now().Unix(), LastActiveAt: clk.now().Unix(), ExpiresAfterMinutes: 20}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 4 {
+		clk.add(time.Second)
+		c := open(t, m, interceptor.ContainerSpec{Owner: "o"})
+		ids = append(ids, c.ID())
+		c.Close()
+	}
+	if _, err := st.GetContainer(ctx, "o", ids[0]); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the oldest auto container is still there (%v)", err)
+	}
+	for _, id := range append([]string{"cntr_mine"}, ids[2:]...) {
+		if _, err := st.GetContainer(ctx, "o", id); err != nil {
+			t.Errorf("container %s: %v", id, err)
+		}
+	}
+}
