@@ -104,27 +104,46 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 	case cfg.MaxMemoryLimit < 0 || cfg.MaxUploadBytes < 0 || cfg.FileLifetime < 0:
 		return nil, errors.New("api: MaxMemoryLimit, MaxUploadBytes and FileLifetime must not be negative")
 	}
-	s := &Server{cfg: cfg, st: st, log: log}
+	f, err := newFetcher(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, st: st, log: log, fetcher: f}, nil
+}
+
+// NewFetcher returns the file fetcher for cfg's files source — the store
+// (local), the upstream's Files API (upstream), or nil (off) — so that the
+// containers of /v1/responses resolve file_ids exactly as the API does.
+func NewFetcher(cfg Config, st store.Store) (FileFetcher, error) {
+	if cfg.FilesSource == "" {
+		cfg.FilesSource = FilesLocal
+	}
+	if len(cfg.AuthHeaders) == 0 {
+		cfg.AuthHeaders = []string{"authorization", "api-key"}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return newFetcher(cfg, st)
+}
+
+// newFetcher is NewFetcher for a cfg with defaults applied.
+func newFetcher(cfg Config, st store.Store) (FileFetcher, error) {
 	switch cfg.FilesSource {
 	case FilesLocal:
-		s.fetcher = StoreFetcher{Store: st, AuthHeaders: cfg.AuthHeaders, Now: cfg.Now}
 		if cfg.Fetcher != nil {
-			s.fetcher = cfg.Fetcher
+			return cfg.Fetcher, nil
 		}
+		return StoreFetcher{Store: st, AuthHeaders: cfg.AuthHeaders, Now: cfg.Now}, nil
 	case FilesUpstream:
-		s.fetcher = cfg.Fetcher
-		if s.fetcher == nil {
-			f, err := NewHTTPFetcher(cfg.FilesUpstreamURL, cfg.AuthHeaders, cfg.MaxUploadBytes, nil)
-			if err != nil {
-				return nil, err
-			}
-			s.fetcher = f
+		if cfg.Fetcher != nil {
+			return cfg.Fetcher, nil
 		}
+		return NewHTTPFetcher(cfg.FilesUpstreamURL, cfg.AuthHeaders, cfg.MaxUploadBytes, nil)
 	case FilesOff:
-	default:
-		return nil, fmt.Errorf("api: FilesSource %q is not one of local, upstream, off", cfg.FilesSource)
+		return nil, nil
 	}
-	return s, nil
+	return nil, fmt.Errorf("api: FilesSource %q is not one of local, upstream, off", cfg.FilesSource)
 }
 
 // Fetcher returns the file fetcher the server uses for file ids (nil with

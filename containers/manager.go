@@ -45,11 +45,17 @@ type Config struct {
 	MaxFileBytes int64
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
-	// Fetch, when set, resolves file_ids instead of the store's Files API
-	// files (files.source: upstream reads the upstream's Files API with the
-	// caller's credential, in header). A missing or foreign file is an error
-	// matching store.ErrNotFound.
-	Fetch func(ctx context.Context, header http.Header, fileID string) (filename string, data []byte, err error)
+	// Files resolves file_ids (and input_file file ids) as the caller may
+	// see them, from the caller's request headers: api.NewFetcher's
+	// fetcher for the operator's files.source, so /v1/responses and the
+	// Containers API agree. Nil means file ids are disabled.
+	Files FileFetcher
+}
+
+// FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
+// A missing or foreign file is an error matching store.ErrNotFound.
+type FileFetcher interface {
+	FetchFile(ctx context.Context, r *http.Request, id string) (name string, data []byte, err error)
 }
 
 // Manager implements interceptor.Containers.
@@ -223,7 +229,7 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 
 // copyFile copies a Files API file into c as /mnt/data/<file_id>-<filename>.
 func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.Header, fileID string) error {
-	filename, data, err := m.fetch(ctx, c.Owner, header, fileID)
+	filename, data, err := m.fetch(ctx, header, fileID)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %s", interceptor.ErrFileNotFound, fileID)
 	}
@@ -241,17 +247,12 @@ func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.H
 	return nil
 }
 
-// fetch reads a Files API file: from Config.Fetch, else the store.
-func (m *Manager) fetch(ctx context.Context, owner string, header http.Header, fileID string) (string, []byte, error) {
-	if m.cfg.Fetch != nil {
-		return m.cfg.Fetch(ctx, header, fileID)
+// fetch reads a Files API file with the caller's credential.
+func (m *Manager) fetch(ctx context.Context, header http.Header, fileID string) (string, []byte, error) {
+	if m.cfg.Files == nil {
+		return "", nil, fmt.Errorf("file ids are disabled on this server (files.source: off): %w", store.ErrNotFound)
 	}
-	f, err := m.st.GetFile(ctx, owner, "", fileID)
-	if err != nil {
-		return "", nil, err
-	}
-	data, err := m.st.FileContent(ctx, owner, "", fileID)
-	return f.Filename, data, err
+	return m.cfg.Files.FetchFile(ctx, &http.Request{Header: header}, fileID)
 }
 
 func (m *Manager) addInput(ctx context.Context, c store.Container, header http.Header, in interceptor.InputFile) error {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
@@ -47,9 +48,27 @@ func newFixture(t *testing.T, opts ...func(*pool.Config)) *fixture {
 	st := memory.New(store.DefaultLimits(), clk.now)
 	t.Cleanup(func() { st.Close() })
 	prov := sandboxtest.New(t, opts...)
-	m := containers.New(containers.Config{Now: clk.now}, st, prov, nil)
+	// file_ids resolve through the API's own fetcher (files.source: local).
+	files := api.StoreFetcher{Store: st, AuthHeaders: authHeaders(), Now: clk.now}
+	m := containers.New(containers.Config{Now: clk.now, Files: files}, st, prov, nil)
 	t.Cleanup(func() { m.Close() })
 	return &fixture{st: st, prov: prov, m: m, clock: clk}
+}
+
+// authHeaders names the credential header the fixture's callers send.
+func authHeaders() []string { return []string{"authorization"} }
+
+// caller is the owner and headers of a request with key.
+func caller(key string) (string, http.Header) {
+	h := http.Header{"Authorization": {"Bearer " + key}}
+	return store.Owner(h, authHeaders()), h
+}
+
+// fetchFunc adapts a function to containers.FileFetcher.
+type fetchFunc func(ctx context.Context, r *http.Request, id string) (string, []byte, error)
+
+func (f fetchFunc) FetchFile(ctx context.Context, r *http.Request, id string) (string, []byte, error) {
+	return f(ctx, r, id)
 }
 
 func run(t *testing.T, c interceptor.Container, code string) interceptor.RunResult {
@@ -80,12 +99,12 @@ func open(t *testing.T, m *containers.Manager, spec interceptor.ContainerSpec) i
 func TestFilesInAndOut(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	const owner = "o_alice"
+	owner, hdr := caller("sk-alice")
 	up, err := f.st.PutFile(ctx, store.File{ID: "file-abc", Owner: owner, Filename: "data.csv", CreatedAt: f.clock.now().Unix(), Purpose: "user_data"}, []byte("x,y\n1,2\n3,4\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, f.m, interceptor.ContainerSpec{Owner: owner, FileIDs: []string{up.ID},
+	c := open(t, f.m, interceptor.ContainerSpec{Owner: owner, Header: hdr, FileIDs: []string{up.ID},
 		Inputs: []interceptor.InputFile{{Filename: "notes.txt", Data: []byte("hello\x00world")}}})
 	if !strings.HasPrefix(c.ID(), "cntr_") {
 		t.Fatalf("container id %q", c.ID())
@@ -213,14 +232,14 @@ func TestUpstreamFileIDs(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	st := memory.New(store.DefaultLimits(), clk.now)
 	t.Cleanup(func() { st.Close() })
-	fetch := func(_ context.Context, h http.Header, id string) (string, []byte, error) {
+	fetch := fetchFunc(func(_ context.Context, r *http.Request, id string) (string, []byte, error) {
 		// The upstream's Files API: one file, for one key.
-		if id == "file-up" && h.Get("Authorization") == "Bearer sk-alice" {
+		if id == "file-up" && r.Header.Get("Authorization") == "Bearer sk-alice" {
 			return "report.txt", []byte("from upstream"), nil
 		}
 		return "", nil, fmt.Errorf("upstream: %w", store.ErrNotFound)
-	}
-	m := containers.New(containers.Config{Now: clk.now, Fetch: fetch}, st, sandboxtest.New(t), nil)
+	})
+	m := containers.New(containers.Config{Now: clk.now, Files: fetch}, st, sandboxtest.New(t), nil)
 	t.Cleanup(func() { m.Close() })
 	alice := http.Header{"Authorization": {"Bearer sk-alice"}}
 	c := open(t, m, interceptor.ContainerSpec{Owner: "o_alice", Header: alice, FileIDs: []string{"file-up"}})

@@ -113,7 +113,11 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 			t.Cleanup(func() { ms.Close() })
 			st = ms
 		}
-		mgr = containers.New(containers.Config{}, st, prov, log.Named("containers"))
+		files, err := api.NewFetcher(api.Config{}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mgr = containers.New(containers.Config{Files: files}, st, prov, log.Named("containers"))
 		t.Cleanup(func() { mgr.Close() })
 		icOpts = append(icOpts, interceptor.WithContainers(mgr))
 		apiSrv, err := api.New(api.Config{}, st, log.Named("api"))

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/devproxy"
@@ -250,14 +251,14 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	}
 	// Containers outlive a response: their files are in the store, their
 	// interpreters are held here while capacity allows.
-	fetch, err := containerFetch(cfg)
+	files, err := api.NewFetcher(apiConfig(cfg), st)
 	if err != nil {
 		return nil, err
 	}
 	mgr := containers.New(containers.Config{
 		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:  int64(cfg.Store.Limits.FileBytes),
-		Fetch:         fetch,
+		Files:         files,
 	}, st, prov, log.Named("containers"))
 	defer func() {
 		if err != nil {

@@ -84,25 +84,3 @@ func startAPI(cfg *config.Config, st store.Store, log *zap.Logger, errc chan<- e
 	}()
 	return hs, lis, nil
 }
-
-// containerFetch is how the containers of /v1/responses resolve file_ids
-// when they are not this server's own Files API files (files.source:
-// upstream reads the upstream's Files API with the caller's credential;
-// off has none); nil means the store.
-func containerFetch(cfg *config.Config) (func(ctx context.Context, h http.Header, id string) (string, []byte, error), error) {
-	switch cfg.Files.Source {
-	case api.FilesUpstream:
-		f, err := api.NewHTTPFetcher(cfg.Files.UpstreamURL, cfg.API.AuthHeaders, int64(cfg.Store.Limits.FileBytes), nil)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, h http.Header, id string) (string, []byte, error) {
-			return f.FetchFile(ctx, &http.Request{Header: h}, id)
-		}, nil
-	case api.FilesOff:
-		return func(context.Context, http.Header, string) (string, []byte, error) {
-			return "", nil, fmt.Errorf("file ids are disabled on this server (files.source: off): %w", store.ErrNotFound)
-		}, nil
-	}
-	return nil, nil
-}
