@@ -159,7 +159,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 	// memory; a container made with a larger memory_limit gets that.
 	mem := spec.MemoryBytes
 	if mem == 0 && c.MemoryLimit != defaultMemoryLimit {
-		mem = parseMemory(c.MemoryLimit)
+		mem, _ = interceptor.ParseMemoryLimit(c.MemoryLimit)
 	}
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
 }
@@ -406,28 +406,8 @@ const defaultMemoryLimit = "1g"
 // memoryString is OpenAI's memory_limit spelling of b ("4g"); the default
 // for 0.
 func memoryString(b int64) string {
-	switch {
-	case b <= 0:
+	if b <= 0 {
 		return defaultMemoryLimit
-	case b%(1<<30) == 0:
-		return fmt.Sprintf("%dg", b>>30)
-	default:
-		return fmt.Sprintf("%dm", b>>20)
 	}
-}
-
-// parseMemory reads memoryString's output back; 0 when it cannot.
-func parseMemory(s string) int64 {
-	var n int64
-	var unit string
-	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
-		return 0
-	}
-	switch unit {
-	case "g":
-		return n << 30
-	case "m":
-		return n << 20
-	}
-	return 0
+	return interceptor.FormatMemoryLimit(b)
 }

@@ -352,7 +352,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 			case !ok:
 				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
 			case n > i.cfg.MaxMemoryBytes:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, formatMemory(i.cfg.MaxMemoryBytes))
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, FormatMemoryLimit(i.cfg.MaxMemoryBytes))
 			default:
 				mem = n
 			}
@@ -385,13 +385,19 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 	return mem, nil
 }
 
-// parseMemory reads a memory_limit: a positive integer with an optional
-// binary unit k/m/g (OpenAI's values are "1g", "4g", "16g", "64g").
+// parseMemory reads a memory_limit value (see ParseMemoryLimit).
 func parseMemory(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.String {
 		return 0, false
 	}
-	s := strings.ToLower(strings.TrimSpace(v.Str))
+	return ParseMemoryLimit(v.Str)
+}
+
+// ParseMemoryLimit reads a container memory_limit: a positive integer with
+// an optional binary unit k/m/g (OpenAI's values are "1g", "4g", "16g",
+// "64g").
+func ParseMemoryLimit(s string) (int64, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimSuffix(s, "b")
 	s = strings.TrimSuffix(s, "i")
 	mult := int64(1)
@@ -415,7 +421,8 @@ func parseMemory(v gjson.Result) (int64, bool) {
 	return n * mult, true
 }
 
-func formatMemory(n int64) string {
+// FormatMemoryLimit spells n bytes as OpenAI spells memory_limit ("4g").
+func FormatMemoryLimit(n int64) string {
 	switch {
 	case n%(1<<30) == 0:
 		return strconv.FormatInt(n>>30, 10) + "g"
