@@ -48,12 +48,8 @@ type functionTool struct {
 	json string
 }
 
-// newFunctionTool renders the tool for the default (WASM) environment.
-func newFunctionTool(name string) functionTool {
-	return newFunctionToolFor(name, sandbox.Environment{Provider: "wasm", PythonVersion: "3.13"})
-}
-
-func newFunctionToolFor(name string, env sandbox.Environment) functionTool {
+// newFunctionTool renders the tool for the provider's environment.
+func newFunctionTool(name string, env sandbox.Environment) functionTool {
 	version := env.PythonVersion
 	if version == "" {
 		version = "3"
@@ -81,5 +77,5 @@ func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*In
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionToolFor(cfg.FunctionName, provider.Environment())}, nil
+	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName, provider.Environment())}, nil
 }
