@@ -6,7 +6,8 @@
 //
 // Production runs Envoy (or Envoy Gateway), not this package. The proxy
 // emulates one filter configuration: header modes SEND or SKIP, body modes
-// NONE or BUFFERED, trailer modes SKIP or SEND, allow_mode_override, the
+// NONE or BUFFERED (and FULL_DUPLEX_STREAMED responses), trailer modes SKIP
+// or SEND, allow_mode_override, the
 // per-message timer with max_message_timeout, failure_mode_allow and
 // status_on_error. It follows the rules written down in
 // ../shared/design/envoy-ext-proc.md; the numbers in comments (§1.2, C19, …)
@@ -44,10 +45,24 @@
 // /v1/containers and /v1/files to the Containers and Files API this way,
 // as deploy/envoy/envoy.yaml does.
 //
-// Deliberate simplifications: STREAMED, BUFFERED_PARTIAL and
-// FULL_DUPLEX_STREAMED body modes, observability mode, attributes and
-// metadata forwarding are not emulated (a mode_override asking for one is
-// answered with status_on_error so a test notices); the upstream Host is
+// FULL_DUPLEX_STREAMED responses follow §6 (duplex.go; a test per rule in
+// duplex_test.go): the config check (trailers SEND) and a filter-level
+// duplex mode disabling mode_override; the headers message and every chunk
+// sent without waiting for answers; the headers answer first (an early body
+// answer is a 500) and possibly withheld; streamed_response only; each
+// chunk written and flushed to the client at once; end_of_stream or a
+// TrailersResponse ends the body, with Envoy's trailers forwarded;
+// content-length dropped unless AllowContentLengthHeader; no message
+// timer, only StreamIdleTimeout (504 before headers, a reset after); and,
+// optionally, Envoy 1.35–1.37's repeated end-of-stream chunk
+// (DuplicateEndOfStream).
+//
+// Deliberate simplifications: STREAMED and BUFFERED_PARTIAL body modes, a
+// FULL_DUPLEX_STREAMED request body, a switch to FULL_DUPLEX_STREAMED in a
+// response_headers answer (Envoy leaks the held bytes, #40340),
+// observability mode, attributes and metadata forwarding are not emulated
+// (a mode_override asking for one is answered with status_on_error so a
+// test notices); the upstream Host is
 // rewritten to the upstream URL's host (as a route with auto_host_rewrite);
 // header count and size limits are not enforced.
 package devproxy

@@ -227,6 +227,10 @@ func (ex *exchange) handleResponse(ctx context.Context, resp *http.Response) {
 	hasBody := !(ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
 		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0)
 
+	if ex.mode.GetResponseBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED && !ex.complete {
+		ex.duplexResponse(ctx, respH, resp, hasBody)
+		return
+	}
 	clDrop := dropsContentLength(ex.mode.GetResponseHeaderMode(), ex.mode.GetResponseBodyMode())
 	var hdrOut headersOutcome
 	if ex.mode.GetResponseHeaderMode() != filterv3.ProcessingMode_SKIP && !ex.complete {
@@ -237,7 +241,7 @@ func (ex *exchange) handleResponse(ctx context.Context, resp *http.Response) {
 			return
 		}
 		if pr != nil {
-			if !ex.applyModeOverride(pr.GetModeOverride()) {
+			if !ex.applyResponseModeOverride(pr.GetModeOverride()) {
 				return
 			}
 			if hdrOut, ok = ex.applyHeadersResponse(respH, pr.GetResponseHeaders().GetResponse(), clDrop); !ok {
@@ -466,7 +470,7 @@ func (ex *exchange) closeStream() {
 // applyModeOverride is §1.6: merged over the filter-level mode, an unset
 // body mode meaning NONE, request_header_mode without effect.
 func (ex *exchange) applyModeOverride(o *filterv3.ProcessingMode) bool {
-	if o == nil || !ex.p.cfg.AllowModeOverride {
+	if o == nil || !ex.p.cfg.AllowModeOverride || filterLevelDuplex(ex.p.mode) {
 		return true
 	}
 	merged := proto.Clone(ex.p.mode).(*filterv3.ProcessingMode)

@@ -50,8 +50,22 @@ type Config struct {
 	// MaxMessageTimeout bounds override_message_timeout; zero disables
 	// overrides, as in Envoy.
 	MaxMessageTimeout time.Duration
-	// AllowModeOverride honours mode_override in headers responses.
+	// AllowModeOverride honours mode_override in headers responses. Envoy
+	// ignores every override when a filter-level body mode is
+	// FULL_DUPLEX_STREAMED (§6.1).
 	AllowModeOverride bool
+	// AllowContentLengthHeader is Envoy's allow_content_length_header:
+	// keep content-length in a FULL_DUPLEX_STREAMED response, which
+	// otherwise loses it (§6.6).
+	AllowContentLengthHeader bool
+	// StreamIdleTimeout is the HCM stream_idle_timeout: the only timer of
+	// a FULL_DUPLEX_STREAMED response (§6.7). Zero means Envoy's 5 minutes.
+	StreamIdleTimeout time.Duration
+	// DuplicateEndOfStream re-delivers the final end-of-stream body chunk
+	// of a FULL_DUPLEX_STREAMED response, as Envoy 1.35–1.37 do for large
+	// bodies (§6.9, envoyproxy/envoy#46237). Tests turn it on to check that
+	// the processor ignores the second one.
+	DuplicateEndOfStream bool
 	// AllowedOverrideModes, when non-empty, lists the only merged modes an
 	// override may produce.
 	AllowedOverrideModes []*filterv3.ProcessingMode
@@ -169,10 +183,13 @@ func New(cfg Config) (*Proxy, error) {
 		}
 	}
 	mode = proto.Clone(mode).(*filterv3.ProcessingMode)
+	if err := checkDuplex(mode); err != nil {
+		return nil, fmt.Errorf("devproxy: processing mode: %w", err)
+	}
 	if err := supportedMode(mode); err != nil {
 		return nil, fmt.Errorf("devproxy: processing mode: %w", err)
 	}
-	if cfg.MessageTimeout < 0 || cfg.MaxMessageTimeout < 0 || cfg.BufferLimit < 0 {
+	if cfg.MessageTimeout < 0 || cfg.MaxMessageTimeout < 0 || cfg.BufferLimit < 0 || cfg.StreamIdleTimeout < 0 {
 		return nil, errors.New("devproxy: timeouts and buffer limit must not be negative")
 	}
 	if cfg.MessageTimeout == 0 {
@@ -180,6 +197,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.BufferLimit == 0 {
 		cfg.BufferLimit = DefaultBufferLimit
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if cfg.StatusOnError == 0 {
 		cfg.StatusOnError = defaultStatusOnError
@@ -209,12 +229,16 @@ func New(cfg Config) (*Proxy, error) {
 // like Envoy's rejected_header_mutations stat.
 func (p *Proxy) RejectedHeaderMutations() int64 { return p.rejected.Load() }
 
-// supportedMode reports modes the emulation cannot reproduce faithfully.
+// supportedMode reports modes the emulation cannot reproduce faithfully:
+// NONE and BUFFERED both ways, and FULL_DUPLEX_STREAMED for responses.
 func supportedMode(m *filterv3.ProcessingMode) error {
-	for _, b := range []filterv3.ProcessingMode_BodySendMode{m.GetRequestBodyMode(), m.GetResponseBodyMode()} {
-		if b != filterv3.ProcessingMode_NONE && b != filterv3.ProcessingMode_BUFFERED {
-			return fmt.Errorf("body mode %s is not emulated (only NONE and BUFFERED)", b)
-		}
+	if b := m.GetRequestBodyMode(); b != filterv3.ProcessingMode_NONE && b != filterv3.ProcessingMode_BUFFERED {
+		return fmt.Errorf("request body mode %s is not emulated (only NONE and BUFFERED)", b)
+	}
+	switch b := m.GetResponseBodyMode(); b {
+	case filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+	default:
+		return fmt.Errorf("response body mode %s is not emulated (only NONE, BUFFERED and FULL_DUPLEX_STREAMED)", b)
 	}
 	return nil
 }
