@@ -35,6 +35,12 @@ type Config struct {
 	OverrideMessageTimeout time.Duration
 	// Upstream is where follow-ups go.
 	Upstream UpstreamConfig
+	// SyntheticStreams keeps BUFFERED response bodies for every request
+	// and answers "stream": true with the synthetic stream made after the
+	// loop (interceptor.streaming: synthetic). By default an intercepted
+	// stream is live: every selected request is answered with a
+	// FULL_DUPLEX_STREAMED response-body override (docs/streaming.md).
+	SyntheticStreams bool
 	// AuthHeaders name the request headers whose values identify the
 	// caller (store.Owner): its containers and files are its own. Default
 	// ["authorization", "api-key"].

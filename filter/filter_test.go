@@ -78,6 +78,9 @@ func (f *followUps) handler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if strings.HasPrefix(ans, "event: ") {
+		w.Header().Set("Content-Type", "text/event-stream") // a live stream's follow-up
+	}
 	_, _ = io.WriteString(w, ans)
 }
 
@@ -95,7 +98,16 @@ type env struct {
 	upURL   string
 }
 
+// startFilter serves cfg with BUFFERED response bodies (synthetic streams):
+// the tests in this file are about that mode; duplex_test.go sets
+// SyntheticStreams false through startDuplexFilter.
 func startFilter(t *testing.T, cfg Config, prov sandbox.Provider, answers ...string) *env {
+	t.Helper()
+	cfg.SyntheticStreams = true
+	return serveFilter(t, cfg, prov, answers...)
+}
+
+func serveFilter(t *testing.T, cfg Config, prov sandbox.Provider, answers ...string) *env {
 	t.Helper()
 	up := &followUps{answers: answers}
 	hs := httptest.NewServer(http.HandlerFunc(up.handler))

@@ -61,9 +61,17 @@ type streamState struct {
 	result       *interceptor.Result
 	upstream     *httpUpstream
 
-	// sender writes to the stream at once, for the timeout override that
-	// must reach Envoy before the loop starts.
-	sender func(*extprocv3.ProcessingResponse) error
+	// out writes to the stream, serialized: the receive loop's answers, the
+	// timeout override that must reach Envoy before the loop starts, and a
+	// live stream's chunks from its goroutine.
+	out *duplexOut
+
+	// duplex: the response body is FULL_DUPLEX_STREAMED (duplexMode was
+	// sent); handler answers its messages, bodyEnded once Envoy's end of
+	// the body arrived.
+	duplex    bool
+	handler   responseHandler
+	bodyEnded bool
 }
 
 func newStreamState(s *Server) *streamState {
@@ -73,7 +81,7 @@ func newStreamState(s *Server) *streamState {
 // run answers messages until the stream ends.
 func (st *streamState) run(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	ctx := stream.Context()
-	st.sender = stream.Send
+	st.out = &duplexOut{send: stream.Send}
 	for {
 		req, err := stream.Recv()
 		if err != nil {
@@ -104,19 +112,20 @@ func (st *streamState) run(stream extprocv3.ExternalProcessor_ProcessServer) err
 			st.log.Error("ext_proc stream failed", zap.Error(err), zap.String("phase", st.phase.String()))
 			return err
 		}
-		for _, r := range resps {
-			if err := stream.Send(r); err != nil {
-				if isStreamEnd(ctx, err) {
-					return nil
-				}
-				return err
+		if err := st.out.sendAll(resps); err != nil {
+			if isStreamEnd(ctx, err) {
+				return nil
 			}
+			return err
 		}
 	}
 }
 
 // finish records the stream's outcome once.
 func (st *streamState) finish(err error) {
+	if st.handler != nil {
+		st.handler.close() // a live stream's goroutine uses the exchange
+	}
 	if st.ex != nil {
 		st.ex.Close() // the container outlives the exchange; its use ends here
 	}
@@ -145,6 +154,9 @@ func (st *streamState) finish(err error) {
 }
 
 func (st *streamState) handle(ctx context.Context, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
+	if st.handler != nil {
+		return nil, st.duplexMessage(ctx, req) // the handler sends its own answers
+	}
 	if st.phase == phaseLetGo || st.phase == phaseDone {
 		// Envoy sends more only if it ignored our mode_override (say an
 		// allowed_override_modes list without NONE); answer unchanged.
@@ -225,7 +237,7 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 	if !selected || h.GetEndOfStream() {
 		// Not ours (or no body to look at): one round trip, then Envoy
 		// leaves the exchange alone.
-		out.ModeOverride = letGoMode()
+		out.ModeOverride = LetGoMode()
 		st.phase = phaseLetGo
 		st.outcome = OutcomeNotSelected
 		if selected {
@@ -241,14 +253,18 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 		return st.immediate(&interceptor.APIError{Status: http.StatusInternalServerError, Type: "server_error",
 			Message: "the code interpreter gateway is misconfigured (ext_proc body modes must be BUFFERED)"})
 	}
+	if !st.s.cfg.SyntheticStreams {
+		out.ModeOverride = DuplexMode()
+		st.duplex = true
+	}
 	st.phase = phaseRequestBody
 	return one(out)
 }
 
-// letGoMode is the override for exchanges the filter does not touch:
+// LetGoMode is the override for exchanges the filter does not touch:
 // bodies NONE and no response headers message. Body modes are written
 // out although unset already means NONE (§1.6).
-func letGoMode() *filterv3.ProcessingMode {
+func LetGoMode() *filterv3.ProcessingMode {
 	return &filterv3.ProcessingMode{
 		RequestBodyMode:    filterv3.ProcessingMode_NONE,
 		ResponseBodyMode:   filterv3.ProcessingMode_NONE,
@@ -279,6 +295,9 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return st.immediate(apiErr)
 	}
 	st.ex = ex
+	if st.duplex {
+		ex.StreamLive() // before UpstreamBody: a live exchange asks the upstream for a stream
+	}
 	resp := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{}}
 	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: resp}}
 	if ex.Modified() {
@@ -295,12 +314,14 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	}
 	if !ex.Intercepted() {
 		st.outcome = OutcomePassThrough
-		st.phase = phaseResponseHeaders // answered with a let-go override
+		st.phase = phaseResponseHeaders // answered with a let-go override (or echoed in duplex)
 		ex.Close()
 		st.ex = nil
-		return one(out)
 	}
 	st.phase = phaseResponseHeaders
+	if st.duplex {
+		st.handler = st.newResponseHandler(st.ex)
+	}
 	return one(out)
 }
 
@@ -309,10 +330,27 @@ func (st *streamState) responseHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.P
 		ResponseHeaders: &extprocv3.HeadersResponse{},
 	}}
 	if st.ex == nil {
-		out.ModeOverride = letGoMode()
+		out.ModeOverride = LetGoMode()
 		st.phase = phaseLetGo
 		return one(out)
 	}
+	code, hdr := parseResponseHeaders(h)
+	if code < 200 || code > 299 {
+		st.upstreamFailed(code)
+		out.ModeOverride = LetGoMode()
+		st.phase = phaseLetGo
+		return one(out)
+	}
+	if h.GetEndOfStream() {
+		return st.noUpstreamBody()
+	}
+	st.upstreamCode, st.upstreamHdr = code, hdr
+	st.phase = phaseResponseBody
+	return one(out)
+}
+
+// parseResponseHeaders reads :status and the regular headers.
+func parseResponseHeaders(h *extprocv3.HttpHeaders) (int, http.Header) {
 	hdr := http.Header{}
 	code := 0
 	for _, hv := range h.GetHeaders().GetHeaders() {
@@ -329,36 +367,51 @@ func (st *streamState) responseHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.P
 			hdr.Add(key, value)
 		}
 	}
-	if code < 200 || code > 299 {
-		// The client sees the upstream's own error, untouched.
-		st.log.Info("upstream answered non-2xx; passing it through", zap.Int("status", code))
-		st.outcome = OutcomeUpstreamError
-		out.ModeOverride = letGoMode()
-		st.phase = phaseLetGo
-		return one(out)
-	}
-	if h.GetEndOfStream() {
-		st.outcome = OutcomeUpstreamError
-		return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
-			Message: "The upstream model server answered without a body."})
-	}
-	st.upstreamCode, st.upstreamHdr = code, hdr
-	st.phase = phaseResponseBody
-	return one(out)
+	return code, hdr
+}
+
+// upstreamFailed records a non-2xx first answer: the client sees the
+// upstream's own error, untouched.
+func (st *streamState) upstreamFailed(code int) {
+	st.log.Info("upstream answered non-2xx; passing it through", zap.Int("status", code))
+	st.outcome = OutcomeUpstreamError
+}
+
+func (st *streamState) noUpstreamBody() ([]*extprocv3.ProcessingResponse, error) {
+	st.outcome = OutcomeUpstreamError
+	return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+		Message: "The upstream model server answered without a body."})
 }
 
 func (st *streamState) responseBody(ctx context.Context, b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, error) {
-	body := b.GetBody()
-	if int64(len(body)) > st.s.cfg.MaxBodyBytes {
-		st.outcome = OutcomeUpstreamError
-		return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
-			Message: fmt.Sprintf("The upstream response is larger than the %d-byte limit.", st.s.cfg.MaxBodyBytes)})
-	}
 	var pre []*extprocv3.ProcessingResponse
 	if d := st.s.cfg.OverrideMessageTimeout; d > 0 {
 		// Envoy restarts its message timer (once per message) and ignores
-		// every other field of this response, so it is sent on its own.
+		// every other field of this response, so it is sent on its own,
+		// before the long work starts.
 		pre = append(pre, &extprocv3.ProcessingResponse{OverrideMessageTimeout: durationpb.New(d)})
+	}
+	res, refusal, err := st.completeBuffered(ctx, b.GetBody(), pre)
+	if err != nil || refusal != nil {
+		return refusal, err
+	}
+	st.phase = phaseDone
+	return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
+			HeaderMutation: st.resultHeaders(res),
+			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: res.Body}},
+		}},
+	}})
+}
+
+// completeBuffered runs the buffered loop over the upstream's whole first
+// answer. It returns the result, or the responses that refuse the exchange
+// instead (an oversized or undecodable upstream body), or the error that
+// abandons the stream. pre goes to Envoy before the loop starts.
+func (st *streamState) completeBuffered(ctx context.Context, body []byte, pre []*extprocv3.ProcessingResponse) (*interceptor.Result, []*extprocv3.ProcessingResponse, error) {
+	if int64(len(body)) > st.s.cfg.MaxBodyBytes {
+		r, _ := st.upstreamTooLarge()
+		return nil, r, nil
 	}
 	decoded, err := decodeBody(body, st.upstreamHdr.Get("content-encoding"), st.s.cfg.MaxBodyBytes)
 	if err != nil {
@@ -366,33 +419,36 @@ func (st *streamState) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 		st.log.Error("upstream body unreadable", zap.Error(err))
 		r, _ := st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
 			Message: "The upstream response could not be decoded."})
-		return append(pre, r...), nil
+		return nil, append(pre, r...), nil
 	}
-	st.upstream = &httpUpstream{
-		client:  st.s.client,
-		url:     st.s.cfg.Upstream.URL,
-		header:  followUpHeaders(st.clientHdr, st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
-		timeout: st.s.cfg.Upstream.Timeout,
-		maxBody: st.s.cfg.MaxBodyBytes,
-	}
+	st.upstream = st.newUpstream()
 	if len(pre) > 0 {
-		// The override must reach Envoy before the long work starts, so it
-		// cannot wait in the returned slice.
 		if err := st.sendNow(ctx, pre); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	res, err := st.ex.CompleteResponse(ctx, st.upstream, st.upstreamCode, st.upstreamHdr, decoded)
 	if err != nil {
 		st.outcome = OutcomeCancelled
 		st.log.Info("exchange abandoned: the stream ended during the loop", zap.Error(err), zap.Int("follow_ups_sent", st.upstream.rounds))
-		return nil, err
+		return nil, nil, err
 	}
 	st.result = res
 	st.outcome = OutcomeCompleted
 	if res.Status < 200 || res.Status > 299 {
 		st.outcome = OutcomeUpstreamError
 	}
+	return res, nil, nil
+}
+
+func (st *streamState) upstreamTooLarge() ([]*extprocv3.ProcessingResponse, error) {
+	st.outcome = OutcomeUpstreamError
+	return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+		Message: fmt.Sprintf("The upstream response is larger than the %d-byte limit.", st.s.cfg.MaxBodyBytes)})
+}
+
+// resultHeaders are the header edits that go with a buffered result.
+func (st *streamState) resultHeaders(res *interceptor.Result) *extprocv3.HeaderMutation {
 	mut := &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{"content-encoding", "etag"},
 		SetHeaders: []*corev3.HeaderValueOption{
@@ -403,26 +459,26 @@ func (st *streamState) responseBody(ctx context.Context, b *extprocv3.HttpBody) 
 	if res.Status != st.upstreamCode {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(":status", strconv.Itoa(res.Status)))
 	}
-	st.phase = phaseDone
-	return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-			HeaderMutation: mut,
-			BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: res.Body}},
-		}},
-	}})
+	return mut
+}
+
+// newUpstream is the follow-up client of this exchange.
+func (st *streamState) newUpstream() *httpUpstream {
+	return &httpUpstream{
+		client:  st.s.client,
+		url:     st.s.cfg.Upstream.URL,
+		header:  followUpHeaders(st.clientHdr, st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
+		timeout: st.s.cfg.Upstream.Timeout,
+		maxBody: st.s.cfg.MaxBodyBytes,
+	}
 }
 
 // sendNow writes responses before the current message is finished.
-func (st *streamState) sendNow(ctx context.Context, rs []*extprocv3.ProcessingResponse) error {
-	if st.sender == nil {
+func (st *streamState) sendNow(_ context.Context, rs []*extprocv3.ProcessingResponse) error {
+	if st.out == nil {
 		return errors.New("filter: no sender")
 	}
-	for _, r := range rs {
-		if err := st.sender(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return st.out.sendAll(rs)
 }
 
 // immediate ends the exchange with an OpenAI-shaped error.

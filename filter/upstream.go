@@ -115,3 +115,60 @@ func followUpHeaders(client http.Header, forward []string, static map[string]str
 
 // isInternalHeader reports headers clients may not send: they are ours.
 func isInternalHeader(key string) bool { return strings.HasPrefix(key, "x-codeinterp-") }
+
+// CreateResponseStream is a follow-up of a live stream: the body asks for
+// "stream": true and the answer is returned as it arrives. The timeout, if
+// any, bounds the whole answer, so it ends when the body is closed; the
+// body yields at most maxBody bytes, then an error.
+func (u *httpUpstream) CreateResponseStream(ctx context.Context, body []byte) (int, http.Header, io.ReadCloser, error) {
+	u.rounds++
+	cancel := context.CancelFunc(func() {})
+	if u.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, u.timeout)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return 0, nil, nil, fmt.Errorf("follow-up request: %w", err)
+	}
+	req.Header = u.header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := u.client.Do(req)
+	if err != nil {
+		cancel()
+		return 0, nil, nil, fmt.Errorf("follow-up to %s: %w", u.url, err)
+	}
+	return resp.StatusCode, resp.Header, &limitedBody{r: resp.Body, left: u.maxBody, cancel: cancel, what: u.url}, nil
+}
+
+// limitedBody bounds a streamed answer and releases its context on Close.
+type limitedBody struct {
+	r      io.ReadCloser
+	left   int64
+	cancel context.CancelFunc
+	what   string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the limit: an answer that ends here is whole, one more byte is too many.
+		var one [1]byte
+		if n, err := b.r.Read(one[:]); n == 0 && err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("follow-up to %s: %w", b.what, errUpstreamTooLarge)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error {
+	err := b.r.Close()
+	b.cancel()
+	return err
+}

@@ -332,3 +332,10 @@ func obfuscation(delta string) string {
 	b[n+1] = '"'
 	return string(b[:n+2])
 }
+
+// EventStream is the event stream OpenAI sends for the final response
+// object final, as the synthetic stream writes it: response.created and
+// in_progress, each item's added/delta/done events, response.completed.
+// Scripted models (the demo's, the tests') stream with it; obfuscate adds
+// the obfuscation padding OpenAI puts on delta events.
+func EventStream(final []byte, obfuscate bool) []byte { return synthesizeSSE(final, obfuscate) }

@@ -1,0 +1,344 @@
+package filter
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/tidwall/gjson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+)
+
+// These tests play Envoy in FULL_DUPLEX_STREAMED response mode (§6 of
+// ../shared/design/envoy-ext-proc.md): response headers, then body chunks
+// sent without waiting for answers, then end of stream or trailers.
+
+func startDuplexFilter(t *testing.T, cfg Config, prov sandbox.Provider, answers ...string) *env {
+	t.Helper()
+	cfg.SyntheticStreams = false
+	return serveFilter(t, cfg, prov, answers...)
+}
+
+func (es *envoyStream) sendBody(body []byte, eos bool) {
+	es.t.Helper()
+	es.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}})
+}
+
+func (es *envoyStream) sendTrailers() {
+	es.t.Helper()
+	es.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: &extprocv3.HttpTrailers{Trailers: hdrs("x-upstream-trailer", "1")}}})
+}
+
+func (es *envoyStream) sendResponseHeaders(status int, contentType string) {
+	es.t.Helper()
+	es.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+		Headers: hdrs(":status", strconv.Itoa(status), "content-type", contentType, "content-length", "999")}}})
+}
+
+// duplexEnd is how the response body of a duplex exchange ended.
+type duplexEnd struct {
+	body     []byte // the streamed_response bodies, concatenated
+	chunks   int
+	trailers bool // a TrailersResponse ended it
+}
+
+// readBody reads streamed_response answers until end_of_stream or a
+// TrailersResponse, checking §6.4: every body answer carries
+// streamed_response of at most 64 KiB, end_of_stream only on the last.
+func (es *envoyStream) readBody() duplexEnd {
+	es.t.Helper()
+	var out duplexEnd
+	for {
+		r := es.recv()
+		if r.GetResponseTrailers() != nil {
+			out.trailers = true
+			return out
+		}
+		sr := r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+		if sr == nil {
+			es.t.Fatalf("answer %v, want a streamed_response body", r)
+		}
+		if len(sr.GetBody()) > maxChunk {
+			es.t.Errorf("streamed_response of %d bytes, more than 64 KiB", len(sr.GetBody()))
+		}
+		out.body = append(out.body, sr.GetBody()...)
+		out.chunks++
+		if sr.GetEndOfStream() {
+			return out
+		}
+	}
+}
+
+// expectEnd checks that the server sends nothing more and ends the stream
+// when Envoy half-closes: a repeated end-of-stream chunk got no answer.
+func (es *envoyStream) expectEnd() {
+	es.t.Helper()
+	if err := es.s.CloseSend(); err != nil {
+		es.t.Fatal(err)
+	}
+	r, err := es.s.Recv()
+	if !errors.Is(err, io.EOF) {
+		es.t.Fatalf("after the end: %v, %v; want the stream to end with no further answer", r, err)
+	}
+}
+
+func TestDuplexModeOverride(t *testing.T) {
+	cases := []struct {
+		name      string
+		cfg       Config
+		method    string
+		path      string
+		eos       bool
+		wantMode  *filterv3.ProcessingMode
+		wantLetGo bool
+	}{
+		{"selected request with a body", Config{}, "POST", "/v1/responses", false, DuplexMode(), false},
+		{"selected, query ignored", Config{}, "POST", "/v1/responses?api-version=1", false, DuplexMode(), false},
+		{"selected but no body", Config{}, "POST", "/v1/responses", true, nil, true},
+		{"not selected", Config{}, "GET", "/v1/models", true, nil, true},
+		{"synthetic streams keep BUFFERED", Config{SyntheticStreams: true}, "POST", "/v1/responses", false, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := serveFilter(t, tc.cfg, noSandbox{t})
+			r := e.open(t).requestHeaders(tc.method, tc.path, tc.eos)
+			got := r.GetModeOverride()
+			switch {
+			case tc.wantLetGo:
+				if !isLetGo(got) {
+					t.Fatalf("mode_override %v, want let-go", got)
+				}
+			case !proto.Equal(got, tc.wantMode):
+				t.Fatalf("mode_override %v, want %v", got, tc.wantMode)
+			}
+		})
+	}
+	m := DuplexMode()
+	if m.GetRequestBodyMode() != filterv3.ProcessingMode_BUFFERED || m.GetResponseBodyMode() != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED ||
+		m.GetResponseTrailerMode() != filterv3.ProcessingMode_SEND || m.GetResponseHeaderMode() != filterv3.ProcessingMode_SEND {
+		t.Errorf("duplexMode %v: the request body must stay BUFFERED, the response be duplex with headers and trailers SEND", m)
+	}
+}
+
+// A request that is not intercepted, or an upstream error, is echoed chunk
+// for chunk: the override cannot be taken back once in duplex mode.
+func TestDuplexEcho(t *testing.T) {
+	big := bytes.Repeat([]byte("b"), 150<<10)
+	cases := []struct {
+		name     string
+		request  string
+		status   int
+		trailers bool
+	}{
+		{"not intercepted", plainRequest, 200, false},
+		{"not intercepted, with trailers", plainRequest, 200, true},
+		{"upstream error of an intercepted request", strings.ReplaceAll(ciRequest, "STREAM", "true"), 429, false},
+		{"upstream error, not streaming", strings.ReplaceAll(ciRequest, "STREAM", "false"), 500, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startDuplexFilter(t, Config{}, noSandbox{t})
+			es := e.open(t)
+			es.requestHeaders("POST", "/v1/responses", false)
+			es.requestBody(tc.request)
+			es.sendResponseHeaders(tc.status, "application/json")
+			if r := es.recv(); r.GetResponseHeaders() == nil || r.GetResponseHeaders().GetResponse().GetHeaderMutation() != nil {
+				t.Fatalf("answer %v, want an unchanged headers response at once", r)
+			}
+			parts := [][]byte{[]byte(`{"a":`), big, []byte(`}`)}
+			for _, p := range parts {
+				es.sendBody(p, false)
+			}
+			if tc.trailers {
+				es.sendTrailers()
+			} else {
+				es.sendBody(nil, true)
+			}
+			end := es.readBody()
+			if want := bytes.Join(parts, nil); !bytes.Equal(end.body, want) {
+				t.Errorf("echoed %d bytes, want the %d sent", len(end.body), len(want))
+			}
+			if end.trailers != tc.trailers {
+				t.Errorf("ended by trailers %v, want %v", end.trailers, tc.trailers)
+			}
+			if end.chunks < 4 {
+				t.Errorf("%d chunks: 150 KiB must be split", end.chunks)
+			}
+			if !tc.trailers {
+				es.sendBody([]byte("again"), true) // §6.9: Envoy re-delivers the last chunk
+			}
+			es.expectEnd()
+		})
+	}
+}
+
+// An intercepted non-streaming request in duplex mode: the headers answer
+// is withheld until the whole body is in, then carries the result's
+// headers; the body follows in chunks.
+func TestDuplexBuffered(t *testing.T) {
+	for _, trailers := range []bool{false, true} {
+		t.Run("trailers="+strconv.FormatBool(trailers), func(t *testing.T) {
+			e := startDuplexFilter(t, Config{}, sandboxtest.New(t), modelTurn("resp_2", messageItem("The answer is 42.")))
+			es := e.open(t)
+			es.requestHeaders("POST", "/v1/responses", false, "authorization", "Bearer k")
+			r := es.requestBody(strings.ReplaceAll(ciRequest, "STREAM", "false"))
+			if nb := r.GetRequestBody().GetResponse().GetBodyMutation().GetBody(); gjson.GetBytes(nb, "stream").Type != gjson.False {
+				t.Fatalf("upstream body %s: a non-streaming client's request must not ask for a stream", nb)
+			}
+			es.sendResponseHeaders(200, "application/json")
+			first := modelTurn("resp_1", callItem("call_a", "print(6*7)"))
+			es.sendBody([]byte(first[:40]), false)
+			es.sendBody([]byte(first[40:]), false)
+			if trailers {
+				es.sendTrailers()
+			} else {
+				es.sendBody(nil, true)
+			}
+			h := es.recv()
+			if h.GetResponseHeaders() == nil {
+				t.Fatalf("first answer %v, want the (withheld) headers response", h)
+			}
+			set := setHeaders(h.GetResponseHeaders().GetResponse().GetHeaderMutation())
+			end := es.readBody()
+			if set["content-type"] != interceptor.ContentTypeJSON || set["content-length"] != strconv.Itoa(len(end.body)) {
+				t.Errorf("headers %v for a %d-byte JSON answer", set, len(end.body))
+			}
+			if !bytes.Contains(end.body, []byte(`"type":"code_interpreter_call"`)) || !bytes.Contains(end.body, []byte(`42\n`)) {
+				t.Errorf("answer lacks the call or its output:\n%s", end.body)
+			}
+			if end.trailers != trailers {
+				t.Errorf("ended by trailers %v, want %v", end.trailers, trailers)
+			}
+			es.expectEnd()
+			waitOutcome(t, e, OutcomeCompleted, 1)
+		})
+	}
+}
+
+// An intercepted stream, live: the headers answer comes before any body
+// was sent, each upstream event is answered before the next is sent, and
+// the run's follow-up streams too.
+func TestDuplexLive(t *testing.T) {
+	second := string(interceptor.EventStream([]byte(modelTurn("resp_2", messageItem("The answer is 42."))), false))
+	e := startDuplexFilter(t, Config{}, sandboxtest.New(t), second)
+	es := e.open(t)
+	es.requestHeaders("POST", "/v1/responses", false, "authorization", "Bearer k")
+	r := es.requestBody(strings.ReplaceAll(ciRequest, "STREAM", "true"))
+	if nb := r.GetRequestBody().GetResponse().GetBodyMutation().GetBody(); gjson.GetBytes(nb, "stream").Type != gjson.True {
+		t.Fatalf("upstream body %s: a live stream asks the upstream for one", nb)
+	}
+	es.sendResponseHeaders(200, "text/event-stream")
+	h := es.recv() // before any body chunk: the headers answer is not withheld
+	mut := h.GetResponseHeaders().GetResponse().GetHeaderMutation()
+	if h.GetResponseHeaders() == nil || setHeaders(mut)["content-type"] != interceptor.ContentTypeSSE || !slices.Contains(mut.GetRemoveHeaders(), "content-length") {
+		t.Fatalf("answer %v, want the headers response with an SSE content type and no content-length", h)
+	}
+	first := interceptor.EventStream([]byte(modelTurn("resp_1", callItem("call_a", "print(\"a\\tb\", 6*7)"))), false)
+	events := strings.SplitAfter(string(first), "\n\n")
+
+	// A reader collects the answers; gates hold the next upstream event
+	// until the client side has what a live server sends for the last one.
+	chunks := make(chan []byte, 256)
+	ended := make(chan duplexEnd, 1)
+	go func() {
+		for {
+			r, err := es.s.Recv()
+			if err != nil {
+				close(chunks)
+				return
+			}
+			sr := r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+			if sr == nil {
+				t.Errorf("answer %v, want a streamed_response chunk", r)
+				close(chunks)
+				return
+			}
+			if len(sr.GetBody()) > maxChunk {
+				t.Errorf("streamed_response of %d bytes", len(sr.GetBody()))
+			}
+			chunks <- sr.GetBody()
+			if sr.GetEndOfStream() {
+				ended <- duplexEnd{}
+				close(chunks)
+				return
+			}
+		}
+	}()
+	var got []byte
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for !strings.Contains(string(got), what) {
+			select {
+			case c, ok := <-chunks:
+				if !ok {
+					t.Fatalf("the stream ended before %q arrived", what)
+				}
+				got = append(got, c...)
+			case <-deadline:
+				t.Fatalf("the client never got %q while the upstream held its next event: the stream is not live", what)
+			}
+		}
+	}
+	codeSeen := false
+	for _, ev := range events {
+		if ev == "" {
+			continue
+		}
+		cut := len(ev) / 2 // each event in two pieces, cut inside it
+		es.sendBody([]byte(ev[:cut]), false)
+		es.sendBody([]byte(ev[cut:]), false)
+		switch {
+		case strings.HasPrefix(ev, "event: response.created"):
+			waitFor("event: response.created")
+		case strings.HasPrefix(ev, "event: response.output_item.added"):
+			waitFor("event: response.code_interpreter_call.in_progress")
+		case !codeSeen && strings.HasPrefix(ev, "event: response.function_call_arguments.delta") && strings.Contains(ev, "print"):
+			waitFor("event: response.code_interpreter_call_code.delta")
+			codeSeen = true
+		}
+	}
+	es.sendBody(nil, true)
+	waitFor("event: response.completed")
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no end_of_stream chunk after the stream's end")
+	}
+	for c := range chunks {
+		got = append(got, c...)
+	}
+	es.sendBody(nil, true) // a repeated end of stream: ignored
+	es.expectEnd()
+
+	stream := string(got)
+	for _, want := range []string{"event: response.created", "event: response.code_interpreter_call.in_progress",
+		"event: response.code_interpreter_call_code.delta", "event: response.code_interpreter_call.interpreting",
+		"event: response.code_interpreter_call.completed", "event: response.output_text.delta", "event: response.completed"} {
+		if !strings.Contains(stream, want) {
+			t.Errorf("client stream lacks %q", want)
+		}
+	}
+	if strings.Contains(stream, "function_call_arguments") || strings.Count(stream, "event: response.created") != 1 {
+		t.Errorf("client stream shows our function's events or a second response.created:\n%s", stream)
+	}
+	if !strings.Contains(stream, `a\tb 42`) {
+		t.Errorf("client stream lacks the run's output:\n%s", stream)
+	}
+	fu := e.up.all()
+	if len(fu) != 1 || gjson.GetBytes(fu[0].body, "stream").Type != gjson.True {
+		t.Fatalf("follow-ups %d, want one asking for a stream", len(fu))
+	}
+	waitOutcome(t, e, OutcomeCompleted, 1)
+}
