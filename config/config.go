@@ -79,6 +79,12 @@ type Interceptor struct {
 	// unchanged, "note" replaces each with a text note saying where the
 	// file is (for models that reject file parts).
 	InputFiles string `json:"input_files"`
+	// Streaming is how a "stream": true client is answered: "live" (the
+	// upstream streams and the client gets every event as it happens;
+	// Envoy's response body is switched to FULL_DUPLEX_STREAMED by a
+	// mode_override) or "synthetic" (BUFFERED bodies; the whole stream is
+	// made after the loop).
+	Streaming string `json:"streaming"`
 }
 
 // Upstream is where follow-up inference goes.
@@ -206,6 +212,7 @@ func Default() *Config {
 			FollowUp:         FollowUpAuto,
 			MaxMemoryLimit:   1 * GiB,
 			InputFiles:       "pass",
+			Streaming:        "live",
 		},
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",

@@ -217,6 +217,8 @@ func TestValidateErrors(t *testing.T) {
 		{"parallel", func(c *Config) { c.Interceptor.MaxParallelCalls = 65 }, [][2]string{{"interceptor.max_parallel_calls", "between 1 and 64"}}},
 		{"tool calls", func(c *Config) { c.Interceptor.MaxToolCalls = 0 }, [][2]string{{"interceptor.max_tool_calls", "between 1 and 1000"}}},
 		{"follow up", func(c *Config) { c.Interceptor.FollowUp = "stateful" }, [][2]string{{"interceptor.follow_up", "not one of auto, replay, previous_response_id"}}},
+		{"streaming", func(c *Config) { c.Interceptor.Streaming = "buffered" }, [][2]string{{"interceptor.streaming", "not one of live, synthetic"}}},
+		{"input files", func(c *Config) { c.Interceptor.InputFiles = "drop" }, [][2]string{{"interceptor.input_files", "not one of pass, note"}}},
 		{"memory limit small", func(c *Config) { c.Interceptor.MaxMemoryLimit = MiB }, [][2]string{{"interceptor.max_memory_limit", "at least 32MiB"}}},
 		{"memory limit above sandbox", func(c *Config) { c.Interceptor.MaxMemoryLimit = 2 * GiB }, [][2]string{{"interceptor.max_memory_limit", "exceeds sandbox.limits.max_guest_memory 1GiB"}}},
 		{"url empty", func(c *Config) { c.Upstream.URL = "" }, [][2]string{{"upstream.url", "must be set"}}},

@@ -225,6 +225,11 @@ func (c *Config) validateInputFiles(v *validator) {
 	default:
 		v.add("interceptor.input_files", "%q is not one of pass, note", c.Interceptor.InputFiles)
 	}
+	switch c.Interceptor.Streaming {
+	case "live", "synthetic":
+	default:
+		v.add("interceptor.streaming", "%q is not one of live, synthetic", c.Interceptor.Streaming)
+	}
 }
 
 func (c *Config) validateSandbox(v *validator) {

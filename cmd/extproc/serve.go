@@ -283,6 +283,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
 		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
 		AuthHeaders:            cfg.API.AuthHeaders,
+		SyntheticStreams:       cfg.Interceptor.Streaming == "synthetic",
 		Upstream: filter.UpstreamConfig{
 			URL:            cfg.Upstream.URL,
 			ForwardHeaders: cfg.Upstream.ForwardHeaders,

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/filter"
 )
 
 const (
@@ -283,6 +284,20 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 			if !e.GetAllowModeOverride() {
 				fail("ext_proc: allow_mode_override must be true (pass-through uses mode_override)")
 			}
+			if allowed := e.GetAllowedOverrideModes(); len(allowed) > 0 {
+				// Envoy applies an override only if the merged mode is
+				// listed; the server sends these two (the duplex one for
+				// every selected request unless streams are synthetic).
+				sent := map[string]*extprocv3.ProcessingMode{"let-go": filter.LetGoMode()}
+				if c.Interceptor.Streaming != "synthetic" {
+					sent["FULL_DUPLEX_STREAMED"] = filter.DuplexMode()
+				}
+				for name, o := range sent {
+					if m := mergedOverride(pm, o); !slices.ContainsFunc(allowed, func(a *extprocv3.ProcessingMode) bool { return sameMode(a, m) }) {
+						fail("ext_proc: allowed_override_modes lacks the %s override the server sends (merged: %v)", name, m)
+					}
+				}
+			}
 			if e.GetFailureModeAllow() {
 				fail("ext_proc: failure_mode_allow must be false")
 			}
@@ -443,6 +458,30 @@ func readEnvoy(t *testing.T) []byte {
 	return data
 }
 
+// mergedOverride is Envoy's effectiveModeOverride: the override over the
+// filter-level mode, an unset body mode meaning NONE.
+func mergedOverride(filterLevel, o *extprocv3.ProcessingMode) *extprocv3.ProcessingMode {
+	m := proto.Clone(filterLevel).(*extprocv3.ProcessingMode)
+	if o.GetResponseHeaderMode() != extprocv3.ProcessingMode_DEFAULT {
+		m.ResponseHeaderMode = o.GetResponseHeaderMode()
+	}
+	m.RequestBodyMode, m.ResponseBodyMode = o.GetRequestBodyMode(), o.GetResponseBodyMode()
+	if o.GetRequestTrailerMode() != extprocv3.ProcessingMode_DEFAULT {
+		m.RequestTrailerMode = o.GetRequestTrailerMode()
+	}
+	if o.GetResponseTrailerMode() != extprocv3.ProcessingMode_DEFAULT {
+		m.ResponseTrailerMode = o.GetResponseTrailerMode()
+	}
+	return m
+}
+
+// sameMode compares modes as allowed_override_modes does (request_header_mode aside).
+func sameMode(a, b *extprocv3.ProcessingMode) bool {
+	return a.GetResponseHeaderMode() == b.GetResponseHeaderMode() && a.GetRequestBodyMode() == b.GetRequestBodyMode() &&
+		a.GetResponseBodyMode() == b.GetResponseBodyMode() && a.GetRequestTrailerMode() == b.GetRequestTrailerMode() &&
+		a.GetResponseTrailerMode() == b.GetResponseTrailerMode()
+}
+
 func TestEnvoyBootstrap(t *testing.T) {
 	b, err := loadBootstrap(readEnvoy(t))
 	if err != nil {
@@ -601,6 +640,16 @@ func TestEnvoyBootstrapBroken(t *testing.T) {
 				e.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
 			})
 		}, "trailers must be SKIP"},
+		{"allowed override modes without the duplex one", func(b *bootstrapv3.Bootstrap) {
+			editExtProc(b, func(e *extprocv3.ExternalProcessor) {
+				e.AllowedOverrideModes = []*extprocv3.ProcessingMode{mergedOverride(e.ProcessingMode, filter.LetGoMode())}
+			})
+		}, "allowed_override_modes lacks the FULL_DUPLEX_STREAMED override"},
+		{"allowed override modes without the let-go one", func(b *bootstrapv3.Bootstrap) {
+			editExtProc(b, func(e *extprocv3.ExternalProcessor) {
+				e.AllowedOverrideModes = []*extprocv3.ProcessingMode{mergedOverride(e.ProcessingMode, filter.DuplexMode())}
+			})
+		}, "allowed_override_modes lacks the let-go override"},
 		{"mode override off", func(b *bootstrapv3.Bootstrap) {
 			editExtProc(b, func(e *extprocv3.ExternalProcessor) { e.AllowModeOverride = false })
 		}, "allow_mode_override must be true"},
