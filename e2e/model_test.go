@@ -15,6 +15,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/codeinterp/codeinterp/interceptor"
 )
 
 // apiKey is what the client sends; the model server checks every request
@@ -58,6 +60,9 @@ type reply struct {
 	items  []string
 	status int    // non-2xx: answer with errBody
 	body   string // error body
+	// breakAfter > 0 drops a streamed answer's connection after that many
+	// events (a model server dying mid-stream).
+	breakAfter int
 }
 
 // script decides the model's answer to one request.
@@ -70,6 +75,15 @@ type model struct {
 	sh     shapes
 	srv    *httptest.Server
 	script script
+
+	// live accepts "stream": true (the gateway streams live) and answers
+	// it with the event stream, one event at a time, eventDelay apart.
+	live       bool
+	eventDelay time.Duration
+	// gate, when set, is called before each streamed event with the
+	// request's index and the event's type; a test blocks in it until the
+	// client has seen what a live gateway forwards by then.
+	gate func(request int, event string)
 
 	mu       sync.Mutex
 	stored   map[string][]gjson.Result // response id → conversation incl. its output
@@ -117,6 +131,7 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c, problem := m.check(r, body)
 	m.mu.Lock()
+	index := len(m.requests)
 	m.requests = append(m.requests, modelRequest{r.Header.Clone(), body, c})
 	m.mu.Unlock()
 	if problem != "" {
@@ -139,9 +154,45 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 		m.stored[gjson.Get(resp, "id").Str] = conv
 		m.mu.Unlock()
 	}
+	if c.req.Get("stream").Type == gjson.True {
+		m.stream(w, r, resp, index, rep.breakAfter)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(resp)))
 	_, _ = io.WriteString(w, resp)
+}
+
+// stream answers with the event stream OpenAI sends for resp, flushing
+// each event and pausing eventDelay before each, as a model that produces
+// tokens does.
+func (m *model) stream(w http.ResponseWriter, r *http.Request, resp string, index, breakAfter int) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for k, ev := range strings.SplitAfter(string(interceptor.EventStream([]byte(resp), true)), "\n\n") {
+		if ev == "" {
+			continue
+		}
+		if breakAfter > 0 && k == breakAfter {
+			panic(http.ErrAbortHandler) // the connection drops mid-stream
+		}
+		if m.gate != nil {
+			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
+			m.gate(index, typ)
+		}
+		if m.eventDelay > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(m.eventDelay):
+			}
+		}
+		if _, err := io.WriteString(w, ev); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
@@ -170,8 +221,8 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 		return nil, "body is not JSON"
 	}
 	req := gjson.ParseBytes(body)
-	if req.Get("stream").Type == gjson.True {
-		return nil, "stream:true reached the model (the gateway must ask for JSON)"
+	if req.Get("stream").Type == gjson.True && !m.live {
+		return nil, "stream:true reached the model (with synthetic streams the gateway must ask for JSON)"
 	}
 	hasFn := false
 	for _, tool := range req.Get("tools").Array() {

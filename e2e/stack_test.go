@@ -45,6 +45,11 @@ type stackOptions struct {
 	st          store.Store
 	interceptor interceptor.Config
 	quiet       bool // no per-request logs (benchmarks, load)
+	// synthetic keeps interceptor.streaming: synthetic (BUFFERED response
+	// bodies); by default streams are live (FULL_DUPLEX_STREAMED).
+	synthetic bool
+	// eventDelay paces the scripted model's event streams.
+	eventDelay time.Duration
 }
 
 // stack is the whole path: client → devproxy → ext_proc gRPC → filter →
@@ -63,6 +68,7 @@ type stack struct {
 func newStack(t testing.TB, sh shapes, s script, o stackOptions) *stack {
 	t.Helper()
 	m := newModel(t, sh, s)
+	m.live, m.eventDelay = !o.synthetic, o.eventDelay
 	st := newStackWithUpstream(t, sh, m.URL(), o)
 	st.model = m
 	return st
@@ -137,6 +143,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	}
 	fs, err := filter.New(filter.Config{
 		OverrideMessageTimeout: 10 * time.Minute,
+		SyntheticStreams:       o.synthetic,
 		Upstream:               filter.UpstreamConfig{URL: upstream + "/v1/responses"},
 	}, ic, metrics, log.Named("filter"))
 	if err != nil {

@@ -110,11 +110,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	fmt.Fprintln(stdout, "\n=== streaming: client.Responses.NewStreaming ===")
+	fmt.Fprintln(stdout, "  (ms since the request: each event is printed as it arrives; the scripted model pauses 40 ms per event)")
+	start := time.Now()
 	st := client.Responses.NewStreaming(ctx, params)
 	var final *responses.Response
 	for st.Next() {
 		ev := st.Current()
-		line := fmt.Sprintf("  %3d %s", ev.SequenceNumber, ev.Type)
+		line := fmt.Sprintf("  %5d ms %3d %s", time.Since(start).Milliseconds(), ev.SequenceNumber, ev.Type)
 		switch ev.Type {
 		case "response.code_interpreter_call_code.delta", "response.output_text.delta":
 			line += fmt.Sprintf(" %q", ev.Delta)

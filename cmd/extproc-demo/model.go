@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/codeinterp/codeinterp/interceptor"
 )
 
 // scriptedModel stands in for an LLM so the demo runs anywhere: it answers
@@ -25,6 +27,8 @@ type scriptedModel struct {
 const demoCode = "import statistics\nsquares = [i * i for i in range(1, 11)]\nprint(f\"sum={sum(squares)} mean={statistics.mean(squares)}\")"
 
 func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A model asked for a stream streams (the gateway asks when its client
+	// does and streams are live); otherwise it answers with JSON.
 	body, err := io.ReadAll(r.Body)
 	if err != nil || r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") || !gjson.ValidBytes(body) {
 		writeJSON(w, http.StatusBadRequest, `{"error":{"message":"the demo model only answers POST /v1/responses with JSON","type":"invalid_request_error","param":null,"code":null}}`)
@@ -77,7 +81,36 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"output_tokens": 30, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 150},
 		"user": nil, "metadata": map[string]any{},
 	})
+	if req.Get("stream").Bool() {
+		m.stream(w, r, resp)
+		return
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// eventGap is how long the scripted model "thinks" before each event of a
+// stream, so the demo shows the gateway passing tokens on as they come.
+const eventGap = 40 * time.Millisecond
+
+// stream sends the event stream OpenAI sends for resp, one event at a time.
+func (m *scriptedModel) stream(w http.ResponseWriter, r *http.Request, resp string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for _, ev := range strings.SplitAfter(string(interceptor.EventStream([]byte(resp), true)), "\n\n") {
+		if ev == "" {
+			continue
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(eventGap):
+		}
+		if _, err := io.WriteString(w, ev); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, body string) {
