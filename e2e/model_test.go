@@ -84,11 +84,18 @@ type model struct {
 	// request's index and the event's type; a test blocks in it until the
 	// client has seen what a live gateway forwards by then.
 	gate func(request int, event string)
+	// sent records, per request, when each streamed event left (benchmarks).
+	sent map[int][]sentEvent
 
 	mu       sync.Mutex
 	stored   map[string][]gjson.Result // response id → conversation incl. its output
 	requests []modelRequest
 	busy     time.Duration // total time spent answering, for benchmarks
+}
+
+type sentEvent struct {
+	typ string
+	at  time.Time
 }
 
 type modelRequest struct {
@@ -158,9 +165,35 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 		m.stream(w, r, resp, index, rep.breakAfter)
 		return
 	}
+	if m.eventDelay > 0 {
+		m.produce(r, resp, index)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(resp)))
 	_, _ = io.WriteString(w, resp)
+}
+
+// produce takes as long to answer with JSON as the stream of resp would
+// take (a model generates the same tokens either way), and records when
+// each of its events would have been produced.
+func (m *model) produce(r *http.Request, resp string, index int) {
+	start := time.Now()
+	evs := strings.SplitAfter(string(interceptor.EventStream([]byte(resp), false)), "\n\n")
+	for k, ev := range evs {
+		if ev == "" {
+			continue
+		}
+		if m.sent != nil {
+			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
+			m.mu.Lock()
+			m.sent[index] = append(m.sent[index], sentEvent{typ, start.Add(time.Duration(k+1) * m.eventDelay)})
+			m.mu.Unlock()
+		}
+	}
+	select {
+	case <-r.Context().Done():
+	case <-time.After(time.Until(start.Add(time.Duration(len(evs)) * m.eventDelay))):
+	}
 }
 
 // stream answers with the event stream OpenAI sends for resp, flushing
@@ -188,10 +221,17 @@ func (m *model) stream(w http.ResponseWriter, r *http.Request, resp string, inde
 			case <-time.After(m.eventDelay):
 			}
 		}
+		at := time.Now() // before the write: the client may read it before Flush returns
 		if _, err := io.WriteString(w, ev); err != nil {
 			return
 		}
 		_ = rc.Flush()
+		if m.sent != nil {
+			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
+			m.mu.Lock()
+			m.sent[index] = append(m.sent[index], sentEvent{typ, at})
+			m.mu.Unlock()
+		}
 	}
 }
 

@@ -64,6 +64,9 @@ var targets = []struct {
 	{label: "live stream: first byte after the upstream's first event, ≤ 50 ms", bench: "LiveTimeToFirstByte", unit: "live-first-byte-after-upstream-ms", max: 50},
 	{label: "live stream: final round's first text delta after the upstream sent it, ≤ 50 ms", bench: "LiveTimeToFirstByte", unit: "live-final-delta-after-upstream-ms", max: 50},
 	{label: "live stream: added latency per passed-through event, median, ≤ 0.2 ms", bench: "LivePassThrough", unit: "median-ns/event", max: 200e3},
+	{label: "live stream through the front proxy and gRPC: first byte after the model's first event, ≤ 50 ms", bench: "LiveStreamThroughProxy/live", unit: "first-byte-after-upstream-ms", max: 50},
+	{label: "live stream through the front proxy and gRPC: final round's first text delta after the model sent it, ≤ 50 ms", bench: "LiveStreamThroughProxy/live", unit: "final-delta-after-upstream-ms", max: 50},
+	{label: "live stream through the front proxy and gRPC: added delay per text delta, median, ≤ 0.2 ms", bench: "LiveStreamThroughProxy/live", unit: "added-per-delta-median-ms", max: 0.2},
 }
 
 func main() {
