@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -89,13 +90,10 @@ func (l *liveResponse) run(ctx context.Context, pr *io.PipeReader, code int, hdr
 	defer close(l.done)
 	st := l.st
 	var body io.ReadCloser = pr
-	var err error
 	if gz {
-		body, err = newGzipBody(pr)
+		body = &gzipBody{src: pr}
 	}
-	if err == nil {
-		err = st.ex.StreamResponse(ctx, st.upstream, code, hdr, body, chunkWriter{l.out})
-	}
+	err := st.ex.StreamResponse(ctx, st.upstream, code, hdr, body, chunkWriter{l.out})
 	_ = pr.CloseWithError(errLiveOver)
 	switch {
 	case err == nil:
@@ -180,18 +178,23 @@ func (l *liveResponse) close() {
 	<-l.done
 }
 
-// gzipBody decodes a compressed upstream stream as it arrives.
+// gzipBody decodes a compressed upstream stream as it arrives. The gzip
+// header is read on the first Read, so a broken one is a read error the
+// live stream reports to the client like any stream that breaks off.
 type gzipBody struct {
-	*gzip.Reader
-	src io.Closer
+	src io.ReadCloser
+	zr  *gzip.Reader
 }
 
-func newGzipBody(r io.ReadCloser) (io.ReadCloser, error) {
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return nil, err
+func (g *gzipBody) Read(p []byte) (int, error) {
+	if g.zr == nil {
+		zr, err := gzip.NewReader(g.src)
+		if err != nil {
+			return 0, fmt.Errorf("gzip: %w", err)
+		}
+		g.zr = zr
 	}
-	return gzipBody{zr, r}, nil
+	return g.zr.Read(p)
 }
 
-func (g gzipBody) Close() error { return g.src.Close() }
+func (g *gzipBody) Close() error { return g.src.Close() }

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"slices"
@@ -341,4 +342,44 @@ func TestDuplexLive(t *testing.T) {
 		t.Fatalf("follow-ups %d, want one asking for a stream", len(fu))
 	}
 	waitOutcome(t, e, OutcomeCompleted, 1)
+}
+
+// A gzip-encoded upstream stream (some servers compress unasked) is
+// decoded as it arrives; a broken one ends the client's stream with an
+// error event, never a silent empty body.
+func TestDuplexLiveGzip(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		t.Run("broken="+strconv.FormatBool(broken), func(t *testing.T) {
+			e := startDuplexFilter(t, Config{}, noSandbox{t})
+			es := e.open(t)
+			es.requestHeaders("POST", "/v1/responses", false)
+			es.requestBody(strings.ReplaceAll(ciRequest, "STREAM", "true"))
+			es.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+				Headers: hdrs(":status", "200", "content-type", "text/event-stream", "content-encoding", "gzip")}}})
+			if r := es.recv(); !slices.Contains(r.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(), "content-encoding") {
+				t.Fatalf("headers answer %v must remove content-encoding", r)
+			}
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			_, _ = zw.Write(interceptor.EventStream([]byte(modelTurn("resp_1", messageItem("no code needed"))), false))
+			zw.Close()
+			data := buf.Bytes()
+			if broken {
+				data = []byte("not gzip at all")
+			}
+			es.sendBody(data, false)
+			es.sendBody(nil, true)
+			got := string(es.readBody().body)
+			want := []string{"event: response.completed", "no code needed"}
+			if broken {
+				want = []string{"event: error", "upstream_unavailable"} // nothing announced yet: no response.failed
+			}
+			for _, w := range want {
+				if !strings.Contains(got, w) {
+					t.Errorf("client stream lacks %q:\n%s", w, got)
+				}
+			}
+			es.expectEnd()
+		})
+	}
 }
