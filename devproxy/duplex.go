@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/status"
@@ -56,17 +55,7 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 		ex.failure(ctx, ex.p.cfg.StatusOnError, fmt.Sprintf("ext_proc_error_gRPC_error_%d{%s}", st.Code(), st.Message()))
 		return
 	}
-	send := func(req *extprocv3.ProcessingRequest) {
-		req.MetadataContext = &corev3.Metadata{}
-		if !ex.sent {
-			req.ProtocolConfig = &extprocv3.ProtocolConfiguration{
-				RequestBodyMode:  ex.mode.GetRequestBodyMode(),
-				ResponseBodyMode: ex.mode.GetResponseBodyMode(),
-			}
-			ex.sent = true
-		}
-		_ = ex.stream.Send(req) // a failed Send shows up on Recv
-	}
+	send := ex.send
 	// The processor sees the original content-length; Envoy strips it
 	// afterwards unless allow_content_length_header (§3.8a, §6.6).
 	send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{

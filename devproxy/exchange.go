@@ -352,16 +352,7 @@ func (ex *exchange) call(ctx context.Context, req *extprocv3.ProcessingRequest, 
 		st := status.Convert(err)
 		return ex.failure(ctx, ex.p.cfg.StatusOnError, fmt.Sprintf("ext_proc_error_gRPC_error_%d{%s}", st.Code(), st.Message()))
 	}
-	req.MetadataContext = &corev3.Metadata{}
-	if !ex.sent {
-		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  ex.mode.GetRequestBodyMode(),
-			ResponseBodyMode: ex.mode.GetResponseBodyMode(),
-		}
-		ex.sent = true
-	}
-	// A failed Send means the stream is over; Recv reports how it ended.
-	_ = ex.stream.Send(req)
+	ex.send(req)
 
 	timer := time.NewTimer(ex.p.messageTimeout())
 	defer timer.Stop()
@@ -426,6 +417,20 @@ func (ex *exchange) failure(ctx context.Context, st int, details string) (*extpr
 	}
 	ex.localReply(st, "", details)
 	return nil, false
+}
+
+// send sends one message with what every message carries; a failed Send
+// means the stream is over, and Recv reports how it ended.
+func (ex *exchange) send(req *extprocv3.ProcessingRequest) {
+	req.MetadataContext = &corev3.Metadata{}
+	if !ex.sent {
+		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{ // C2: the first message only
+			RequestBodyMode:  ex.mode.GetRequestBodyMode(),
+			ResponseBodyMode: ex.mode.GetResponseBodyMode(),
+		}
+		ex.sent = true
+	}
+	_ = ex.stream.Send(req)
 }
 
 func (ex *exchange) open(ctx context.Context) error {

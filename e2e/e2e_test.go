@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -509,51 +510,55 @@ func TestUpstream500MidLoop(t *testing.T) {
 }
 
 // TestClientDisconnectCancelsRun: the client goes away while code runs;
-// the run is cancelled at once and no follow-up is made.
+// the run is cancelled at once and no follow-up is made, buffered as live.
 func TestClientDisconnectCancelsRun(t *testing.T) {
 	sh := loadShapes(t)
-	var m *model
-	s := newStack(t, sh, func(t testing.TB, c *convo) reply {
-		if len(c.outputs()) == 0 {
-			return reply{items: []string{m.call("import time\ntime.sleep(600)")}}
-		}
-		t.Error("a follow-up was sent after the client left")
-		return reply{items: []string{m.message("late")}}
-	}, stackOptions{})
-	m = s.model
-	ended := s.runs.nextEnd()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := ask(ctx, t, s, ciParams("sleep", false), false)
-		errc <- err
-	}()
-	select {
-	case code := <-s.runs.started:
-		if !strings.Contains(code, "sleep(600)") {
-			t.Fatalf("unexpected run %q", code)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run never started")
-	}
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error %v", err)
-	}
-	select {
-	case res := <-ended:
-		if res.Outcome != sandbox.OutcomeCancelled {
-			t.Fatalf("run outcome %s, want cancelled", res.Outcome)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run was not cancelled")
-	}
-	s.drained(t)
-	if s.outcome(filter.OutcomeCancelled) != 1 || s.codeRuns(string(sandbox.OutcomeCancelled)) != 1 {
-		t.Errorf("metrics: cancelled=%v runs=%v", s.outcome(filter.OutcomeCancelled), s.codeRuns("cancelled"))
-	}
-	if n := len(m.all()); n != 1 {
-		t.Errorf("model requests %d, want 1", n)
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			var m *model
+			s := newStack(t, sh, func(t testing.TB, c *convo) reply {
+				if len(c.outputs()) == 0 {
+					return reply{items: []string{m.call("import time\ntime.sleep(600)")}}
+				}
+				t.Error("a follow-up was sent after the client left")
+				return reply{items: []string{m.message("late")}}
+			}, stackOptions{})
+			m = s.model
+			ended := s.runs.nextEnd()
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				_, _, err := ask(ctx, t, s, ciParams("sleep", false), stream)
+				errc <- err
+			}()
+			select {
+			case code := <-s.runs.started:
+				if !strings.Contains(code, "sleep(600)") {
+					t.Fatalf("unexpected run %q", code)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the run never started")
+			}
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Errorf("client error %v", err)
+			}
+			select {
+			case res := <-ended:
+				if res.Outcome != sandbox.OutcomeCancelled {
+					t.Fatalf("run outcome %s, want cancelled", res.Outcome)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the run was not cancelled")
+			}
+			s.drained(t)
+			if s.outcome(filter.OutcomeCancelled) != 1 || s.codeRuns(string(sandbox.OutcomeCancelled)) != 1 {
+				t.Errorf("metrics: cancelled=%v runs=%v", s.outcome(filter.OutcomeCancelled), s.codeRuns("cancelled"))
+			}
+			if n := len(m.all()); n != 1 {
+				t.Errorf("model requests %d, want 1", n)
+			}
+		})
 	}
 }
 

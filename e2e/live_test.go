@@ -11,9 +11,6 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
-
-	"github.com/codeinterp/codeinterp/filter"
-	"github.com/codeinterp/codeinterp/sandbox"
 )
 
 // Live streams through the front proxy in FULL_DUPLEX_STREAMED: the scripted
@@ -227,57 +224,4 @@ func lastTypes(evs []responses.ResponseStreamEventUnion, n int) []string {
 		out = append(out, ev.Type)
 	}
 	return out
-}
-
-// A client that goes away mid-run cancels the run at once and no follow-up
-// is made, live as buffered.
-func TestLiveClientDisconnectCancelsRun(t *testing.T) {
-	sh := loadShapes(t)
-	var m *model
-	s := newStack(t, sh, func(t testing.TB, c *convo) reply {
-		if len(c.outputs()) == 0 {
-			return reply{items: []string{m.call("import time\ntime.sleep(600)")}}
-		}
-		t.Error("a follow-up was sent after the client left")
-		return reply{items: []string{m.message("late")}}
-	}, stackOptions{})
-	m = s.model
-	ended := s.runs.nextEnd()
-	ctx, cancel := context.WithCancel(context.Background())
-	sn := newSeen()
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := askLive(ctx, t, s, ciParams("sleep", false), sn)
-		errc <- err
-	}()
-	if !sn.waitFor("response.code_interpreter_call.interpreting", 2*time.Minute) {
-		t.Fatal("the client never heard that the code is interpreting")
-	}
-	select {
-	case code := <-s.runs.started:
-		if !strings.Contains(code, "sleep(600)") {
-			t.Fatalf("unexpected run %q", code)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run never started")
-	}
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Errorf("client error %v", err)
-	}
-	select {
-	case res := <-ended:
-		if res.Outcome != sandbox.OutcomeCancelled {
-			t.Fatalf("run outcome %s, want cancelled", res.Outcome)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run was not cancelled")
-	}
-	s.drained(t)
-	if s.outcome(filter.OutcomeCancelled) != 1 {
-		t.Errorf("outcome cancelled = %v", s.outcome(filter.OutcomeCancelled))
-	}
-	if n := len(m.all()); n != 1 {
-		t.Errorf("model requests %d, want 1", n)
-	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 
 // apiKey is what the client sends; the model server checks every request
@@ -178,15 +178,11 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 // each of its events would have been produced.
 func (m *model) produce(r *http.Request, resp string, index int) {
 	start := time.Now()
-	evs := strings.SplitAfter(string(interceptor.EventStream([]byte(resp), false)), "\n\n")
+	evs := modelstream.Events([]byte(resp))
 	for k, ev := range evs {
-		if ev == "" {
-			continue
-		}
 		if m.sent != nil {
-			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
 			m.mu.Lock()
-			m.sent[index] = append(m.sent[index], sentEvent{typ, start.Add(time.Duration(k+1) * m.eventDelay)})
+			m.sent[index] = append(m.sent[index], sentEvent{modelstream.Type(ev), start.Add(time.Duration(k+1) * m.eventDelay)})
 			m.mu.Unlock()
 		}
 	}
@@ -200,39 +196,21 @@ func (m *model) produce(r *http.Request, resp string, index int) {
 // each event and pausing eventDelay before each, as a model that produces
 // tokens does.
 func (m *model) stream(w http.ResponseWriter, r *http.Request, resp string, index, breakAfter int) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for k, ev := range strings.SplitAfter(string(interceptor.EventStream([]byte(resp), true)), "\n\n") {
-		if ev == "" {
-			continue
-		}
+	modelstream.Write(w, r, []byte(resp), m.eventDelay, func(k int, typ string) bool {
 		if breakAfter > 0 && k == breakAfter {
 			panic(http.ErrAbortHandler) // the connection drops mid-stream
 		}
 		if m.gate != nil {
-			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
 			m.gate(index, typ)
 		}
-		if m.eventDelay > 0 {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(m.eventDelay):
-			}
-		}
-		at := time.Now() // before the write: the client may read it before Flush returns
-		if _, err := io.WriteString(w, ev); err != nil {
-			return
-		}
-		_ = rc.Flush()
+		return true
+	}, func(typ string, at time.Time) {
 		if m.sent != nil {
-			typ, _, _ := strings.Cut(strings.TrimPrefix(ev, "event: "), "\n")
 			m.mu.Lock()
 			m.sent[index] = append(m.sent[index], sentEvent{typ, at})
 			m.mu.Unlock()
 		}
-	}
+	})
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 
 // scriptedModel stands in for an LLM so the demo runs anywhere: it answers
@@ -82,7 +82,7 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"user": nil, "metadata": map[string]any{},
 	})
 	if req.Get("stream").Bool() {
-		m.stream(w, r, resp)
+		modelstream.Write(w, r, []byte(resp), eventGap, nil, nil)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -91,27 +91,6 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // eventGap is how long the scripted model "thinks" before each event of a
 // stream, so the demo shows the gateway passing tokens on as they come.
 const eventGap = 40 * time.Millisecond
-
-// stream sends the event stream OpenAI sends for resp, one event at a time.
-func (m *scriptedModel) stream(w http.ResponseWriter, r *http.Request, resp string) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for _, ev := range strings.SplitAfter(string(interceptor.EventStream([]byte(resp), true)), "\n\n") {
-		if ev == "" {
-			continue
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(eventGap):
-		}
-		if _, err := io.WriteString(w, ev); err != nil {
-			return
-		}
-		_ = rc.Flush()
-	}
-}
 
 func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
