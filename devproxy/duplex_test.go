@@ -151,12 +151,7 @@ func TestDuplexConfigCheck(t *testing.T) {
 		saw <- n
 		return err
 	}, func(c *Config) { c.ProcessingMode = good })
-	resp, err := http.Get(url + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, b := fetch(t, url+"/x")
 	if string(b) != "ab" || <-saw < 2 {
 		t.Fatalf("body %q: the let-go override must be ignored under a filter-level duplex mode", b)
 	}
@@ -191,12 +186,7 @@ func TestDuplexSendsWithoutWaiting(t *testing.T) {
 		}
 		return s.Send(streamed("!", true))
 	}, nil)
-	resp, err := http.Get(url + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := fetch(t, url+"/x")
 	if resp.StatusCode != 200 || string(b) != "ONETWOTHREE!" {
 		t.Fatalf("%d %q (local replies %v)", resp.StatusCode, b, lr.list())
 	}
@@ -234,11 +224,7 @@ func TestDuplexSpuriousAnswers(t *testing.T) {
 				_, err := s.Recv()
 				return err
 			}, nil)
-			resp, err := http.Get(url + "/x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			resp, _ := fetch(t, url+"/x")
 			if resp.StatusCode != 500 || !containsStr(lr.list(), "spurious_message") {
 				t.Fatalf("status %d, local replies %v; want 500 spurious_message", resp.StatusCode, lr.list())
 			}
@@ -300,12 +286,7 @@ func TestDuplexEndOfStream(t *testing.T) {
 		eosSeen <- eos
 		return nil
 	}, func(c *Config) { c.DuplicateEndOfStream = true })
-	resp, err := http.Get(url + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, b := fetch(t, url+"/x")
 	if string(b) != "xy" {
 		t.Fatalf("body %q", b)
 	}
@@ -345,12 +326,7 @@ func TestDuplexTrailers(t *testing.T) {
 				HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: setHV("x-checksum", "def")}}}})
 		}
 	}, nil)
-	resp, err := http.Get(url + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := fetch(t, url+"/x")
 	if string(b) != "pq" || resp.Trailer.Get("X-Checksum") != "def" {
 		t.Fatalf("body %q trailers %v", b, resp.Trailer)
 	}
@@ -385,12 +361,7 @@ func TestDuplexHeaders(t *testing.T) {
 					}
 				}
 			}, func(c *Config) { c.AllowContentLengthHeader = keep })
-			resp, err := http.Get(url + "/x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := fetch(t, url+"/x")
 			if string(b) != "hello" || resp.Header.Get("X-From-Headers") != "1" || resp.Header.Get("X-From-Body") != "" {
 				t.Fatalf("body %q headers %v", b, resp.Header)
 			}
@@ -417,12 +388,7 @@ func TestDuplexTimers(t *testing.T) {
 			_, _, err := echoBody(s)
 			return err
 		}, func(c *Config) { c.MessageTimeout = 50 * time.Millisecond })
-		resp, err := http.Get(url + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := fetch(t, url+"/x")
 		if resp.StatusCode != 200 || string(b) != "ok" {
 			t.Fatalf("%d %q, local replies %v: no message timer may run in duplex mode", resp.StatusCode, b, lr.list())
 		}
@@ -435,11 +401,7 @@ func TestDuplexTimers(t *testing.T) {
 			<-s.Context().Done()
 			return nil
 		}, func(c *Config) { c.StreamIdleTimeout = 200 * time.Millisecond })
-		resp, err := http.Get(url + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := fetch(t, url+"/x")
 		if resp.StatusCode != 504 || !containsStr(lr.list(), "stream_idle_timeout") {
 			t.Fatalf("status %d, local replies %v; want 504 stream_idle_timeout", resp.StatusCode, lr.list())
 		}
@@ -490,11 +452,7 @@ func TestDuplexOverrideAtResponseHeadersRefused(t *testing.T) {
 		_, err := s.Recv()
 		return err
 	}, nil)
-	resp, err := http.Get(url + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := fetch(t, url+"/x")
 	if resp.StatusCode != 500 || !containsStr(lr.list(), "devproxy_unsupported_mode_override") {
 		t.Fatalf("status %d, local replies %v", resp.StatusCode, lr.list())
 	}
@@ -511,4 +469,16 @@ func containsStr(list []string, s string) bool {
 
 func setHV(key, value string) []*corev3.HeaderValueOption {
 	return []*corev3.HeaderValueOption{setRaw(key, value)}
+}
+
+// fetch GETs u and reads the whole body; a transport error fails t.
+func fetch(t *testing.T, u string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
 }
