@@ -61,10 +61,12 @@ REVISION=$(git rev-parse HEAD)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 SOURCE=${IMAGE_SOURCE:-https://github.com/codeinterp/codeinterp}
-# The run options image-test uses too: runc, explicit rlimits (without them
-# both runtimes fail to set rlimits here).
+# The run options image-test uses too: runc, and explicit rlimits (without
+# them both runtimes fail to set rlimits here). Open files: as many as this
+# machine allows (gVisor's sentry holds a host descriptor per open file;
+# 1024 is too few to import pandas).
 PODMAN=(podman --runtime "$RUNTIME")
-ULIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
+ULIMITS=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=1024:1024)
 
 WORK=$ROOT/bin/image
 CTX=$WORK/$variant

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,8 +132,16 @@ var hostOverrides = []string{
 // context, volumes and ports, plus what this host needs.
 func (p *pod) runArgs(t *testing.T) []string {
 	t.Helper()
+	// Explicit rlimits: without them podman's runtimes fail to set any
+	// here. Open files: this machine's hard limit, as a pod gets the
+	// container runtime's (gVisor's sentry holds a host descriptor per
+	// open file; 1024 is too few to import pandas).
+	var nofile syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{
-		"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max), "--ulimit", "nproc=1024:1024",
 		// Writable cgroups: the sandbox makes one per worker. Under
 		// --privileged podman grants every capability, so the capability
 		// list below is not in force here; TestManifestCapabilities runs
