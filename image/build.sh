@@ -47,10 +47,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 T0=$(date +%s)
 log() { echo "[image $variant $(($(date +%s) - T0))s] $*" >&2; }
-for tool in podman go git; do
-  command -v "$tool" >/dev/null || { echo "build.sh: $tool not found (apt-get install podman runc mmdebstrap; Go from go.dev)" >&2; exit 1; }
-done
 [ "$(id -u)" = 0 ] || { echo "build.sh: run as root (podman's root storage; the precompile step needs writable cgroups)" >&2; exit 1; }
+bash image/install-podman.sh
+for tool in go git; do
+  command -v "$tool" >/dev/null || { echo "build.sh: $tool not found" >&2; exit 1; }
+done
 
 RUNTIME=${PODMAN_RUNTIME:-runc}
 : "${tag:=$(cat VERSION)}"
@@ -90,7 +91,6 @@ tar -C "$rt" --exclude=./wazero-cache -cf - . | tar -C "$CTX/runtime" -xf -
 
 # ------------------------------------------------------------ 3. base
 if [ -z "$base" ]; then
-  command -v mmdebstrap >/dev/null || { echo "build.sh: mmdebstrap not found (apt-get install mmdebstrap)" >&2; exit 1; }
   SUITE=${SUITE:-$(. /etc/os-release && echo "$VERSION_CODENAME")}
   # The machine's own Debian mirrors for SUITE and its -updates and
   # -security suites, as apt sees them (never a hard-coded host).
