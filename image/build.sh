@@ -120,8 +120,8 @@ fi
 packages=ca-certificates
 [ "$variant" = wasm ] || packages+=" $(bash runtime/install-gvisor.sh --print-packages)"
 
-build() { # target image
-  "${PODMAN[@]}" build "${nocache[@]}" "${ULIMITS[@]}" --timestamp "$SOURCE_DATE_EPOCH" \
+build() { # target image [podman build options]
+  "${PODMAN[@]}" build "${@:3}" "${ULIMITS[@]}" --timestamp "$SOURCE_DATE_EPOCH" \
     --build-arg BASE="$base" --build-arg PACKAGES="$packages" \
     --build-arg VERSION="$tag" --build-arg REVISION="$REVISION" \
     --build-arg CREATED="$CREATED" --build-arg SOURCE="$SOURCE" \
@@ -137,7 +137,7 @@ build() { # target image
 # the host's hierarchy.
 log "podman build --target $variant-nocache"
 stage=localhost/codeinterp/build-$variant:nocache
-build "$variant-nocache" "$stage"
+build "$variant-nocache" "$stage" "${nocache[@]}"
 log "precompile: extproc exec in $stage"
 out=$("${PODMAN[@]}" run --rm "${ULIMITS[@]}" --privileged --cgroupns=private --network=none \
   -v "$CTX/cache:/var/cache/codeinterp" "$stage" exec -c 'print("precompiled")') ||
@@ -148,6 +148,8 @@ grep -q '"status": "completed"' <<<"$out" && grep -q '"stdout": "precompiled\\n"
 log "compilation cache: $(du -sh "$CTX/cache" | cut -f1)"
 
 # ------------------------------------------------------------ 5. image
+# On the layers just built (even with --no-cache): the image's Debian
+# packages, binary and runtime are the ones the cache was compiled with.
 log "podman build --target $variant"
 build "$variant" "$ref"
 podman untag "$stage" "$stage"

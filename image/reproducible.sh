@@ -48,28 +48,43 @@ if [ "$id1" = "$id2" ]; then
 fi
 
 echo "the builds differ:"
-podman image inspect --format '{{json .RootFS.Layers}}' "$first" | tr ',' '\n' > "$tmp/layers1"
-podman image inspect --format '{{json .RootFS.Layers}}' "$ref" | tr ',' '\n' > "$tmp/layers2"
-n=$(wc -l < "$tmp/layers1")
-same=$(paste -d' ' "$tmp/layers1" "$tmp/layers2" | awk '$1 == $2' | wc -l)
-echo "  layers: $same of $n identical; history of the differing ones:"
-podman history --no-trunc --format '{{.ID}} {{.CreatedBy}}' "$ref" | cut -c1-160 | sed 's/^/    /' | head -20
+podman image inspect --format '{{range .RootFS.Layers}}{{println .}}{{end}}' "$first" | grep . > "$tmp/layers1"
+podman image inspect --format '{{range .RootFS.Layers}}{{println .}}{{end}}' "$ref" | grep . > "$tmp/layers2"
+# The layer-making steps of the history, oldest first, one per layer.
+podman history --no-trunc --format '{{.CreatedBy}}' "$ref" | tac |
+  grep -v '#(nop) \(ARG\|ENV\|USER\|ENTRYPOINT\|CMD\|LABEL\)' | cut -c1-110 > "$tmp/steps"
 for i in 1 2; do
   img=$first; [ "$i" = 1 ] || img=$ref
   podman image inspect --format '{{json .Config}} {{.Created}}' "$img" > "$tmp/config$i"
 done
 cmp -s "$tmp/config1" "$tmp/config2" && echo "  config: identical" || { echo "  config:"; diff "$tmp/config1" "$tmp/config2" | sed 's/^/    /'; }
-
-# Files: path, mode, owner, size, mtime and content hash of every file.
-for i in 1 2; do
-  img=$first; [ "$i" = 1 ] || img=$ref
-  mnt=$(podman image mount "$img")
-  (cd "$mnt" && find . -printf '%p %m %U:%G %s %T@ %l\n' | sort > "$tmp/meta$i" &&
-    find . -type f -print0 | sort -z | xargs -0 sha256sum > "$tmp/sums$i")
-  podman image umount "$img" >/dev/null
+# Layers as tar files (uncompressed, named by digest), to list the
+# differing ones entry by entry: name, mode, owner, size, time, link, xattrs.
+podman save -q --format docker-dir -o "$tmp/save1" "$first" >/dev/null
+podman save -q --format docker-dir -o "$tmp/save2" "$ref" >/dev/null
+n=$(wc -l < "$tmp/layers1")
+for ((l = 1; l <= n; l++)); do
+  d1=$(sed -n "${l}p" "$tmp/layers1") d2=$(sed -n "${l}p" "$tmp/layers2")
+  step=$(sed -n "${l}p" "$tmp/steps")
+  if [ "$d1" = "$d2" ]; then
+    echo "  layer $l identical: $step"
+    continue
+  fi
+  echo "  layer $l DIFFERS: $step"
+  for i in 1 2; do
+    dig=$(sed -n "${l}p" "$tmp/layers$i"); dig=${dig#sha256:}
+    f=$tmp/save$i/$dig
+    [ -f "$f" ] || { echo "    (layer $dig not found in the saved image $i)"; continue; }
+    tar --full-time --xattrs -tvf "$f" > "$tmp/list$i.$l"
+    (mkdir -p "$tmp/x$i.$l" && tar -C "$tmp/x$i.$l" -xf "$f" 2>/dev/null; cd "$tmp/x$i.$l" && find . -type f -print0 | sort -z | xargs -0r sha256sum) > "$tmp/sum$i.$l"
+  done
+  if [ -f "$tmp/list1.$l" ] && [ -f "$tmp/list2.$l" ]; then
+    echo "    entries differing (tar -tv):"
+    diff "$tmp/list1.$l" "$tmp/list2.$l" | grep '^[<>]' | head -20 | sed 's/^/      /'
+    echo "    files whose content differs:"
+    diff "$tmp/sum1.$l" "$tmp/sum2.$l" | awk '/^[<>]/ { print $3 }' | sort -u | head -20 | sed 's/^/      /'
+    cmp -s <(sort "$tmp/list1.$l") <(sort "$tmp/list2.$l") && echo "    (same entries in another order)"
+  fi
+  rm -rf "$tmp/x1.$l" "$tmp/x2.$l"
 done
-echo "  files whose content differs:"
-diff "$tmp/sums1" "$tmp/sums2" | awk '/^[<>]/ { print $3 }' | sort -u | sed 's/^/    /' | head -50
-echo "  files whose metadata differs (path mode owner size mtime):"
-diff "$tmp/meta1" "$tmp/meta2" | awk '/^[<>]/ { print $2 }' | sort -u | sed 's/^/    /' | head -50
 exit 1
