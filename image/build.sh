@@ -148,6 +148,7 @@ grep -q '"status": "completed"' <<<"$out" && grep -q '"stdout": "precompiled\\n"
 log "compilation cache: $(du -sh "$CTX/cache" | cut -f1)"
 
 # ------------------------------------------------------------ 5. image
+printf 'version=%s\nrevision=%s\ncreated=%s\nsource=%s\n' "$tag" "$REVISION" "$CREATED" "$SOURCE" > "$CTX/image-info"
 # On the layers just built (even with --no-cache): the image's Debian
 # packages, binary and runtime are the ones the cache was compiled with.
 log "podman build --target $variant"
