@@ -3,13 +3,21 @@
 #   make test    every test (needs root: cgroups; builds the CPython-WASI runtime first)
 #   make bench   benchmarks → docs/benchmarks.md
 #   make lint    gofmt, go vet, staticcheck
+#   make image   the OCI image, with podman (VARIANT=gvisor: the gVisor one;
+#                BASE=debian:bookworm-slim: a pulled base); image/README.md
+#   make image-test  builds both images and runs them as the manifests run the pod
 
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -count=1 -timeout 40m
 BENCHTIME   ?= 1s
+# make image: wasm (codeinterp/extproc) or gvisor (codeinterp/extproc-gvisor);
+# BASE empty means a Debian base made here by mmdebstrap.
+VARIANT     ?= wasm
+BASE        ?=
+IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor redis deps build test bench lint demo clean
+.PHONY: all setup runtime gvisor redis deps build test bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -56,11 +64,32 @@ bench: setup
 lint: deps
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags imagetest ./image
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags imagetest ./image
 
 demo: setup build
 	$(GO) build -o bin/extproc-demo ./cmd/extproc-demo
 	bin/extproc-demo --extproc bin/extproc
+
+# Needs root and podman (image/install-podman.sh installs it, with runc and
+# mmdebstrap). Everything but the last line goes to stderr; the last line is
+# the image reference built.
+image:
+	@bash image/build.sh --variant $(VARIANT) $(IMAGE_FLAGS)
+
+# Builds both images, then runs them with podman as the manifests in
+# deploy/envoy/gateway run the pod (image/image_test.go).
+image-test:
+	@set -e; \
+	wasm=$$(bash image/build.sh --variant wasm $(IMAGE_FLAGS) | tail -n1); \
+	gvisor=$$(bash image/build.sh --variant gvisor $(IMAGE_FLAGS) | tail -n1); \
+	echo "image-test: $$wasm $$gvisor"; \
+	$(GO) test -tags imagetest -count=1 -timeout 30m -v ./image -image "$$wasm" -image-gvisor "$$gvisor"
+
+# Builds VARIANT twice from scratch and compares the two (image/reproducible.sh).
+image-reproducible:
+	bash image/reproducible.sh --variant $(VARIANT) $(IMAGE_FLAGS)
 
 clean:
 	rm -rf bin bench.out

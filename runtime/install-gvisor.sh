@@ -3,6 +3,10 @@
 # from the machine's own Debian suites: runsc, and Debian's CPython 3 with
 # the scientific stack the sandbox offers to code. Idempotent: it asks apt
 # only for packages that are not installed yet. Needs root.
+#
+# Usage: runtime/install-gvisor.sh [--print-packages]
+#   --print-packages  print the package list (one line) and exit: the gVisor
+#                     image (image/build.sh) installs the same set.
 set -euo pipefail
 
 # Keep in step with deploy/envoy/gateway/codeinterp-gvisor.yaml (what the
@@ -16,6 +20,11 @@ packages=(
   python3-bs4 python3-lxml python3-dateutil python3-tz
   fonts-dejavu-core # matplotlib's default font, for text in charts
 )
+
+if [ "${1:-}" = "--print-packages" ]; then
+  echo "${packages[*]}"
+  exit 0
+fi
 
 need=()
 for p in "${packages[@]}"; do

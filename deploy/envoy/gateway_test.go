@@ -509,6 +509,7 @@ func checkManifests(m *manifests, provider string) error {
 		fail("sandbox.isolation.cgroup must not be off in a deployment")
 	}
 
+	checkImage(ctr, cfg.Sandbox.Provider, fail)
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		checkWASMPod(m, pod.Spec, ctr, cfg, fail)
@@ -830,18 +831,90 @@ func checkWASMPod(m *manifests, pod corev1.PodSpec, ctr corev1.Container, cfg *c
 		} else {
 			add := slices.Clone(sc.Capabilities.Add)
 			slices.Sort(add)
-			if !slices.Equal(add, []corev1.Capability{"KILL", "SETGID", "SETUID"}) {
-				fail("capabilities.add = %v, want exactly KILL, SETGID, SETUID", sc.Capabilities.Add)
+			// SYS_ADMIN: each worker's own network and IPC namespaces
+			// (clone refuses them without it; image-test runs the image
+			// with exactly this list).
+			if !slices.Equal(add, []corev1.Capability{"KILL", "SETGID", "SETUID", "SYS_ADMIN"}) {
+				fail("capabilities.add = %v, want exactly KILL, SETGID, SETUID, SYS_ADMIN", sc.Capabilities.Add)
 			}
 		}
 	}
 	if rc := pod.RuntimeClassName; rc == nil || !slices.ContainsFunc(m.runtimeClasses, func(r *nodev1.RuntimeClass) bool { return r.Name == *rc }) {
 		fail("runtimeClassName must name a RuntimeClass defined here (writable cgroupfs)")
 	}
-	if cfg.Sandbox.CacheDir != "" && !slices.ContainsFunc(ctr.VolumeMounts, func(v corev1.VolumeMount) bool {
-		return v.MountPath == cfg.Sandbox.CacheDir && !v.ReadOnly
-	}) {
-		fail("sandbox.cache_dir %s is not a writable volume (the root filesystem is read-only)", cfg.Sandbox.CacheDir)
+	// The image ships the runtime and its precompiled compilation cache
+	// (image/Containerfile); the configuration must use them, and no volume
+	// may hide the cache (the pod would compile at every start).
+	img, err := readImagePaths()
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if d := cfg.Sandbox.RuntimeDir; d != "" && d != img.runtimeDir {
+		fail("sandbox.runtime_dir %s is not the image's runtime %s", d, img.runtimeDir)
+	}
+	if d := cfg.Sandbox.CacheDir; d != "" && d != img.cacheDir {
+		fail("sandbox.cache_dir %s is not the image's precompiled cache %s", d, img.cacheDir)
+	}
+	for _, vm := range ctr.VolumeMounts {
+		if m := filepath.Clean(vm.MountPath); m == img.cacheDir || strings.HasPrefix(img.cacheDir, m+"/") {
+			fail("volume %s at %s hides the image's precompiled cache %s", vm.Name, vm.MountPath, img.cacheDir)
+		}
+	}
+}
+
+// imagePaths are where the image puts the CPython-WASI runtime and the
+// compilation cache: the defaults its environment gives an empty
+// sandbox.runtime_dir and cache_dir (config ResolvePaths).
+type imagePaths struct{ runtimeDir, cacheDir string }
+
+func readImagePaths() (imagePaths, error) {
+	data, err := os.ReadFile("../../image/Containerfile")
+	if err != nil {
+		return imagePaths{}, err
+	}
+	var p imagePaths
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "ENV ")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Fields(rest) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "CODEINTERP_RUNTIME_DIR":
+				p.runtimeDir = v
+			case "XDG_CACHE_HOME":
+				p.cacheDir = filepath.Join(v, "codeinterp", "wazero")
+			}
+		}
+	}
+	if p.runtimeDir == "" || p.cacheDir == "" {
+		return p, errors.New("image/Containerfile sets no ENV CODEINTERP_RUNTIME_DIR and XDG_CACHE_HOME")
+	}
+	return p, nil
+}
+
+// imageRepos are the images `make image` builds, by provider
+// (image/build.sh), tagged with the VERSION file.
+var imageRepos = map[string]string{
+	config.ProviderWASM:   "codeinterp/extproc",
+	config.ProviderGVisor: "codeinterp/extproc-gvisor",
+}
+
+// checkImage: the server container runs the image `make image` builds for
+// its provider, at this VERSION, with the entrypoint's serve command.
+func checkImage(ctr corev1.Container, provider string, fail func(string, ...any)) {
+	v, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if want := imageRepos[provider] + ":" + strings.TrimSpace(string(v)); ctr.Image != want {
+		fail("container %s: image %s, want %s (what make image builds; VERSION)", ctr.Name, ctr.Image, want)
+	}
+	if len(ctr.Command) > 0 || len(ctr.Args) == 0 || ctr.Args[0] != "serve" {
+		fail("container %s: want no command (the image's entrypoint is extproc) and args starting with serve, got %v %v", ctr.Name, ctr.Command, ctr.Args)
 	}
 }
 
@@ -1028,6 +1101,12 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"API on loopback", "codeinterp.yaml", `      listen: ":8081"`, `      listen: "127.0.0.1:8081"`, "api.listen 127.0.0.1:8081 must bind all interfaces"},
 		{"Redis URL port", "codeinterp.yaml", "svc.cluster.local:6379/0", "svc.cluster.local:6380/0", "port 6380 is not a port of Service redis"},
 		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
+		{"image tag", "codeinterp.yaml", "image: codeinterp/extproc:0.1.0", "image: codeinterp/extproc:latest", "want codeinterp/extproc:0.1.0"},
+		{"cache_dir elsewhere", "codeinterp.yaml", "cache_dir: /var/cache/codeinterp/wazero", "cache_dir: /tmp/wazero", "is not the image's precompiled cache"},
+		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /etc/codeinterp\n          readOnly: true\n      volumes:\n",
+			"          mountPath: /etc/codeinterp\n          readOnly: true\n        - name: cache\n          mountPath: /var/cache/codeinterp\n      volumes:\n      - name: cache\n        emptyDir: {}\n",
+			"volume cache at /var/cache/codeinterp hides the image's precompiled cache"},
+		{"command replaces the entrypoint", "codeinterp.yaml", `        args: ["serve",`, `        command: ["/extproc"]` + "\n" + `        args: ["serve",`, "want no command"},
 	}
 	for _, tt := range textCases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1090,8 +1169,12 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		}, "must not be privileged"},
 		{"extra capability", func(m *manifests) {
 			sc := m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext
-			sc.Capabilities.Add = append(sc.Capabilities.Add, "SYS_ADMIN")
-		}, "want exactly KILL, SETGID, SETUID"},
+			sc.Capabilities.Add = append(sc.Capabilities.Add, "NET_ADMIN")
+		}, "want exactly KILL, SETGID, SETUID, SYS_ADMIN"},
+		{"missing SYS_ADMIN", func(m *manifests) {
+			sc := m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext
+			sc.Capabilities.Add = slices.DeleteFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c == "SYS_ADMIN" })
+		}, "want exactly KILL, SETGID, SETUID, SYS_ADMIN"},
 		{"missing RuntimeClass", func(m *manifests) { m.runtimeClasses = nil }, "runtimeClassName must name a RuntimeClass"},
 		{"ConfigMap missing", func(m *manifests) { m.configMaps = nil }, "references ConfigMap codeinterp-config, which is not defined"},
 		{"grace period shorter than the drain", func(m *manifests) {
