@@ -38,8 +38,10 @@ RECIPE=$(cat "${BASH_SOURCE[0]}" "$HERE/ci_reactor.c" | sha256sum | cut -c1-12)
 # built for python3.13). python3-tz is a transitional package for
 # python3-pytz; openpyxl's lxml is optional (it falls back to ElementTree);
 # pypdf needs typing-extensions only before 3.11.
+# tzdata (architecture all too) gives pytz, dateutil.tz and zoneinfo their
+# time zones.
 PACKAGES=(python3-sympy python3-mpmath python3-networkx python3-dateutil python3-six
-          python3-pytz python3-tabulate python3-openpyxl python3-et-xmlfile python3-pypdf)
+          python3-pytz python3-tabulate python3-openpyxl python3-et-xmlfile python3-pypdf tzdata)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
 OUT=${CODEINTERP_RUNTIME_DIR:-$CACHE_ROOT/cpython-$PYVER-$RECIPE}
 
@@ -128,7 +130,8 @@ if [ ! -f dl/.fetched ]; then
   touch dl/.fetched
 fi
 mkdir -p dl/packages
-if [ ! -f dl/.fetched-packages ]; then
+# The stamp holds the package list: a changed list downloads again.
+if [ "$(cat dl/.fetched-packages 2>/dev/null)" != "${PACKAGES[*]}" ]; then
   rm -f dl/packages/*
   log "private apt: ${PACKAGES[*]}"
   [ -n "$(ls "$APTD/lists" | grep -i trixie || true)" ] || apt-get "${APT_OPTS[@]}" -qq update
@@ -137,7 +140,7 @@ if [ ! -f dl/.fetched-packages ]; then
     f=$(ls dl/packages/${p}_*_all.deb 2>/dev/null | head -1)
     [ -n "$f" ] || { echo "package $p: no architecture-all .deb downloaded" >&2; exit 1; }
   done
-  touch dl/.fetched-packages
+  echo "${PACKAGES[*]}" > dl/.fetched-packages
 fi
 echo "$PYSHA256  dl/python3.13_$PYVER.orig.tar.xz" | sha256sum -c --quiet -
 
@@ -312,12 +315,31 @@ mkdir -p "$STAGE/lib/python3.13/lib-dynload"
   mkdir -p site-packages
   for d in "$WORK"/dl/packages/*_all.deb; do
     rm -rf "$WORK/pkg-x" && dpkg-deb -x "$d" "$WORK/pkg-x"
+    echo "$(dpkg-deb -f "$d" Package) $(dpkg-deb -f "$d" Version)" >> "$STAGE/PACKAGES"
+    if [ -d "$WORK/pkg-x/usr/share/zoneinfo" ]; then
+      # tzdata: the guest sees only /usr/local/lib. Symlinks are resolved
+      # (a read-only mount serves plain files); right/ and posix/ are
+      # duplicates of the tree.
+      mkdir -p "$STAGE/lib/zoneinfo"
+      ( cd "$WORK/pkg-x/usr/share/zoneinfo" && tar -ch --exclude=./right --exclude=./posix . ) |
+        tar -C "$STAGE/lib/zoneinfo" -x
+      continue
+    fi
     [ -d "$WORK/pkg-x/usr/lib/python3/dist-packages" ] || continue
     cp -a "$WORK/pkg-x/usr/lib/python3/dist-packages/." site-packages/
-    dpkg-deb -f "$d" Package Version | paste -sd' ' >> "$STAGE/PACKAGES"
   done
   rm -rf "$WORK/pkg-x"
   find site-packages -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
+  # Debian's pytz and dateutil read the system's /usr/share/zoneinfo: point
+  # them at the guest's copy.
+  grep -rlZ --include='*.py' -e /usr/share/zoneinfo -e "'/usr','share'" site-packages |
+    xargs -0 -r sed -i -e 's|/usr/share/zoneinfo|/usr/local/lib/zoneinfo|g' \
+                       -e "s|os.path.join('/usr','share',|os.path.join('/usr','local','lib',|"
+  # sympy asks ctypes for sizeof(C long) only; CPython-WASI has no _ctypes
+  # (libffi has no wasm32-wasi port), and wasm32's C long is 4 bytes.
+  sed -i 's|^from ctypes import c_long, sizeof$|try:\n    from ctypes import c_long, sizeof\nexcept ImportError:  # codeinterp: CPython-WASI has no _ctypes; a wasm32 C long is 4 bytes\n    c_long = None\n    def sizeof(_t): return 4|' \
+    site-packages/sympy/external/gmpy.py
+  grep -q 'codeinterp: CPython-WASI has no _ctypes' site-packages/sympy/external/gmpy.py
   # unchecked-hash pycs stay valid whatever the mtimes become (the guest
   # mount is read-only: a stale pyc would be recompiled on every start)
   "$BUILDPY" -m compileall -q -j0 -o 0 --invalidation-mode unchecked-hash . >/dev/null )

@@ -222,6 +222,13 @@ for name, fam, typ, addr in [
 // usable (on a fresh interpreter where it killed one) and the provider
 // healthy; the host's canary process and listener must be untouched.
 func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
+	RunHostileAs(t, p, provider, "")
+}
+
+// RunHostileAs is RunHostile with every session opened for owner: with
+// sessions_per_worker > 1 each hostile program then runs in a process that
+// served the previous ones, which must not matter.
+func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 	canary := exec.Command("sleep", "600")
 	if err := canary.Start(); err != nil {
 		t.Fatalf("start the canary process: %v", err)
@@ -255,7 +262,7 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 			if strings.Contains(code, "%[") {
 				code = fmt.Sprintf(code, canary.Process.Pid, port, self)
 			}
-			s, err := p.Open(context.Background(), sandbox.SessionOptions{})
+			s, err := p.Open(context.Background(), sandbox.SessionOptions{Owner: owner})
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
@@ -294,7 +301,7 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 	default:
 	}
 	// The provider as a whole is healthy: a brand-new session runs normally.
-	s, err := p.Open(context.Background(), sandbox.SessionOptions{})
+	s, err := p.Open(context.Background(), sandbox.SessionOptions{Owner: owner})
 	if err != nil {
 		t.Fatalf("open after the corpus: %v", err)
 	}
