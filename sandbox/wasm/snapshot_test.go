@@ -40,8 +40,9 @@ func runOK(t *testing.T, s sandbox.Session, code string) string {
 	return strings.TrimSpace(r.Stdout)
 }
 
-// closeAndWaitIdle closes s and waits until its interpreter is parked for
-// reuse (or released), so the next Open of the owner can take it.
+// closeAndWaitIdle closes s and waits until no session is open: its
+// interpreter is then parked for reuse (or released), so the next Open of
+// the owner can take it.
 func closeAndWaitIdle(t *testing.T, p *pool.Pool, s sandbox.Session) {
 	t.Helper()
 	_ = s.Close()
@@ -168,8 +169,10 @@ func TestOwnersNeverShareAWorker(t *testing.T) {
 // own output and files.
 func TestMultiSessionWorkerKeepsOutputAndFilesApart(t *testing.T) {
 	p := sandboxtest.New(t, func(c *pool.Config) { c.SessionsPerWorker = 2 })
+	var pids [3]map[int]bool
 	for round := range 3 {
 		ss := []pidSession{openAs(t, p, "owner-a"), openAs(t, p, "owner-a")}
+		pids[round] = map[int]bool{ss[0].WorkerPID(): true, ss[1].WorkerPID(): true}
 		for i, s := range ss {
 			tag := fmt.Sprintf("r%d-s%d", round, i)
 			if err := s.WriteFile(context.Background(), "/mnt/data/in.txt", []byte(tag)); err != nil {
@@ -177,15 +180,26 @@ func TestMultiSessionWorkerKeepsOutputAndFilesApart(t *testing.T) {
 			}
 			got := runOK(t, s, `import os
 print(open("/mnt/data/in.txt").read(), sorted(os.listdir("/mnt/data")), sorted(os.listdir("/tmp")))
-open("/tmp/" + open("/mnt/data/in.txt").read(), "w").write("x")`)
+_ = open("/tmp/" + open("/mnt/data/in.txt").read(), "w").write("x")`)
 			if want := tag + " ['in.txt'] []"; got != want {
 				t.Errorf("round %d session %d: %q, want %q", round, i, got, want)
 			}
 		}
-		for _, s := range ss {
-			closeAndWaitIdle(t, p, s)
-		}
+		_ = ss[0].Close()
+		closeAndWaitIdle(t, p, ss[1])
 	}
+	// Round 1 ran in round 0's two processes (their second sessions);
+	// round 2 needed new ones.
+	if fmt.Sprint(pids[0]) != fmt.Sprint(pids[1]) || pids[2][firstKey(pids[0])] {
+		t.Errorf("worker pids per round %v: want round 1 = round 0 and round 2 new", pids)
+	}
+}
+
+func firstKey(m map[int]bool) int {
+	for k := range m {
+		return k
+	}
+	return 0
 }
 
 // TestSnapshotsHaveTheirOwnHashSeed: sessions of one snapshot share the
@@ -279,13 +293,13 @@ print(nx.shortest_path(g, 1, 4, weight="weight"), nx.shortest_path_length(g, 1, 
 		{"dateutil", `from dateutil import parser, relativedelta; d = parser.parse("2024-01-31"); print(d + relativedelta.relativedelta(months=1))`, "2024-02-29 00:00:00"},
 		{"pytz", `import pytz, datetime; print(pytz.timezone("Europe/Berlin").localize(datetime.datetime(2024, 7, 1, 12)).utcoffset())`, "2:00:00"},
 		{"zoneinfo", `import zoneinfo, datetime; print(datetime.datetime(2024, 1, 1, tzinfo=zoneinfo.ZoneInfo("America/New_York")).utcoffset())`, "-1 day, 19:00:00"},
-		{"tabulate", `from tabulate import tabulate; print(tabulate([[1, 2]], headers=["a", "b"], tablefmt="github"))`, "| a | b |\n|-----|-----|\n| 1 | 2 |"},
+		{"tabulate", `from tabulate import tabulate; print(tabulate([[1, 2]], headers=["a", "b"], tablefmt="github"))`, "|   a |   b |\n|-----|-----|\n|   1 |   2 |"},
 		{"openpyxl", `import openpyxl, io
 wb = openpyxl.Workbook(); wb.active["A1"] = 6; wb.active["A2"] = "=A1*7"; b = io.BytesIO(); wb.save(b)
 print(openpyxl.load_workbook(io.BytesIO(b.getvalue())).active["A2"].value)`, "=A1*7"},
 		{"pypdf", `import pypdf, io
 w = pypdf.PdfWriter(); w.add_blank_page(72, 144); b = io.BytesIO(); w.write(b)
-r = pypdf.PdfReader(io.BytesIO(b.getvalue())); print(len(r.pages), r.pages[0].mediabox.height)`, "1 144"},
+r = pypdf.PdfReader(io.BytesIO(b.getvalue())); print(len(r.pages), r.pages[0].mediabox.height)`, "1 144.0"},
 		{"the packages are read-only", `import sympy, os
 try:
     open(os.path.join(os.path.dirname(sympy.__file__), "x"), "w"); print("writable")
