@@ -93,20 +93,43 @@ func (s *snapshots) take(ctx context.Context, background bool) (string, error) {
 		c.SysProcAttr.Setpgid = true
 	}
 	started := time.Now()
+	out := &tailWriter{max: 8 << 10}
+	c.Stdout, c.Stderr = out, out
+	if err := c.Start(); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
 	if background {
-		if err := c.Start(); err != nil {
-			return "", err
-		}
 		// A rotation must not slow live sessions down.
 		_ = syscall.Setpriority(syscall.PRIO_PGRP, c.Process.Pid, warmNice)
-		if err := c.Wait(); err != nil {
-			return "", fmt.Errorf("snapshot: %w", err)
-		}
-	} else if out, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("snapshot: %w: %s", err, out)
+	}
+	if err := c.Wait(); err != nil {
+		return "", fmt.Errorf("snapshot: %w: %s", err, out.String())
 	}
 	s.log.Info("wasm snapshot taken", zap.String("dir", dir), zap.Duration("took", time.Since(started)))
 	return dir, nil
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }
 
 // latest is the newest complete snapshot under root, "" if none.
@@ -160,22 +183,21 @@ func (s *snapshots) use(dir string) error {
 	prev := s.current
 	s.current, s.packages, s.count = dir, meta.Packages, 0
 	s.mu.Unlock()
-	s.prune(dir, prev)
+	if prev != "" {
+		s.prune(filepath.Base(prev))
+	}
 	return nil
 }
 
-// prune removes every snapshot but keep (workers hold open descriptors of
-// the files they restore from, so removal never disturbs a running one).
-func (s *snapshots) prune(keep ...string) {
+// prune removes the snapshots older than keep (workers hold open
+// descriptors of the files they restore from, so removal never disturbs a
+// running one). Newer ones stay: another pool on the same cache may be
+// writing one right now.
+func (s *snapshots) prune(keep string) {
 	ents, _ := os.ReadDir(s.root)
 	for _, e := range ents {
-		d := filepath.Join(s.root, e.Name())
-		kept := false
-		for _, k := range keep {
-			kept = kept || d == k
-		}
-		if !kept {
-			_ = os.RemoveAll(d)
+		if olderName(e.Name(), keep) {
+			_ = os.RemoveAll(filepath.Join(s.root, e.Name()))
 		}
 	}
 }
