@@ -252,6 +252,8 @@ func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
 
+	seen := map[int]bool{}
+	reused := 0
 	for _, c := range hostileCorpus() {
 		t.Run(c.name, func(t *testing.T) {
 			want, ok := c.want[provider]
@@ -266,7 +268,21 @@ func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
-			defer s.Close()
+			if ps, ok := s.(interface{ WorkerPID() int }); ok {
+				pid := ps.WorkerPID()
+				if seen[pid] {
+					reused++
+				}
+				seen[pid] = true
+			}
+			defer func() {
+				_ = s.Close()
+				if owner != "" {
+					// Let the interpreter be recycled before the next case
+					// opens, so that the next case runs where this one did.
+					waitNoneOpen(p)
+				}
+			}()
 			r, err := s.Run(context.Background(), code)
 			if err != nil {
 				t.Fatalf("run: %v", err)
@@ -292,6 +308,12 @@ func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 			}
 		})
 	}
+	if owner != "" {
+		t.Logf("%d of %d hostile programs ran in a process that had served an earlier one", reused, len(hostileCorpus()))
+		if reused == 0 {
+			t.Errorf("no hostile program ran in a recycled process: sessions_per_worker was not exercised")
+		}
+	}
 	if err := canary.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the host canary process was harmed: %v", err)
 	}
@@ -308,6 +330,13 @@ func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 	defer s.Close()
 	if r, err := s.Run(context.Background(), "print('healthy')"); err != nil || strings.TrimSpace(r.Stdout) != "healthy" {
 		t.Fatalf("provider unhealthy after the hostile programs: %+v, %v", r, err)
+	}
+}
+
+// waitNoneOpen waits (up to a minute) until p has no session open.
+func waitNoneOpen(p sandbox.Provider) {
+	for deadline := time.Now().Add(time.Minute); p.Capacity().InUse > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
