@@ -3,6 +3,8 @@ package wasm_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -312,4 +314,50 @@ except OSError:
 			}
 		})
 	}
+}
+
+// TestWorkersOnlyReadTheCompilationCache: the trusted steps (precompile,
+// snapshot) fill wazero's cache with exactly what workers load, so a
+// worker never compiles (seconds) nor writes the cache.
+func TestWorkersOnlyReadTheCompilationCache(t *testing.T) {
+	cfg := sandboxtest.Config(t)
+	cacheDir := t.TempDir()
+	for _, cold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cold=%v", cold), func(t *testing.T) {
+			c := cfg
+			c.CacheDir, c.ColdStart, c.ReuseSnapshot, c.WarmWorkers = cacheDir, cold, true, 0
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			p, err := wasm.New(ctx, c, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			before := cacheFiles(t, cacheDir)
+			s := openAs(t, p, "")
+			runOK(t, s, "print(1)")
+			_ = s.Close()
+			if after := cacheFiles(t, cacheDir); after != before {
+				t.Errorf("a worker changed the compilation cache:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+func cacheFiles(t *testing.T, dir string) string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !strings.Contains(p, "snapshots") {
+			names = append(names, strings.TrimPrefix(p, dir))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, " ")
 }

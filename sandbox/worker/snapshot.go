@@ -116,7 +116,7 @@ func TakeSnapshot(ctx context.Context, runtimeDir, cacheDir, outDir string) (err
 		}
 	}()
 
-	rc := wazero.NewRuntimeConfigCompiler().WithMemoryLimitPages(65536)
+	rc := compilerConfig().WithMemoryLimitPages(65536)
 	if cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 		if err != nil {
@@ -156,6 +156,15 @@ func TakeSnapshot(ctx context.Context, runtimeDir, cacheDir, outDir string) (err
 	if err := execSource(ctx, mod, snapshotInit); err != nil {
 		return fmt.Errorf("snapshot_init.py: %w: %s", err, stderr.Bytes())
 	}
+	// The kernel's definitions, compiled once here: a restored session
+	// only calls it (restoreEntry).
+	kernel, ok := strings.CutSuffix(strings.TrimRight(bootstrap, "\n"), "\n"+kernelCall)
+	if !ok {
+		return errors.New("bootstrap.py does not end with " + kernelCall)
+	}
+	if err := execSource(ctx, mod, kernel+"\n"); err != nil {
+		return fmt.Errorf("bootstrap.py definitions: %w: %s", err, stderr.Bytes())
+	}
 	meta := &SnapshotMeta{Globals: map[string]uint64{}, Created: time.Now().UTC()}
 	_, after, ok := bytes.Cut(stdout.Bytes(), []byte("\x00CI-SNAPSHOT:"))
 	if !ok || json.Unmarshal(bytes.TrimSpace(after), &meta.Packages) != nil {
@@ -187,6 +196,13 @@ func TakeSnapshot(ctx context.Context, runtimeDir, cacheDir, outDir string) (err
 	// The metadata is written last: its presence marks a whole snapshot.
 	return os.WriteFile(filepath.Join(outDir, SnapshotMetaFile), mb, 0o600)
 }
+
+// kernelCall is bootstrap.py's last line, which runs the kernel loop.
+const kernelCall = "_codeinterp_loop()"
+
+// restoreEntry is what a restored session runs: post_restore.py, then the
+// kernel the snapshot defined.
+var restoreEntry = postRestore + "\n" + kernelCall + "\n"
 
 // snapshotModuleConfig is what the snapshot step and every restored session
 // share: the same mounts in the same order (wasi-libc keeps the preopen

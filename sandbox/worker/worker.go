@@ -77,12 +77,21 @@ func Precompile(ctx context.Context, runtimeDir, cacheDir string) error {
 		return fmt.Errorf("compilation cache: %w", err)
 	}
 	defer cache.Close(ctx)
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().WithCompilationCache(cache))
 	defer rt.Close(ctx)
 	if _, err := rt.CompileModule(ctx, wasm); err != nil {
 		return fmt.Errorf("compile python.wasm: %w", err)
 	}
 	return nil
+}
+
+// compilerConfig is the runtime configuration of everything that compiles
+// or loads a module. It must be the same in the trusted step that fills the
+// cache and in workers: wazero's cache key covers the binary and whether
+// the code checks for context cancellation (WithCloseOnContextDone), so a
+// mismatch makes every worker miss the cache and compile (seconds) itself.
+func compilerConfig() wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true)
 }
 
 // serve is the worker's life: one interpreter, many runs, then exit.
@@ -193,17 +202,11 @@ func (w *worker) start(runtimeDir *os.File) error {
 	// Privileged part: the runtime may live where the drop-to user cannot
 	// reach (e.g. root's cache). Read and compile it now.
 	root := fmt.Sprintf("/proc/self/fd/%d", runtimeDir.Fd())
-	wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
-	if err != nil {
-		return fmt.Errorf("read python.wasm: %w", err)
-	}
 	pages := uint32(w.init.GuestMemoryBytes / wasmPageSize)
 	if pages == 0 || pages > 65536 {
 		return fmt.Errorf("guest memory %d bytes is out of range", w.init.GuestMemoryBytes)
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
+	rc := compilerConfig().WithMemoryLimitPages(pages)
 	if w.init.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(w.init.CacheDir)
 		if err != nil {
@@ -215,14 +218,21 @@ func (w *worker) start(runtimeDir *os.File) error {
 	w.rt = rt
 	w.libDir = filepath.Join(root, "lib")
 	var compiled wazero.CompiledModule
+	var err error
 	if w.init.SnapshotDir != "" {
 		// The snapshot's files may be root's: open them now. The image
 		// stays open for the sessions to map.
 		if w.snap, err = openRestorer(ctx, rt, w.init.SnapshotDir, pages); err != nil {
 			return err
 		}
-	} else if compiled, err = rt.CompileModule(ctx, wasm); err != nil {
-		return fmt.Errorf("compile python.wasm: %w", err)
+	} else {
+		wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
+		if err != nil {
+			return fmt.Errorf("read python.wasm: %w", err)
+		}
+		if compiled, err = rt.CompileModule(ctx, wasm); err != nil {
+			return fmt.Errorf("compile python.wasm: %w", err)
+		}
 	}
 	if _, err := instantiateWASI(ctx, rt); err != nil {
 		return err
@@ -265,7 +275,7 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 		exited := w.exited
 		go func() {
 			// Blocks in the kernel loop for the session's life.
-			exited <- execSource(ctx, mod, postRestore+"\n"+bootstrap)
+			exited <- execSource(ctx, mod, restoreEntry)
 		}()
 	} else {
 		mc = mc.WithArgs("python3.13", "-u", "-c", bootstrap).
