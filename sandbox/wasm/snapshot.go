@@ -42,10 +42,12 @@ type snapshots struct {
 	wg       sync.WaitGroup
 }
 
-// runtimeKey names a runtime plus its package set: a snapshot is only ever
-// used with the exact reactor and packages it was taken from.
+// runtimeKey names a runtime plus its package set and the snapshot recipe:
+// a snapshot is only ever used with the exact reactor, packages and init
+// program it was taken with.
 func runtimeKey(runtimeDir string) (string, error) {
 	h := sha256.New()
+	h.Write([]byte(worker.SnapshotRecipe()))
 	for _, f := range []string{worker.ReactorFile, "PACKAGES"} {
 		fh, err := os.Open(filepath.Join(runtimeDir, f))
 		if err != nil {

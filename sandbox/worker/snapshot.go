@@ -197,6 +197,18 @@ func TakeSnapshot(ctx context.Context, runtimeDir, cacheDir, outDir string) (err
 	return os.WriteFile(filepath.Join(outDir, SnapshotMetaFile), mb, 0o600)
 }
 
+// SnapshotRecipe identifies what TakeSnapshot bakes into an image besides
+// the runtime (the init program, the kernel's definitions, the format): a
+// snapshot is only reused by code with the same recipe.
+func SnapshotRecipe() string {
+	h := sha256.New()
+	h.Write([]byte("codeinterp-snapshot-v1\x00"))
+	h.Write([]byte(snapshotInit))
+	h.Write([]byte{0})
+	h.Write([]byte(bootstrap))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // kernelCall is bootstrap.py's last line, which runs the kernel loop.
 const kernelCall = "_codeinterp_loop()"
 
