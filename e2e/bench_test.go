@@ -198,9 +198,20 @@ func BenchmarkCodeInterpreterOverhead(b *testing.B) {
 // interpreter within the queue wait ends capacity_exhausted: not lost, but
 // not completed.
 func BenchmarkLoadThroughDev(b *testing.B) {
+	bin := buildExtproc(b)
+	for _, v := range []struct{ name, extra string }{
+		{"default", ""},
+		// The trade-off side by side: every caller here has one credential,
+		// so its sessions share worker processes 8 at a time.
+		{"sessions_per_worker-8", "  sessions_per_worker: 8\n"},
+	} {
+		b.Run(v.name, func(b *testing.B) { loadThroughDev(b, bin, v.extra) })
+	}
+}
+
+func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 	const requests, clients = 200, 50
 	sh := loadShapes(b)
-	bin := buildExtproc(b)
 	var m *model
 	m = newModel(b, sh, func(t testing.TB, c *convo) reply {
 		if len(c.outputs()) == 0 {
@@ -209,7 +220,7 @@ func BenchmarkLoadThroughDev(b *testing.B) {
 		return reply{items: []string{m.message("done")}}
 	})
 	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
-	if err := os.WriteFile(cfg, []byte("sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)

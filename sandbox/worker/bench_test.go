@@ -26,7 +26,15 @@ func runtimeDirForBench(b *testing.B) string {
 	if len(dirs) == 0 {
 		b.Fatal("the CPython-WASI runtime is required (run `make runtime`)")
 	}
-	sort.Strings(dirs)
+	// The newest build, as the pool picks (the names are recipe hashes).
+	mtime := func(f string) int64 {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0
+		}
+		return st.ModTime().UnixNano()
+	}
+	sort.Slice(dirs, func(i, j int) bool { return mtime(dirs[i]) < mtime(dirs[j]) })
 	return filepath.Dir(dirs[len(dirs)-1])
 }
 
