@@ -37,8 +37,8 @@ type Config struct {
 	// this many sessions; 0 means only at start.
 	SnapshotRotateSessions int
 	// ReuseSnapshot starts from the newest snapshot of this runtime already
-	// taken instead of a new one: for tests, which start many pools. A
-	// server always takes its own at start.
+	// taken instead of a new one: for tests, which start many pools, and
+	// one-shot runs (extproc exec). A server always takes its own at start.
 	ReuseSnapshot bool
 }
 
