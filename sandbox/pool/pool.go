@@ -38,7 +38,12 @@ type Pool struct {
 	// that served an owner's session serves only that owner's later ones.
 	idle    map[string][]*interp
 	idleLen int
-	lastErr error // the last start-up failure, for Ready
+	// recycling counts, by owner, interpreters being recycled right now;
+	// idleChanged is closed (and replaced) whenever one finishes, so an
+	// Open can wait for the owner's worker rather than start a process.
+	recycling   map[string]int
+	idleChanged chan struct{}
+	lastErr     error // the last start-up failure, for Ready
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -84,6 +89,9 @@ func New(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (*Pool, er
 		spares: make(chan struct{}, cfg.WarmWorkers),
 		live:   map[*interp]struct{}{},
 		idle:   map[string][]*interp{},
+
+		recycling:   map[string]int{},
+		idleChanged: make(chan struct{}),
 	}
 	if cfg.Isolation.Cgroup == "off" {
 		log.Warn("sandbox isolation is OFF: interpreters run without cgroup limits (memory, pids, CPU). Never do this in production.")
@@ -153,7 +161,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	}
 	s := &session{pool: p, id: p.newID(), memory: mem, owner: opts.Owner}
 	if mem == p.cfg.Limits.GuestMemoryBytes {
-		s.it = p.takeIdle(opts.Owner)
+		s.it = p.takeIdle(ctx, opts.Owner)
 		if s.it == nil {
 			select {
 			case w := <-p.warm:
@@ -178,14 +186,42 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	return s, nil
 }
 
-// takeIdle returns a recycled interpreter of owner's, or nil. An owner of
-// "" (no credential) is nobody in particular: its sessions never share.
-func (p *Pool) takeIdle(owner string) *interp {
+// takeIdle returns a recycled interpreter of owner's, or nil. When none
+// is idle but one of the owner's is being recycled (its last session just
+// closed: a few milliseconds), it waits for that one up to recycleWait,
+// which is far less than starting a worker. An owner of "" (no credential)
+// is nobody in particular: its sessions never share.
+func (p *Pool) takeIdle(ctx context.Context, owner string) *interp {
 	if owner == "" || p.cfg.SessionsPerWorker <= 1 {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	deadline := time.NewTimer(recycleWait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		w := p.takeIdleLocked(owner)
+		pending, changed := p.recycling[owner] > 0, p.idleChanged
+		p.mu.Unlock()
+		if w != nil || !pending {
+			return w
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// recycleWait bounds how long Open waits for an owner's worker being
+// recycled.
+const recycleWait = 250 * time.Millisecond
+
+// takeIdleLocked pops the owner's most recently parked live interpreter.
+// Callers hold p.mu.
+func (p *Pool) takeIdleLocked(owner string) *interp {
 	for q := p.idle[owner]; len(q) > 0; q = p.idle[owner] {
 		w := q[len(q)-1] // the most recently used: its pages are warm
 		p.setIdle(owner, q[:len(q)-1])
@@ -226,15 +262,30 @@ func (p *Pool) recycleOrRelease(w *interp) {
 		return
 	default:
 	}
+	p.mu.Lock()
+	p.recycling[w.owner]++
+	p.mu.Unlock()
+	// done ends the recycling under p.mu and wakes Opens waiting for it.
+	done := func() {
+		if p.recycling[w.owner]--; p.recycling[w.owner] == 0 {
+			delete(p.recycling, w.owner)
+		}
+		close(p.idleChanged)
+		p.idleChanged = make(chan struct{})
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, startTimeout)
 	err := r.Recycle(ctx)
 	cancel()
 	if err != nil {
 		p.log.Warn("recycling an interpreter failed", zap.String("provider", p.kind.Name()), zap.Error(err))
+		p.mu.Lock()
+		done()
+		p.mu.Unlock()
 		p.release(w)
 		return
 	}
 	p.mu.Lock()
+	done()
 	if p.closed.Load() {
 		p.mu.Unlock()
 		p.release(w)
