@@ -85,9 +85,16 @@ func BenchmarkColdSession(b *testing.B) {
 
 // BenchmarkFreshSessions: sessions/s, each a fresh interpreter running
 // print(25), from 4 clients at once, with the default 2 warm interpreters,
-// in each start mode.
+// in each start mode, and with 64 sessions per worker to show where the
+// worker process's start-up stops mattering.
 func BenchmarkFreshSessions(b *testing.B) {
-	for _, m := range startModes {
+	modes := append(startModes[:len(startModes):len(startModes)], struct {
+		name      string
+		cold      bool
+		perWorker int
+		owner     string
+	}{"snapshot-64-per-worker", false, 64, "bench-owner"})
+	for _, m := range modes {
 		b.Run(m.name, func(b *testing.B) {
 			sandboxtest.BenchFreshSessions(b, benchPool(b, m.cold, m.perWorker, 2), m.owner, 4)
 		})
