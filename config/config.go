@@ -127,6 +127,10 @@ type Sandbox struct {
 	// SnapshotRotateSessions (wasm): a new snapshot, with a new hash seed,
 	// after this many sessions (0: only at each server start).
 	SnapshotRotateSessions int `json:"snapshot_rotate_sessions"`
+	// SnapshotDir (wasm) is where the server writes its snapshots; it must
+	// be writable (a read-only cache_dir in an image needs one). "" means
+	// cache_dir/snapshots.
+	SnapshotDir string `json:"snapshot_dir"`
 	// QueueWait is how long a session open waits for capacity.
 	QueueWait time.Duration `json:"queue_wait"`
 	Limits    Limits        `json:"limits"`

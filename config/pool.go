@@ -25,6 +25,7 @@ func (c *Config) WASMConfig(workerCommand []string) wasm.Config {
 
 		ColdStart:              !s.Snapshot,
 		SnapshotRotateSessions: s.SnapshotRotateSessions,
+		SnapshotDir:            s.SnapshotDir,
 	}
 }
 
