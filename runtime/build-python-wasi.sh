@@ -7,7 +7,7 @@
 #   ${CODEINTERP_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/cpython-3.13.5-<recipe hash>}/
 #     python.wasm          interpreter (WASI command), DWARF stripped, name section kept
 #     python-reactor.wasm  the same interpreter as a WASI reactor with the
-#                          ci_* exports of runtime/ci_reactor.c and an exported
+#                          ci_* exports of runtime/reactor/ci_reactor.c and an exported
 #                          __stack_pointer: what snapshots are taken from
 #     lib/python3.13/      trimmed stdlib, .py + unchecked-hash .pyc
 #     lib/python3.13/site-packages/
@@ -16,7 +16,7 @@
 #     PACKAGES             "name version" of each of those .debs
 #     MANIFEST             sizes and sha256 of the above; written last (cache stamp)
 #
-# The directory name carries a hash of this script and ci_reactor.c, so a
+# The directory name carries a hash of this script and reactor/ci_reactor.c, so a
 # changed recipe builds into a new directory and a second run with the cache
 # present returns at once.
 #
@@ -26,14 +26,14 @@
 # The host toolchain comes from the machine's own suites (bookworm) through
 # apt-get install.
 #
-# Usage: runtime/build-python-wasi.sh [--print-dir]
+# Usage: runtime/build-python-wasi.sh [--print-dir | --print-archive]
 set -euo pipefail
 
 PYVER=3.13.5
 PYSHA256=93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640
 LLVM=19
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-RECIPE=$(cat "${BASH_SOURCE[0]}" "$HERE/ci_reactor.c" | sha256sum | cut -c1-12)
+RECIPE=$(cat "${BASH_SOURCE[0]}" "$HERE/reactor/ci_reactor.c" | sha256sum | cut -c1-12)
 # Debian's pure-Python packages for the guest (architecture all, from trixie:
 # built for python3.13). python3-tz is a transitional package for
 # python3-pytz; openpyxl's lxml is optional (it falls back to ElementTree);
@@ -46,6 +46,34 @@ CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
 OUT=${CODEINTERP_RUNTIME_DIR:-$CACHE_ROOT/cpython-$PYVER-$RECIPE}
 
 if [ "${1:-}" = "--print-dir" ]; then echo "$OUT"; exit 0; fi
+
+APT_ETC=${APT_ETC:-/etc/apt}
+# The Debian archive URL the machine's apt uses for its own main suite:
+# the first one-line "deb URI SUITE ..." or deb822 "URIs:" entry whose
+# suite is a plain release (not -security/-updates/-backports). An
+# operator's mirror or caching proxy carries every suite, so trixie and
+# bookworm both come from it. CODEINTERP_DEBIAN_MIRROR overrides; APT_ETC
+# (default /etc/apt) is for the script's own test (runtime/archive_test.go).
+archive_url() {
+  local f
+  for f in "$APT_ETC/sources.list" "$APT_ETC"/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+           if ($(i+1) !~ /-(security|updates|backports)/ && $i ~ /^(https?|file):/) { print $i; exit } }' "$f"
+  done
+  for f in "$APT_ETC"/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    # deb822: stanzas separated by blank lines; take URIs of a stanza with a
+    # plain release suite and Types containing "deb".
+    awk 'BEGIN { RS = ""; FS = "\n" }
+         { t = ""; u = ""; s = ""
+           for (k = 1; k <= NF; k++) {
+             if ($k ~ /^Types:/) t = $k; else if ($k ~ /^URIs:/) u = $k; else if ($k ~ /^Suites:/) s = $k }
+           sub(/^URIs:[ \t]*/, "", u); split(u, us, /[ \t]+/)
+           if (t ~ /[ \t]deb([ \t]|$)/ && s ~ /^Suites:[ \t]*[a-z]+([ \t]|$)/ && us[1] ~ /^(https?|file):/) { print us[1]; exit } }' "$f"
+  done
+}
+if [ "${1:-}" = "--print-archive" ]; then archive_url | head -1; exit 0; fi
 if [ -f "$OUT/MANIFEST" ]; then
   echo "CPython-WASI runtime present: $OUT"
   exit 0
@@ -76,30 +104,6 @@ fi
 APTD=$WORK/apt
 mkdir -p "$APTD"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-# The Debian archive URL the machine's apt uses for its own main suite:
-# the first one-line "deb URI SUITE ..." or deb822 "URIs:" entry whose
-# suite is a plain release (not -security/-updates/-backports). An
-# operator's mirror or caching proxy carries every suite, so trixie and
-# bookworm both come from it. CODEINTERP_DEBIAN_MIRROR overrides.
-archive_url() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-           if ($(i+1) !~ /-(security|updates|backports)/ && $i ~ /^(https?|file):/) { print $i; exit } }' "$f"
-  done
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    # deb822: stanzas separated by blank lines; take URIs of a stanza with a
-    # plain release suite and Types containing "deb".
-    awk 'BEGIN { RS = ""; FS = "\n" }
-         { t = ""; u = ""; s = ""
-           for (k = 1; k <= NF; k++) {
-             if ($k ~ /^Types:/) t = $k; else if ($k ~ /^URIs:/) u = $k; else if ($k ~ /^Suites:/) s = $k }
-           sub(/^URIs:[ \t]*/, "", u); split(u, us, /[ \t]+/)
-           if (t ~ /[ \t]deb([ \t]|$)/ && s ~ /^Suites:[ \t]*[a-z]+([ \t]|$)/ && us[1] ~ /^(https?|file):/) { print us[1]; exit } }' "$f"
-  done
-}
 MIRROR=${CODEINTERP_DEBIAN_MIRROR:-$(archive_url | head -1)}
 [ -n "$MIRROR" ] || { echo "no Debian archive found in the machine's apt configuration (set CODEINTERP_DEBIAN_MIRROR)" >&2; exit 1; }
 MIRROR=${MIRROR%/}
@@ -290,7 +294,7 @@ log "reactor link (python-reactor.wasm)"
 ( cd "Python-$PYVER/builddir/wasi"
   vars() { make -s --no-print-directory --eval "ci-print-$1: ; @echo \$($1)" "ci-print-$1"; }
   # shellcheck disable=SC2046
-  $CC -c $(vars PY_CORE_CFLAGS) -o ci_reactor.o "$HERE/ci_reactor.c"
+  $CC -c $(vars PY_CORE_CFLAGS) -o ci_reactor.o "$HERE/reactor/ci_reactor.c"
   # shellcheck disable=SC2046
   $CC $(vars PY_CORE_LDFLAGS) $(vars LINKFORSHARED) -mexec-model=reactor \
       -Wl,--export=__stack_pointer -o python-reactor.wasm ci_reactor.o \
