@@ -184,7 +184,8 @@ func parse(in io.Reader) ([]row, string, error) {
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
+		// A benchmark that skipped itself prints 0 iterations and NaN.
+		if n, err := strconv.Atoi(f[1]); err != nil || n == 0 {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "Benchmark")
