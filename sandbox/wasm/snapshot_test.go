@@ -361,3 +361,28 @@ func cacheFiles(t *testing.T, dir string) string {
 	}
 	return strings.Join(names, " ")
 }
+
+// TestRecycleEndsAPatchedKernel: a session that disarms the kernel's exit
+// on end of input (os._exit replaced, a busy loop in a finally) still ends
+// when its worker is recycled, and the next session of the owner runs in
+// that worker, unaffected.
+func TestRecycleEndsAPatchedKernel(t *testing.T) {
+	p := sandboxtest.New(t, func(c *pool.Config) {
+		c.SessionsPerWorker = 4
+		c.WarmWorkers = 0
+	})
+	s := openAs(t, p, "owner-a")
+	pid := s.WorkerPID()
+	runOK(t, s, `import os, builtins
+os._exit = lambda *a: None
+builtins.marker = "left behind"`)
+	closeAndWaitIdle(t, p, s)
+	s2 := openAs(t, p, "owner-a")
+	defer s2.Close()
+	if s2.WorkerPID() != pid {
+		t.Fatalf("the next session ran in pid %d, not the recycled %d: the recycle failed", s2.WorkerPID(), pid)
+	}
+	if got := runOK(t, s2, `import builtins, os; print(hasattr(builtins, "marker"), os._exit.__name__)`); got != "False _exit" {
+		t.Errorf("the recycled session saw %q of the previous one", got)
+	}
+}

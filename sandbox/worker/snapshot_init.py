@@ -50,6 +50,16 @@ for _pkg, _mods in PACKAGES:
 _t = compile(b"_ = 1\n_", "<warmup>", "exec", 1024)
 exec(compile(_t, "<warmup>", "exec"), {"__builtins__": __builtins__})
 
+# wazero numbers a session's preopens 3, 4, 5 (stdlib, /tmp, /mnt/data)
+# as here, and nothing else may be open: an fd the image remembers would
+# name whatever the session opens next under that number.
+for _fd in range(6, 256):
+    try:
+        os.fstat(_fd)
+    except OSError:
+        continue
+    raise SystemExit("snapshot: descriptor %d is still open" % _fd)
+
 sys.argv = [""]
 os.environ.clear()
 for _s in (sys.stdout, sys.stderr):
@@ -60,4 +70,4 @@ for _s in (sys.stdout, sys.stderr):
 gc.collect()
 gc.freeze()
 os.write(1, ("\x00CI-SNAPSHOT:" + json.dumps(sorted(_importable)) + "\n").encode())
-del _name, _pkg, _mods, _m, _importable, _t, _s
+del _name, _pkg, _mods, _m, _importable, _t, _s, _fd

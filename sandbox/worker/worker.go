@@ -186,6 +186,7 @@ type worker struct {
 	stdout   *boundedWriter
 	stderr   *markerWriter
 	mod      api.Module // the restored instance (nil on the cold path)
+	stop     context.CancelFunc // ends the restored instance's execution
 	exited   chan error // the guest's entry point returned (with its error)
 	sessions int
 }
@@ -273,9 +274,13 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 		}
 		w.mod = mod
 		exited := w.exited
+		// Cancelling runCtx stops the guest at its next check without
+		// freeing its memory under it (wazero defers that to Close).
+		runCtx, stop := context.WithCancel(ctx)
+		w.stop = stop
 		go func() {
 			// Blocks in the kernel loop for the session's life.
-			exited <- execSource(ctx, mod, restoreEntry)
+			exited <- execSource(runCtx, mod, restoreEntry)
 		}()
 	} else {
 		mc = mc.WithArgs("python3.13", "-u", "-c", bootstrap).
@@ -307,7 +312,13 @@ func (w *worker) nextSession(ctx context.Context) error {
 		return errNoSnapshot
 	}
 	w.started = time.Now()
+	// EOF ends the kernel, unless the session patched it (os._exit is
+	// looked up at call time): cancelling its context ends it regardless,
+	// at its next loop header or call (WithCloseOnContextDone code checks).
+	// Only once it has stopped is the instance closed: Close unmaps its
+	// memory, which must not happen under running guest code.
 	_ = w.stdinW.Close()
+	w.stop()
 	select {
 	case <-w.exited:
 	case <-time.After(5 * time.Second):
