@@ -185,9 +185,9 @@ type worker struct {
 	stdinW   *io.PipeWriter
 	stdout   *boundedWriter
 	stderr   *markerWriter
-	mod      api.Module // the restored instance (nil on the cold path)
+	mod      api.Module         // the restored instance (nil on the cold path)
 	stop     context.CancelFunc // ends the restored instance's execution
-	exited   chan error // the guest's entry point returned (with its error)
+	exited   chan error         // the guest's entry point returned (with its error)
 	sessions int
 }
 
