@@ -53,10 +53,12 @@ bench: setup
 	@mkdir -p docs
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./sandbox/memfs | tee bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/wasm ./sandbox/worker | tee -a bench.out
+	$(GO) test -run '^$$' -bench SympyImportColdStart -benchtime 3x -timeout 30m ./sandbox/wasm | tee -a bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./sandbox/gvisor | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench LiveStreamThroughProxy -benchtime 5x -timeout 30m ./e2e | tee -a bench.out
+	$(GO) test -run '^$$' -bench LoadThroughDev -benchtime 1x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) run ./internal/benchtable < bench.out > docs/benchmarks.md
 	@rm -f bench.out
 	@echo "wrote docs/benchmarks.md"

@@ -122,6 +122,21 @@ type Sandbox struct {
 	MaxSessions int `json:"max_sessions"`
 	// WarmWorkers interpreters are kept started and waiting.
 	WarmWorkers int `json:"warm_workers"`
+	// SessionsPerWorker (wasm) is how many sessions one worker process
+	// serves in turn, each a fresh interpreter restored from the snapshot.
+	// 1 (the default) is a process per session; more trades that
+	// isolation for throughput, never across owners (docs/security.md).
+	SessionsPerWorker int `json:"sessions_per_worker"`
+	// Snapshot (wasm): sessions start from a snapshot of an initialised
+	// interpreter (true, the default) or start python.wasm cold (false).
+	Snapshot bool `json:"snapshot"`
+	// SnapshotRotateSessions (wasm): a new snapshot, with a new hash seed,
+	// after this many sessions (0: only at each server start).
+	SnapshotRotateSessions int `json:"snapshot_rotate_sessions"`
+	// SnapshotDir (wasm) is where the server writes its snapshots; it must
+	// be writable (a read-only cache_dir in an image needs one). "" means
+	// cache_dir/snapshots.
+	SnapshotDir string `json:"snapshot_dir"`
 	// QueueWait is how long a session open waits for capacity.
 	QueueWait time.Duration `json:"queue_wait"`
 	Limits    Limits        `json:"limits"`
@@ -221,10 +236,13 @@ func Default() *Config {
 			Timeout:        120 * time.Second,
 		},
 		Sandbox: Sandbox{
-			Provider:    ProviderWASM,
-			MaxSessions: 8,
-			WarmWorkers: 2,
-			QueueWait:   2 * time.Second,
+			Provider:               ProviderWASM,
+			MaxSessions:            8,
+			WarmWorkers:            2,
+			SessionsPerWorker:      1,
+			Snapshot:               true,
+			SnapshotRotateSessions: 1000,
+			QueueWait:              2 * time.Second,
 			Limits: Limits{
 				SourceBytes:    256 * KiB,
 				RunTimeout:     30 * time.Second,

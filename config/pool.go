@@ -22,6 +22,10 @@ func (c *Config) WASMConfig(workerCommand []string) wasm.Config {
 		RuntimeDir:    s.RuntimeDir,
 		CacheDir:      s.CacheDir,
 		WorkerCommand: append([]string(nil), workerCommand...),
+
+		ColdStart:              !s.Snapshot,
+		SnapshotRotateSessions: s.SnapshotRotateSessions,
+		SnapshotDir:            s.SnapshotDir,
 	}
 }
 
@@ -31,9 +35,10 @@ func (c *Config) PoolConfig() pool.Config {
 	s := c.Sandbox
 	l := s.Limits
 	return pool.Config{
-		MaxSessions: s.MaxSessions,
-		WarmWorkers: s.WarmWorkers,
-		QueueWait:   s.QueueWait,
+		MaxSessions:       s.MaxSessions,
+		WarmWorkers:       s.WarmWorkers,
+		SessionsPerWorker: s.SessionsPerWorker,
+		QueueWait:         s.QueueWait,
 		Limits: pool.Limits{
 			SourceBytes:         int(l.SourceBytes),
 			RunTimeout:          l.RunTimeout,

@@ -247,6 +247,9 @@ func (c *Config) validateSandbox(v *validator) {
 	switch s.Provider {
 	case ProviderWASM:
 		v.check(l.MaxGuestMemory <= 4*GiB, "sandbox.limits.max_guest_memory", "%s must be at most 4GiB (wasm32)", l.MaxGuestMemory)
+		v.check(s.SnapshotDir == "" || strings.HasPrefix(s.SnapshotDir, "/"), "sandbox.snapshot_dir", "%q must be an absolute path", s.SnapshotDir)
+		v.check(s.SnapshotRotateSessions >= 0, "sandbox.snapshot_rotate_sessions", "%d must not be negative", s.SnapshotRotateSessions)
+		v.check(s.Snapshot || s.SessionsPerWorker == 1, "sandbox.sessions_per_worker", "%d needs sandbox.snapshot: true (a cold-start worker serves one session)", s.SessionsPerWorker)
 	case ProviderGVisor:
 		g := s.GVisor
 		v.check(g.Runsc != "", "sandbox.gvisor.runsc", "must be set")

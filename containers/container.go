@@ -81,7 +81,7 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 		return interceptor.RunResult{}, fmt.Errorf("containers: %w", err)
 	}
 	if c.h == nil {
-		h, opened, err := m.acquire(ctx, c.meta.ID, c.memory)
+		h, opened, err := m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory)
 		if err != nil {
 			return interceptor.RunResult{}, err
 		}

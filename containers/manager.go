@@ -272,7 +272,7 @@ func (m *Manager) addInput(ctx context.Context, c store.Container, header http.H
 
 // acquire returns the container's held interpreter, opening one (and
 // evicting the least recently used idle one when the sandbox is full).
-func (m *Manager) acquire(ctx context.Context, cid string, memory int64) (*held, bool, error) {
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) (*held, bool, error) {
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
 		h.users++
@@ -295,7 +295,7 @@ func (m *Manager) acquire(ctx context.Context, cid string, memory int64) (*held,
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
 		_ = evict.sess.Close()
 	}
-	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory})
+	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner})
 	if err != nil {
 		return nil, false, err
 	}

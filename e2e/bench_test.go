@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,4 +187,96 @@ func BenchmarkCodeInterpreterOverhead(b *testing.B) {
 			b.ReportMetric(o90, "overhead-p90-µs")
 		})
 	}
+}
+
+// BenchmarkLoadThroughDev is the load run: `extproc dev` with the default
+// settings (only the test cgroup parent and quiet logs differ), and 200
+// requests from 50 concurrent clients, each a model turn that runs
+// print(25) and a follow-up. It reports the share of code calls that
+// completed (target ≥ 95 %), the requests lost (no complete answer;
+// target 0), and the request latency. A code call that could not get an
+// interpreter within the queue wait ends capacity_exhausted: not lost, but
+// not completed.
+func BenchmarkLoadThroughDev(b *testing.B) {
+	bin := buildExtproc(b)
+	for _, v := range []struct{ name, extra string }{
+		{"default", ""},
+		// The trade-off side by side: every caller here has one credential,
+		// so its sessions share worker processes 8 at a time.
+		{"sessions_per_worker-8", "  sessions_per_worker: 8\n"},
+	} {
+		b.Run(v.name, func(b *testing.B) { loadThroughDev(b, bin, v.extra) })
+	}
+}
+
+func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
+	const requests, clients = 200, 50
+	sh := loadShapes(b)
+	var m *model
+	m = newModel(b, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{m.call("print(25)")}}
+		}
+		return reply{items: []string{m.message("done")}}
+	})
+	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
+	if err := os.WriteFile(cfg, []byte("sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
+	defer p.stop(b)
+	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+	u := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	body := `{"model":"gpt-5.6","input":"print 25","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	var completed, lost, calls int
+	var lat []time.Duration
+	for range b.N {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		next := make(chan struct{}, requests)
+		for range requests {
+			next <- struct{}{}
+		}
+		close(next)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range next {
+					t0 := time.Now()
+					resp, err := post(c, u, body)
+					var out []byte
+					if err == nil {
+						out, err = io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if err == nil && resp.StatusCode != http.StatusOK {
+							err = fmt.Errorf("status %d", resp.StatusCode)
+						}
+					}
+					d := time.Since(t0)
+					mu.Lock()
+					lat = append(lat, d)
+					if err != nil || gjson.GetBytes(out, `output.#(type=="message").content.0.text`).Str != "done" {
+						lost++
+					}
+					for _, call := range gjson.GetBytes(out, `output.#(type=="code_interpreter_call")#`).Array() {
+						calls++
+						if call.Get("status").Str == "completed" && call.Get("outputs.0.logs").Str == "25\n" {
+							completed++
+						}
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	med, p90 := quantiles(lat)
+	b.ReportMetric(100*float64(completed)/float64(requests*b.N), "code-calls-completed-%")
+	b.ReportMetric(float64(calls)/float64(b.N), "code-calls/run")
+	b.ReportMetric(float64(lost)/float64(b.N), "requests-lost")
+	b.ReportMetric(med/1000, "request-median-ms")
+	b.ReportMetric(p90/1000, "request-p90-ms")
 }

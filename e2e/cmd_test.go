@@ -29,7 +29,7 @@ import (
 )
 
 // buildExtproc compiles the real binary once per test.
-func buildExtproc(t *testing.T) string {
+func buildExtproc(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "extproc")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extproc")
@@ -49,7 +49,7 @@ type proc struct {
 	done  chan error
 }
 
-func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
+func startProc(t testing.TB, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -95,7 +95,7 @@ func (p *proc) all() []string {
 }
 
 // waitLine waits for a stderr line for which match returns true.
-func (p *proc) waitLine(t *testing.T, what string, match func(string) bool) string {
+func (p *proc) waitLine(t testing.TB, what string, match func(string) bool) string {
 	t.Helper()
 	deadline := time.After(3 * time.Minute)
 	seen := 0
@@ -118,7 +118,7 @@ func (p *proc) waitLine(t *testing.T, what string, match func(string) bool) stri
 	}
 }
 
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -217,6 +217,9 @@ type Exchange struct {
 	ic  *Interceptor
 	req request
 	ctr Container // the response's container (NewExchange with Containers)
+	// owner is the caller's owner hash (NewExchange): sessions of one
+	// owner may share an interpreter process (sandbox.sessions_per_worker).
+	owner string
 }
 
 // Close releases the exchange's container when the exchange ends without

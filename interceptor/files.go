@@ -205,6 +205,9 @@ type Caller struct {
 // answers.
 func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byte) (*Exchange, error) {
 	x, err := i.rewriteRequest(body)
+	if x != nil {
+		x.owner = caller.Owner
+	}
 	if err != nil || !x.req.intercepted || i.containers == nil {
 		return x, err
 	}

@@ -353,7 +353,7 @@ func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res 
 	if l.sess != nil {
 		return l.sess, false, res, true
 	}
-	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes})
+	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes, Owner: l.x.owner})
 	if err != nil {
 		var le *sandbox.LimitError
 		switch {

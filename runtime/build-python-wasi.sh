@@ -5,29 +5,75 @@
 #
 # Output (never in git):
 #   ${CODEINTERP_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/cpython-3.13.5-<recipe hash>}/
-#     python.wasm          interpreter, DWARF stripped, name section kept
+#     python.wasm          interpreter (WASI command), DWARF stripped, name section kept
+#     python-reactor.wasm  the same interpreter as a WASI reactor with the
+#                          ci_* exports of runtime/reactor/ci_reactor.c and an exported
+#                          __stack_pointer: what snapshots are taken from
 #     lib/python3.13/      trimmed stdlib, .py + unchecked-hash .pyc
+#     lib/python3.13/site-packages/
+#                          Debian's pure-Python packages (PACKAGES below, from
+#                          their architecture-all .debs), precompiled
+#     PACKAGES             "name version" of each of those .debs
 #     MANIFEST             sizes and sha256 of the above; written last (cache stamp)
 #
-# The directory name carries a hash of this script, so a changed recipe builds
-# into a new directory and a second run with the cache present returns at once.
+# The directory name carries a hash of this script and reactor/ci_reactor.c, so a
+# changed recipe builds into a new directory and a second run with the cache
+# present returns at once.
 #
 # The machine's apt state is never changed: trixie's indexes live in a private
-# apt directory under the work dir. The host toolchain comes from the
-# machine's own suites (bookworm) through apt-get install.
+# apt directory under the work dir, pointed at the archive the machine's own
+# apt configuration uses (a mirror or proxy an operator set up is honoured).
+# The host toolchain comes from the machine's own suites (bookworm) through
+# apt-get install.
 #
-# Usage: runtime/build-python-wasi.sh [--print-dir]
+# Usage: runtime/build-python-wasi.sh [--print-dir | --print-archive]
 set -euo pipefail
 
 PYVER=3.13.5
 PYSHA256=93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640
 LLVM=19
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-RECIPE=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)
+RECIPE=$(cat "${BASH_SOURCE[0]}" "$HERE/reactor/ci_reactor.c" | sha256sum | cut -c1-12)
+# Debian's pure-Python packages for the guest (architecture all, from trixie:
+# built for python3.13). python3-tz is a transitional package for
+# python3-pytz; openpyxl's lxml is optional (it falls back to ElementTree);
+# pypdf needs typing-extensions only before 3.11.
+# tzdata (architecture all too) gives pytz, dateutil.tz and zoneinfo their
+# time zones.
+PACKAGES=(python3-sympy python3-mpmath python3-networkx python3-dateutil python3-six
+          python3-pytz python3-tabulate python3-openpyxl python3-et-xmlfile python3-pypdf tzdata)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
 OUT=${CODEINTERP_RUNTIME_DIR:-$CACHE_ROOT/cpython-$PYVER-$RECIPE}
 
 if [ "${1:-}" = "--print-dir" ]; then echo "$OUT"; exit 0; fi
+
+APT_ETC=${APT_ETC:-/etc/apt}
+# The Debian archive URL the machine's apt uses for its own main suite:
+# the first one-line "deb URI SUITE ..." or deb822 "URIs:" entry whose
+# suite is a plain release (not -security/-updates/-backports). An
+# operator's mirror or caching proxy carries every suite, so trixie and
+# bookworm both come from it. CODEINTERP_DEBIAN_MIRROR overrides; APT_ETC
+# (default /etc/apt) is for the script's own test (runtime/archive_test.go).
+archive_url() {
+  local f
+  for f in "$APT_ETC/sources.list" "$APT_ETC"/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+           if ($(i+1) !~ /-(security|updates|backports)/ && $i ~ /^(https?|file):/) { print $i; exit } }' "$f"
+  done
+  for f in "$APT_ETC"/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    # deb822: stanzas separated by blank lines; take URIs of a stanza with a
+    # plain release suite and Types containing "deb".
+    awk 'BEGIN { RS = ""; FS = "\n" }
+         { t = ""; u = ""; s = ""
+           for (k = 1; k <= NF; k++) {
+             if ($k ~ /^Types:/) t = $k; else if ($k ~ /^URIs:/) u = $k; else if ($k ~ /^Suites:/) s = $k }
+           sub(/^URIs:[ \t]*/, "", u); split(u, us, /[ \t]+/)
+           if (t ~ /[ \t]deb([ \t]|$)/ && s ~ /^Suites:[ \t]*[a-z]+([ \t]|$)/ && us[1] ~ /^(https?|file):/) { print us[1]; exit } }' "$f"
+  done
+}
+if [ "${1:-}" = "--print-archive" ]; then archive_url | head -1; exit 0; fi
 if [ -f "$OUT/MANIFEST" ]; then
   echo "CPython-WASI runtime present: $OUT"
   exit 0
@@ -58,11 +104,20 @@ fi
 APTD=$WORK/apt
 mkdir -p "$APTD"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+MIRROR=${CODEINTERP_DEBIAN_MIRROR:-$(archive_url | head -1)}
+[ -n "$MIRROR" ] || { echo "no Debian archive found in the machine's apt configuration (set CODEINTERP_DEBIAN_MIRROR)" >&2; exit 1; }
+MIRROR=${MIRROR%/}
 cat > "$APTD/sources.list" <<SRC
-deb [signed-by=$KEYRING] http://deb.debian.org/debian trixie main
-deb-src [signed-by=$KEYRING] http://deb.debian.org/debian trixie main
-deb-src [signed-by=$KEYRING] http://deb.debian.org/debian bookworm main
+deb [signed-by=$KEYRING] $MIRROR trixie main
+deb-src [signed-by=$KEYRING] $MIRROR trixie main
+deb-src [signed-by=$KEYRING] $MIRROR bookworm main
 SRC
+# A changed mirror means fresh indexes.
+if [ "$(cat "$APTD/mirror" 2>/dev/null)" != "$MIRROR" ]; then
+  rm -rf "$APTD/lists" && mkdir -p "$APTD/lists/partial"
+  echo "$MIRROR" > "$APTD/mirror"
+  rm -f dl/.fetched-packages
+fi
 APT_OPTS=(-o "Dir::Etc::SourceList=$APTD/sources.list" -o "Dir::Etc::SourceParts=$APTD/sources.list.d"
   -o "Dir::Etc::Preferences=$APTD/preferences" -o "Dir::Etc::PreferencesParts=$APTD/preferences.d"
   -o "Dir::State::Lists=$APTD/lists" -o "Dir::Cache=$APTD/cache" -o "Dir::State::status=/dev/null"
@@ -77,6 +132,19 @@ if [ ! -f dl/.fetched ]; then
     apt-get "${APT_OPTS[@]}" -qq source --download-only zlib/bookworm sqlite3/bookworm bzip2/bookworm xz-utils/bookworm
     apt-get "${APT_OPTS[@]}" -qq download wasi-libc/trixie )
   touch dl/.fetched
+fi
+mkdir -p dl/packages
+# The stamp holds the package list: a changed list downloads again.
+if [ "$(cat dl/.fetched-packages 2>/dev/null)" != "${PACKAGES[*]}" ]; then
+  rm -f dl/packages/*
+  log "private apt: ${PACKAGES[*]}"
+  [ -n "$(ls "$APTD/lists" | grep -i trixie || true)" ] || apt-get "${APT_OPTS[@]}" -qq update
+  ( cd dl/packages && apt-get "${APT_OPTS[@]}" -qq download "${PACKAGES[@]/%//trixie}" )
+  for p in "${PACKAGES[@]}"; do
+    f=$(ls dl/packages/${p}_*_all.deb 2>/dev/null | head -1)
+    [ -n "$f" ] || { echo "package $p: no architecture-all .deb downloaded" >&2; exit 1; }
+  done
+  echo "${PACKAGES[*]}" > dl/.fetched-packages
 fi
 echo "$PYSHA256  dl/python3.13_$PYVER.orig.tar.xz" | sha256sum -c --quiet -
 
@@ -220,11 +288,25 @@ SITE
         tail -30 configure.log >&2; exit 1; }
   make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; } )
 
+# The reactor: the same objects and libraries as python.wasm's link, with
+# ci_reactor.o in place of Programs/python.o and wasi-libc's reactor crt.
+log "reactor link (python-reactor.wasm)"
+( cd "Python-$PYVER/builddir/wasi"
+  vars() { make -s --no-print-directory --eval "ci-print-$1: ; @echo \$($1)" "ci-print-$1"; }
+  # shellcheck disable=SC2046
+  $CC -c $(vars PY_CORE_CFLAGS) -o ci_reactor.o "$HERE/reactor/ci_reactor.c"
+  # shellcheck disable=SC2046
+  $CC $(vars PY_CORE_LDFLAGS) $(vars LINKFORSHARED) -mexec-model=reactor \
+      -Wl,--export=__stack_pointer -o python-reactor.wasm ci_reactor.o \
+      $(vars LIBRARY) $(vars MODLIBS) $(vars LIBS) $(vars SYSLIBS) >reactor.log 2>&1 || {
+        cat reactor.log >&2; exit 1; } )
+
 # ------------------------------------------------------------- 11. package
 log "package"
 STAGE=$WORK/stage
 rm -rf "$STAGE" && mkdir -p "$STAGE/lib"
 llvm-objcopy-$LLVM --strip-debug "Python-$PYVER/builddir/wasi/python.wasm" "$STAGE/python.wasm"
+llvm-objcopy-$LLVM --strip-debug "Python-$PYVER/builddir/wasi/python-reactor.wasm" "$STAGE/python-reactor.wasm"
 cp -a "Python-$PYVER/Lib" "$STAGE/lib/python3.13"
 cp "Python-$PYVER"/builddir/wasi/build/lib.wasi-wasm32-3.13/_sysconfigdata_*.py "$STAGE/lib/python3.13/"
 mkdir -p "$STAGE/lib/python3.13/lib-dynload"
@@ -232,6 +314,36 @@ mkdir -p "$STAGE/lib/python3.13/lib-dynload"
   rm -rf test idlelib tkinter turtledemo turtle.py ensurepip venv pydoc_data ctypes curses \
          __phello__ site-packages unittest/test sqlite3/test lib2to3 distutils
   find . -name __pycache__ -prune -exec rm -rf {} +
+  # Debian's pure-Python packages: site.py puts site-packages on sys.path.
+  # Their tests are trimmed like the stdlib's.
+  mkdir -p site-packages
+  for d in "$WORK"/dl/packages/*_all.deb; do
+    rm -rf "$WORK/pkg-x" && dpkg-deb -x "$d" "$WORK/pkg-x"
+    echo "$(dpkg-deb -f "$d" Package) $(dpkg-deb -f "$d" Version)" >> "$STAGE/PACKAGES"
+    if [ -d "$WORK/pkg-x/usr/share/zoneinfo" ]; then
+      # tzdata: the guest sees only /usr/local/lib. Symlinks are resolved
+      # (a read-only mount serves plain files); right/ and posix/ are
+      # duplicates of the tree.
+      mkdir -p "$STAGE/lib/zoneinfo"
+      ( cd "$WORK/pkg-x/usr/share/zoneinfo" && tar -ch --exclude=./right --exclude=./posix . ) |
+        tar -C "$STAGE/lib/zoneinfo" -x
+      continue
+    fi
+    [ -d "$WORK/pkg-x/usr/lib/python3/dist-packages" ] || continue
+    cp -a "$WORK/pkg-x/usr/lib/python3/dist-packages/." site-packages/
+  done
+  rm -rf "$WORK/pkg-x"
+  find site-packages -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
+  # Debian's pytz and dateutil read the system's /usr/share/zoneinfo: point
+  # them at the guest's copy.
+  grep -rlZ --include='*.py' -e /usr/share/zoneinfo -e "'/usr','share'" site-packages |
+    xargs -0 -r sed -i -e 's|/usr/share/zoneinfo|/usr/local/lib/zoneinfo|g' \
+                       -e "s|os.path.join('/usr','share',|os.path.join('/usr','local','lib',|"
+  # sympy asks ctypes for sizeof(C long) only; CPython-WASI has no _ctypes
+  # (libffi has no wasm32-wasi port), and wasm32's C long is 4 bytes.
+  sed -i 's|^from ctypes import c_long, sizeof$|try:\n    from ctypes import c_long, sizeof\nexcept ImportError:  # codeinterp: CPython-WASI has no _ctypes; a wasm32 C long is 4 bytes\n    c_long = None\n    def sizeof(_t): return 4|' \
+    site-packages/sympy/external/gmpy.py
+  grep -q 'codeinterp: CPython-WASI has no _ctypes' site-packages/sympy/external/gmpy.py
   # unchecked-hash pycs stay valid whatever the mtimes become (the guest
   # mount is read-only: a stale pyc would be recompiled on every start)
   "$BUILDPY" -m compileall -q -j0 -o 0 --invalidation-mode unchecked-hash . >/dev/null )
@@ -248,7 +360,9 @@ PYEOF
 ( cd "$STAGE"
   { echo "cpython $PYVER wasm32-wasip1 recipe $RECIPE built $(date -u +%FT%TZ)"
     echo "python.wasm $(stat -c %s python.wasm) $(sha256sum python.wasm | cut -c1-64)"
+    echo "python-reactor.wasm $(stat -c %s python-reactor.wasm) $(sha256sum python-reactor.wasm | cut -c1-64)"
     echo "stdlib files $(find lib -type f | wc -l) bytes $(du -sb lib | cut -f1)"
+    echo "packages $(sha256sum PACKAGES | cut -c1-64)"
   } > MANIFEST.tmp )
 mkdir -p "$(dirname "$OUT")"
 rm -rf "$OUT.tmp" && mv "$STAGE" "$OUT.tmp"

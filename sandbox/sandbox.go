@@ -100,6 +100,11 @@ type SessionOptions struct {
 	// MemoryBytes asks for a guest memory size; zero means the operator's
 	// default. Values above the operator's maximum are an error.
 	MemoryBytes int64
+	// Owner is the caller's identity (store.Owner of its credential), ""
+	// when unknown. With sandbox.sessions_per_worker > 1 an interpreter
+	// process serves several sessions in turn, but only of one non-empty
+	// owner; sessions with no owner never share a process.
+	Owner string
 }
 
 // Capacity is a snapshot of a provider's occupancy.

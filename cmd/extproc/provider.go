@@ -15,13 +15,18 @@ import (
 
 // newProvider starts the pool of the configured sandbox provider. self is
 // this binary, re-executed for the hidden worker and launcher commands.
-func newProvider(ctx context.Context, cfg *config.Config, self string, log *zap.Logger) (*pool.Pool, error) {
+// oneShot (extproc exec: one session, the operator's own code) starts
+// from the newest snapshot already taken, when there is one, rather than
+// spending seconds on a new one for a single run.
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, log *zap.Logger) (*pool.Pool, error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
 			return nil, err
 		}
-		return wasm.New(ctx, cfg.WASMConfig([]string{self, workerCommand}), log)
+		wc := cfg.WASMConfig([]string{self, workerCommand})
+		wc.ReuseSnapshot = oneShot
+		return wasm.New(ctx, wc, log)
 	case config.ProviderGVisor:
 		return newGVisor(ctx, cfg, self, log)
 	}

@@ -236,7 +236,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = st.Close()
 		}
 	}()
-	p, err := newProvider(ctx, cfg, self, log.Named("sandbox"))
+	p, err := newProvider(ctx, cfg, self, false, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,11 @@ type Config struct {
 	MaxSessions int           // sessions open at once
 	WarmWorkers int           // interpreters kept started and waiting
 	QueueWait   time.Duration // how long Open waits for capacity
+	// SessionsPerWorker is how many sessions one interpreter process may
+	// serve in turn, each a fresh interpreter (kinds that implement
+	// Recycler only). 1, the default, is one process per session.
+	// Sessions of different owners never share a process.
+	SessionsPerWorker int
 
 	Limits    Limits
 	Isolation Isolation
@@ -46,9 +51,10 @@ type Isolation struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		MaxSessions: 8,
-		WarmWorkers: 2,
-		QueueWait:   2 * time.Second,
+		MaxSessions:       8,
+		WarmWorkers:       2,
+		QueueWait:         2 * time.Second,
+		SessionsPerWorker: 1,
 		Limits: Limits{
 			SourceBytes:         256 << 10,
 			RunTimeout:          30 * time.Second,
@@ -76,6 +82,7 @@ func (c Config) Validate() error {
 	check(c.MaxSessions > 0, "max_sessions", "must be positive")
 	check(c.WarmWorkers >= 0 && c.WarmWorkers <= c.MaxSessions, "warm_workers", "must be between 0 and max_sessions")
 	check(c.QueueWait >= 0, "queue_wait", "must not be negative")
+	check(c.SessionsPerWorker >= 1 && c.SessionsPerWorker <= 10000, "sessions_per_worker", "must be between 1 and 10000")
 	l := c.Limits
 	check(l.SourceBytes > 0, "limits.source_bytes", "must be positive")
 	check(l.RunTimeout > 0, "limits.run_timeout", "must be positive")

@@ -54,6 +54,17 @@ type StartOptions struct {
 	Group cgroup.Group
 }
 
+// Recycler is implemented by interpreters whose process can start a fresh
+// interpreter in place (a WASM worker restoring its snapshot): the pool
+// uses it for sessions_per_worker > 1.
+type Recycler interface {
+	// Recycle ends the current interpreter and starts a fresh one in the
+	// same process; nothing of the old one (memory, files, output) may
+	// remain. It returns once the new one waits for its first program. On
+	// error the pool kills the process.
+	Recycle(ctx context.Context) error
+}
+
 // Interpreter is one started interpreter. The pool serialises calls to Run
 // and File.
 type Interpreter interface {

@@ -32,9 +32,18 @@ type Pool struct {
 	// a send to it never blocks.
 	spares chan struct{}
 
-	mu      sync.Mutex
-	live    map[*interp]struct{} // every interpreter not yet released, for Close
-	lastErr error                // the last start-up failure, for Ready
+	mu   sync.Mutex
+	live map[*interp]struct{} // every interpreter not yet released, for Close
+	// idle holds recycled interpreters by owner, oldest first: a process
+	// that served an owner's session serves only that owner's later ones.
+	idle    map[string][]*interp
+	idleLen int
+	// recycling counts, by owner, interpreters being recycled right now;
+	// idleChanged is closed (and replaced) whenever one finishes, so an
+	// Open can wait for the owner's worker rather than start a process.
+	recycling   map[string]int
+	idleChanged chan struct{}
+	lastErr     error // the last start-up failure, for Ready
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -51,6 +60,10 @@ type interp struct {
 	group       cgroup.Group // nil when isolation is off
 	memory      int64
 	releaseOnce sync.Once
+	// owner is the owner of the first session the process served ("" until
+	// then); sessions counts the sessions it has served.
+	owner    string
+	sessions int
 }
 
 // New checks isolation, prepares the kind, and starts the warm
@@ -75,6 +88,10 @@ func New(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (*Pool, er
 		warm:   make(chan *interp, cfg.WarmWorkers),
 		spares: make(chan struct{}, cfg.WarmWorkers),
 		live:   map[*interp]struct{}{},
+		idle:   map[string][]*interp{},
+
+		recycling:   map[string]int{},
+		idleChanged: make(chan struct{}),
 	}
 	if cfg.Isolation.Cgroup == "off" {
 		log.Warn("sandbox isolation is OFF: interpreters run without cgroup limits (memory, pids, CPU). Never do this in production.")
@@ -142,14 +159,17 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	if err := p.acquire(ctx); err != nil {
 		return nil, err
 	}
-	s := &session{pool: p, id: p.newID(), memory: mem}
+	s := &session{pool: p, id: p.newID(), memory: mem, owner: opts.Owner}
 	if mem == p.cfg.Limits.GuestMemoryBytes {
-		select {
-		case w := <-p.warm:
-			w.Foreground()
-			s.it = w
-			p.spares <- struct{}{}
-		default:
+		s.it = p.takeIdle(ctx, opts.Owner)
+		if s.it == nil {
+			select {
+			case w := <-p.warm:
+				w.Foreground()
+				s.it = w
+				p.spares <- struct{}{}
+			default:
+			}
 		}
 	}
 	if s.it == nil {
@@ -160,9 +180,136 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		}
 		s.it = w
 	}
+	s.it.owner = opts.Owner
+	s.it.sessions++
 	s.gen.Store(1)
 	return s, nil
 }
+
+// takeIdle returns a recycled interpreter of owner's, or nil. When none
+// is idle but one of the owner's is being recycled (its last session just
+// closed: a few milliseconds), it waits for that one up to recycleWait,
+// which is far less than starting a worker. An owner of "" (no credential)
+// is nobody in particular: its sessions never share.
+func (p *Pool) takeIdle(ctx context.Context, owner string) *interp {
+	if owner == "" || p.cfg.SessionsPerWorker <= 1 {
+		return nil
+	}
+	deadline := time.NewTimer(recycleWait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		w := p.takeIdleLocked(owner)
+		pending, changed := p.recycling[owner] > 0, p.idleChanged
+		p.mu.Unlock()
+		if w != nil || !pending {
+			return w
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// recycleWait bounds how long Open waits for an owner's worker being
+// recycled.
+const recycleWait = 250 * time.Millisecond
+
+// takeIdleLocked pops the owner's most recently parked live interpreter.
+// Callers hold p.mu.
+func (p *Pool) takeIdleLocked(owner string) *interp {
+	for q := p.idle[owner]; len(q) > 0; q = p.idle[owner] {
+		w := q[len(q)-1] // the most recently used: its pages are warm
+		p.setIdle(owner, q[:len(q)-1])
+		select {
+		case <-w.Exited():
+			go p.release(w)
+			continue
+		default:
+		}
+		return w
+	}
+	return nil
+}
+
+func (p *Pool) setIdle(owner string, q []*interp) {
+	p.idleLen += len(q) - len(p.idle[owner])
+	if len(q) == 0 {
+		delete(p.idle, owner)
+	} else {
+		p.idle[owner] = q
+	}
+}
+
+// recycleOrRelease is what happens to a session's interpreter when the
+// session closes: with sessions_per_worker > 1 a healthy one that may
+// serve more sessions of its owner starts a fresh interpreter in place and
+// waits for that owner; anything else is released.
+func (p *Pool) recycleOrRelease(w *interp) {
+	r, ok := w.Interpreter.(Recycler)
+	if !ok || w.owner == "" || w.sessions >= p.cfg.SessionsPerWorker ||
+		w.memory != p.cfg.Limits.GuestMemoryBytes || p.closed.Load() {
+		p.release(w)
+		return
+	}
+	select {
+	case <-w.Exited():
+		p.release(w)
+		return
+	default:
+	}
+	p.mu.Lock()
+	p.recycling[w.owner]++
+	p.mu.Unlock()
+	// done ends the recycling under p.mu and wakes Opens waiting for it.
+	done := func() {
+		if p.recycling[w.owner]--; p.recycling[w.owner] == 0 {
+			delete(p.recycling, w.owner)
+		}
+		close(p.idleChanged)
+		p.idleChanged = make(chan struct{})
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, startTimeout)
+	err := r.Recycle(ctx)
+	cancel()
+	if err != nil {
+		p.log.Warn("recycling an interpreter failed", zap.String("provider", p.kind.Name()), zap.Error(err))
+		p.mu.Lock()
+		done()
+		p.mu.Unlock()
+		p.release(w)
+		return
+	}
+	p.mu.Lock()
+	done()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		p.release(w)
+		return
+	}
+	var evict *interp
+	if p.idleLen >= p.cfg.MaxSessions {
+		// Bound the parked processes: the owner with the oldest parked
+		// one gives it up (map order is random; good enough for a bound).
+		for o, q := range p.idle {
+			evict = q[0]
+			p.setIdle(o, q[1:])
+			break
+		}
+	}
+	p.setIdle(w.owner, append(p.idle[w.owner], w))
+	p.mu.Unlock()
+	if evict != nil {
+		p.release(evict)
+	}
+}
+
+// startTimeout bounds one Recycle.
+const startTimeout = time.Minute
 
 // MinMemoryBytes is the smallest session memory any kind accepts.
 const MinMemoryBytes = 32 << 20
@@ -306,6 +453,15 @@ func (p *Pool) release(w *interp) {
 	w.releaseOnce.Do(func() {
 		p.mu.Lock()
 		delete(p.live, w)
+		if q := p.idle[w.owner]; len(q) > 0 {
+			kept := q[:0:0]
+			for _, x := range q {
+				if x != w {
+					kept = append(kept, x)
+				}
+			}
+			p.setIdle(w.owner, kept)
+		}
 		p.mu.Unlock()
 		p.deleteGroup(w.group)
 	})

@@ -21,6 +21,7 @@ type session struct {
 	pool   *Pool
 	id     string
 	memory int64
+	owner  string
 	// gen is Generation: atomic so that reading it does not wait for a run.
 	gen atomic.Uint64
 
@@ -34,6 +35,18 @@ type session struct {
 }
 
 func (s *session) ID() string { return s.id }
+
+// WorkerPID is the process id of the session's interpreter, 0 when it has
+// none (after Close or a loss): for diagnostics and tests of which process
+// served which session.
+func (s *session) WorkerPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.it == nil {
+		return 0
+	}
+	return s.it.PID()
+}
 
 func (s *session) Generation() uint64 { return s.gen.Load() }
 
@@ -54,6 +67,7 @@ func (s *session) interpreter(ctx context.Context) (*interp, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.owner, w.sessions = s.owner, 1
 		s.it = w
 		s.gen.Add(1)
 	}
@@ -209,7 +223,7 @@ func (s *session) Close() error {
 	p := s.pool
 	end := func() {
 		if w != nil {
-			p.release(w)
+			p.recycleOrRelease(w)
 		}
 		<-p.slots
 	}

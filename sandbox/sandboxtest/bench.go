@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,5 +103,74 @@ func BenchSessionThroughput(b *testing.B, p *pool.Pool) {
 		}
 		s.Close()
 	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sessions/s")
+}
+
+// BenchColdSession opens a session for owner while no session is open and
+// runs code, b.N times: with WarmWorkers = 0 and one session per worker
+// that is a worker start per session; with sessions_per_worker > 1 and an
+// owner, every session after the first takes the owner's recycled worker
+// (the previous session's close finishes, timer stopped, before the next
+// open). It reports the median.
+func BenchColdSession(b *testing.B, p *pool.Pool, owner, code, want string) {
+	ctx := context.Background()
+	var took []time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		s, err := p.Open(ctx, sandbox.SessionOptions{Owner: owner})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.Run(ctx, code)
+		took = append(took, time.Since(t0))
+		if err != nil || r.Stdout != want {
+			b.Fatalf("%+v %v", r, err)
+		}
+		b.StopTimer()
+		s.Close()
+		for p.Capacity().InUse > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		b.StartTimer()
+	}
+	ReportMedian(b, took)
+}
+
+// BenchFreshSessions has clients goroutines open a session for owner, run
+// print(25) and close it, back to back, b.N sessions in all; it reports
+// sessions/s. Each session is a fresh interpreter.
+func BenchFreshSessions(b *testing.B, p *pool.Pool, owner string, clients int) {
+	WaitWarm(b, p)
+	ctx := context.Background()
+	var mu sync.Mutex
+	left := b.N
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				s, err := p.Open(ctx, sandbox.SessionOptions{Owner: owner})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if r, err := s.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+					b.Errorf("%+v %v", r, err)
+				}
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "sessions/s")
 }

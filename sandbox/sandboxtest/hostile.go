@@ -222,6 +222,13 @@ for name, fam, typ, addr in [
 // usable (on a fresh interpreter where it killed one) and the provider
 // healthy; the host's canary process and listener must be untouched.
 func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
+	RunHostileAs(t, p, provider, "")
+}
+
+// RunHostileAs is RunHostile with every session opened for owner: with
+// sessions_per_worker > 1 each hostile program then runs in a process that
+// served the previous ones, which must not matter.
+func RunHostileAs(t *testing.T, p sandbox.Provider, provider, owner string) {
 	canary := exec.Command("sleep", "600")
 	if err := canary.Start(); err != nil {
 		t.Fatalf("start the canary process: %v", err)
@@ -245,6 +252,8 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
 
+	seen := map[int]bool{}
+	reused := 0
 	for _, c := range hostileCorpus() {
 		t.Run(c.name, func(t *testing.T) {
 			want, ok := c.want[provider]
@@ -255,11 +264,25 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 			if strings.Contains(code, "%[") {
 				code = fmt.Sprintf(code, canary.Process.Pid, port, self)
 			}
-			s, err := p.Open(context.Background(), sandbox.SessionOptions{})
+			s, err := p.Open(context.Background(), sandbox.SessionOptions{Owner: owner})
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
-			defer s.Close()
+			if ps, ok := s.(interface{ WorkerPID() int }); ok {
+				pid := ps.WorkerPID()
+				if seen[pid] {
+					reused++
+				}
+				seen[pid] = true
+			}
+			defer func() {
+				_ = s.Close()
+				if owner != "" {
+					// Let the interpreter be recycled before the next case
+					// opens, so that the next case runs where this one did.
+					waitNoneOpen(p)
+				}
+			}()
 			r, err := s.Run(context.Background(), code)
 			if err != nil {
 				t.Fatalf("run: %v", err)
@@ -285,6 +308,12 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 			}
 		})
 	}
+	if owner != "" {
+		t.Logf("%d of %d hostile programs ran in a process that had served an earlier one", reused, len(hostileCorpus()))
+		if reused == 0 {
+			t.Errorf("no hostile program ran in a recycled process: sessions_per_worker was not exercised")
+		}
+	}
 	if err := canary.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the host canary process was harmed: %v", err)
 	}
@@ -294,13 +323,20 @@ func RunHostile(t *testing.T, p sandbox.Provider, provider string) {
 	default:
 	}
 	// The provider as a whole is healthy: a brand-new session runs normally.
-	s, err := p.Open(context.Background(), sandbox.SessionOptions{})
+	s, err := p.Open(context.Background(), sandbox.SessionOptions{Owner: owner})
 	if err != nil {
 		t.Fatalf("open after the corpus: %v", err)
 	}
 	defer s.Close()
 	if r, err := s.Run(context.Background(), "print('healthy')"); err != nil || strings.TrimSpace(r.Stdout) != "healthy" {
 		t.Fatalf("provider unhealthy after the hostile programs: %+v, %v", r, err)
+	}
+}
+
+// waitNoneOpen waits (up to a minute) until p has no session open.
+func waitNoneOpen(p sandbox.Provider) {
+	for deadline := time.Now().Add(time.Minute); p.Capacity().InUse > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

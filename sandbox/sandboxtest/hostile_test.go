@@ -3,6 +3,7 @@ package sandboxtest_test
 import (
 	"testing"
 
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
@@ -16,4 +17,15 @@ func TestHostileCorpus(t *testing.T) {
 			sandboxtest.RunHostile(t, p, provider)
 		})
 	}
+	// WASM sessions restored from the snapshot in processes that serve
+	// several sessions of one owner in turn: every hostile program runs
+	// where earlier ones ran.
+	t.Run("wasm-sessions_per_worker-4", func(t *testing.T) {
+		limits := sandboxtest.HostileLimits("wasm")
+		p := sandboxtest.NewProvider(t, "wasm", func(c *pool.Config) {
+			limits(c)
+			c.SessionsPerWorker = 4
+		})
+		sandboxtest.RunHostileAs(t, p, "wasm", "hostile-owner")
+	})
 }

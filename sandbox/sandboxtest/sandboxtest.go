@@ -140,6 +140,9 @@ func Config(tb testing.TB) wasm.Config {
 	cfg.QueueWait = 5 * time.Second
 	cfg.Limits.RunTimeout = 20 * time.Second
 	cfg.Isolation.CgroupParent = "/codeinterp-test"
+	// Every test pool would otherwise take its own snapshot (seconds of
+	// CPU each): share the newest. Tests of rotation take their own.
+	cfg.ReuseSnapshot = true
 	return cfg
 }
 

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
 // BenchmarkWarmPrint25 times print(25) from the call to the result, in a
@@ -31,6 +34,95 @@ func BenchmarkColdPrint25(b *testing.B) {
 // as fast as the pool can supply interpreters; it reports sessions/s.
 func BenchmarkSessionThroughput(b *testing.B) {
 	sandboxtest.BenchSessionThroughput(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 2 }))
+}
+
+// benchPool is a pool with the production sizes (8 sessions, 2 warm
+// interpreters unless warm says otherwise), starting sessions cold
+// (python.wasm's _start, today's path before snapshots) or from the
+// snapshot, with perWorker sessions per worker process.
+func benchPool(b *testing.B, cold bool, perWorker, warm int) *pool.Pool {
+	cfg := sandboxtest.Config(b)
+	d := pool.DefaultConfig()
+	cfg.MaxSessions = d.MaxSessions
+	cfg.WarmWorkers = warm
+	cfg.SessionsPerWorker = perWorker
+	cfg.ColdStart = cold
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := wasm.New(ctx, cfg, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	return p
+}
+
+// startModes are the ways a session can start, side by side: the baseline
+// is python.wasm started cold in a new worker process (the path before
+// snapshots), then the snapshot restored in a new worker process per
+// session (the default), then restored in a worker that serves 8 sessions
+// of one owner in turn.
+var startModes = []struct {
+	name      string
+	cold      bool
+	perWorker int
+	owner     string
+}{
+	{"baseline-python.wasm-cold-start", true, 1, ""},
+	{"snapshot-1-per-worker", false, 1, ""},
+	{"snapshot-8-per-worker", false, 8, "bench-owner"},
+}
+
+// BenchmarkColdSession: open a session while no interpreter is warm and
+// run print(25), in each start mode (median in ms-p50).
+func BenchmarkColdSession(b *testing.B) {
+	for _, m := range startModes {
+		b.Run(m.name, func(b *testing.B) {
+			sandboxtest.BenchColdSession(b, benchPool(b, m.cold, m.perWorker, 0), m.owner, "print(25)", "25\n")
+		})
+	}
+}
+
+// BenchmarkFreshSessions: sessions/s, each a fresh interpreter running
+// print(25), from 4 clients at once, with the default 2 warm interpreters,
+// in each start mode, and with 64 sessions per worker to show where the
+// worker process's start-up stops mattering.
+func BenchmarkFreshSessions(b *testing.B) {
+	modes := append(startModes[:len(startModes):len(startModes)], struct {
+		name      string
+		cold      bool
+		perWorker int
+		owner     string
+	}{"snapshot-64-per-worker", false, 64, "bench-owner"})
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
+			sandboxtest.BenchFreshSessions(b, benchPool(b, m.cold, m.perWorker, 2), m.owner, 4)
+		})
+	}
+}
+
+// BenchmarkSympySession: a cold session (snapshot, new worker) whose first
+// program imports sympy, mpmath and networkx, against one that only prints:
+// they are imported in the snapshot, so the session pays nothing for them.
+func BenchmarkSympySession(b *testing.B) {
+	for _, c := range []struct{ name, code, want string }{
+		{"plain-print25", "print(25)", "25\n"},
+		{"import-sympy", "import sympy, mpmath, networkx; print(25)", "25\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			sandboxtest.BenchColdSession(b, benchPool(b, false, 1, 0), "", c.code, c.want)
+		})
+	}
+}
+
+// BenchmarkSympyImportColdStart is the baseline for SympySession: a cold
+// python.wasm session (no snapshot) that imports sympy itself. It takes
+// seconds per iteration: make bench runs it 3 times, apart.
+func BenchmarkSympyImportColdStart(b *testing.B) {
+	if b.N > 5 {
+		b.Skip("seconds per iteration: run with -benchtime 3x (make bench does)")
+	}
+	sandboxtest.BenchColdSession(b, benchPool(b, true, 1, 0), "", "import sympy, mpmath, networkx; print(25)", "25\n")
 }
 
 // BenchmarkWorkerPeakRSS reports the peak resident set of a worker process

@@ -12,6 +12,11 @@
 // verified the cgroup membership.
 //
 // Warm interpreters wait, blocked on their first read, so a session's first
-// run costs about a millisecond instead of the ~130 ms of interpreter
-// start-up. The guest has the standard library only.
+// run costs about a millisecond. A worker that is not warm restores its
+// interpreter from the kind's snapshot (snapshot.go: taken by a trusted
+// process at Prepare and every SnapshotRotateSessions sessions) instead of
+// starting CPython; with pool.Config.SessionsPerWorker > 1 the pool recycles
+// a worker for later sessions of the same owner (proc.Recycle). The guest
+// has the standard library and the runtime's pure-Python packages, which the
+// snapshot has imported.
 package wasm

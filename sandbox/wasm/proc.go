@@ -26,6 +26,7 @@ type proc struct {
 	exited  chan struct{} // closed once the process is reaped
 	waitErr error
 	diag    *tailBuffer // the worker's own stderr (never guest output)
+	kind    *Kind
 
 	killOnce sync.Once
 }
@@ -140,6 +141,7 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		msgs:   make(chan *wire.Msg, 4),
 		exited: make(chan struct{}),
 		diag:   &tailBuffer{max: 8 << 10},
+		kind:   k,
 	}
 	go func() {
 		_, _ = io.Copy(w.diag, diagR)
@@ -178,6 +180,7 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		StderrBytes:      o.Limits.StderrBytes,
 		ScratchBytes:     o.Limits.ScratchBytes,
 		ParentPID:        os.Getpid(),
+		SnapshotDir:      k.countSession(),
 	}
 	if k.root {
 		init.DropTo = &wire.Credential{UID: k.cfg.Isolation.UID, GID: k.cfg.Isolation.GID}
@@ -185,6 +188,26 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindInit, Init: init}); err != nil {
 		return nil, fmt.Errorf("wasm: configure worker: %w", err)
 	}
+	if err := w.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Recycle implements pool.Recycler: the worker drops its session's
+// instance and restores a fresh one from its snapshot.
+func (w *proc) Recycle(ctx context.Context) error {
+	if w.kind.snaps == nil {
+		return errors.New("wasm: cold-start workers are not recycled")
+	}
+	w.kind.countSession()
+	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindNext}); err != nil {
+		return errors.New("the worker stopped accepting work")
+	}
+	return w.awaitReady(ctx)
+}
+
+func (w *proc) awaitReady(ctx context.Context) error {
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
@@ -192,18 +215,18 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		switch {
 		case !ok:
 			<-w.exited
-			return nil, fmt.Errorf("wasm: worker died during start-up (%v): %s", w.waitErr, w.diag.String())
+			return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.waitErr, w.diag.String())
 		case m.Kind == wire.KindFatal:
-			return nil, fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
+			return fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
 		case m.Kind != wire.KindReady:
-			return nil, fmt.Errorf("wasm: worker sent %q before ready", m.Kind)
+			return fmt.Errorf("wasm: worker sent %q before ready", m.Kind)
 		}
 	case <-timer.C:
-		return nil, fmt.Errorf("wasm: worker not ready after %s", startTimeout)
+		return fmt.Errorf("wasm: worker not ready after %s", startTimeout)
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wasm: %w", ctx.Err())
+		return fmt.Errorf("wasm: %w", ctx.Err())
 	}
-	return w, nil
+	return nil
 }
 
 // PID implements pool.Interpreter.

@@ -1,6 +1,18 @@
 // Package worker is the body of a sandbox worker process: the server's own
-// binary, re-executed with a hidden command, hosting exactly one CPython-WASI
-// interpreter under wazero for exactly one session.
+// binary, re-executed with a hidden command, hosting one CPython-WASI
+// interpreter under wazero per session — by default for exactly one session;
+// with a snapshot it may serve several sessions of one owner in turn, each a
+// fresh instance (KindNext).
+//
+// Sessions start either cold (python.wasm's _start) or, by default, from a
+// snapshot (snapshot.go, restore.go): the trusted "snapshot" mode starts
+// CPython in the reactor build, imports the stdlib modules and packages,
+// defines the kernel, and saves linear memory and the exported mutable
+// globals; a worker instantiates the data-stripped module without a start
+// function over a MAP_PRIVATE mapping of that image, sets the globals and
+// runs post_restore.py (RNGs reseeded from the session's crypto/rand) and
+// the kernel. The guest's monotonic clock is the host's system-wide one,
+// offset if the image came from a boot whose clock read more.
 //
 // The process starts as the server's user, inside the cgroup the server made
 // for it (the server verifies the attachment before it sends Init). It reads
@@ -9,7 +21,7 @@
 // signal re-armed) before the guest runs a single instruction. The guest
 // sees the stdlib read-only, an in-memory bounded /tmp and /mnt/data, real
 // clocks and crypto randomness, and nothing else: no host files, no
-// environment beyond PYTHONHOME, no sockets.
+// environment (PYTHONHOME only on the cold path), no sockets.
 //
 // Guest stdout and stderr go to bounded in-memory buffers: bytes past the
 // bound are counted and dropped as they are written, whether they come from

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/sys/unix"
@@ -46,6 +47,12 @@ func Main(args []string) int {
 			break
 		}
 		err = Precompile(context.Background(), args[1], args[2])
+	case "snapshot":
+		if len(args) != 4 {
+			err = errors.New("usage: snapshot RUNTIME_DIR CACHE_DIR OUT_DIR")
+			break
+		}
+		err = TakeSnapshot(context.Background(), args[1], args[2], args[3])
 	case "serve":
 		err = serve()
 	default:
@@ -70,12 +77,21 @@ func Precompile(ctx context.Context, runtimeDir, cacheDir string) error {
 		return fmt.Errorf("compilation cache: %w", err)
 	}
 	defer cache.Close(ctx)
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().WithCompilationCache(cache))
 	defer rt.Close(ctx)
 	if _, err := rt.CompileModule(ctx, wasm); err != nil {
 		return fmt.Errorf("compile python.wasm: %w", err)
 	}
 	return nil
+}
+
+// compilerConfig is the runtime configuration of everything that compiles
+// or loads a module. It must be the same in the trusted step that fills the
+// cache and in workers: wazero's cache key covers the binary and whether
+// the code checks for context cancellation (WithCloseOnContextDone), so a
+// mismatch makes every worker miss the cache and compile (seconds) itself.
+func compilerConfig() wazero.RuntimeConfig {
+	return wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true)
 }
 
 // serve is the worker's life: one interpreter, many runs, then exit.
@@ -158,11 +174,21 @@ type worker struct {
 	runtimeDir *os.File
 	sendMu     sync.Mutex
 
-	scratch *scratch
-	stdinW  *io.PipeWriter
-	stdout  *boundedWriter
-	stderr  *markerWriter
-	exited  chan error // the module's _start returned (with its error)
+	rt      wazero.Runtime
+	libDir  string
+	snap    *restorer // nil: sessions start python.wasm cold
+	started time.Time // when the current session's start began
+
+	// The current session (a worker serves one at a time; with a snapshot
+	// it can serve several in turn, each a fresh instance).
+	scratch  *scratch
+	stdinW   *io.PipeWriter
+	stdout   *boundedWriter
+	stderr   *markerWriter
+	mod      api.Module         // the restored instance (nil on the cold path)
+	stop     context.CancelFunc // ends the restored instance's execution
+	exited   chan error         // the guest's entry point returned (with its error)
+	sessions int
 }
 
 func (w *worker) send(m *wire.Msg) error {
@@ -177,17 +203,11 @@ func (w *worker) start(runtimeDir *os.File) error {
 	// Privileged part: the runtime may live where the drop-to user cannot
 	// reach (e.g. root's cache). Read and compile it now.
 	root := fmt.Sprintf("/proc/self/fd/%d", runtimeDir.Fd())
-	wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
-	if err != nil {
-		return fmt.Errorf("read python.wasm: %w", err)
-	}
 	pages := uint32(w.init.GuestMemoryBytes / wasmPageSize)
 	if pages == 0 || pages > 65536 {
 		return fmt.Errorf("guest memory %d bytes is out of range", w.init.GuestMemoryBytes)
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
+	rc := compilerConfig().WithMemoryLimitPages(pages)
 	if w.init.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(w.init.CacheDir)
 		if err != nil {
@@ -196,9 +216,24 @@ func (w *worker) start(runtimeDir *os.File) error {
 		rc = rc.WithCompilationCache(cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	compiled, err := rt.CompileModule(ctx, wasm)
-	if err != nil {
-		return fmt.Errorf("compile python.wasm: %w", err)
+	w.rt = rt
+	w.libDir = filepath.Join(root, "lib")
+	var compiled wazero.CompiledModule
+	var err error
+	if w.init.SnapshotDir != "" {
+		// The snapshot's files may be root's: open them now. The image
+		// stays open for the sessions to map.
+		if w.snap, err = openRestorer(ctx, rt, w.init.SnapshotDir, pages); err != nil {
+			return err
+		}
+	} else {
+		wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
+		if err != nil {
+			return fmt.Errorf("read python.wasm: %w", err)
+		}
+		if compiled, err = rt.CompileModule(ctx, wasm); err != nil {
+			return fmt.Errorf("compile python.wasm: %w", err)
+		}
 	}
 	if _, err := instantiateWASI(ctx, rt); err != nil {
 		return err
@@ -212,31 +247,52 @@ func (w *worker) start(runtimeDir *os.File) error {
 	}
 
 	// From here on the guest runs.
+	w.started = started
+	return w.startSession(ctx, compiled)
+}
+
+// startSession starts a fresh interpreter — python.wasm's _start (cold) or
+// an instance restored from the snapshot — with fresh stdio and scratch,
+// waits until it asks for its first program, and reports ready.
+func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModule) error {
 	stdinR, stdinW := io.Pipe()
 	w.stdinW = stdinW
 	w.stdout = newBoundedWriter(w.init.StdoutBytes)
 	w.stderr = &markerWriter{out: newBoundedWriter(w.init.StderrBytes)}
 	ready := make(chan struct{})
 	w.scratch = newScratch(w.init.ScratchBytes)
-	fsConfig := guestFS(filepath.Join(root, "lib"), w.scratch)
-	mc := wazero.NewModuleConfig().
-		WithName("").
-		WithArgs("python3.13", "-u", "-c", bootstrap).
-		WithEnv("PYTHONHOME", "/usr/local").
+	w.exited = make(chan error, 1)
+	w.sessions++
+	mc := snapshotModuleConfig(guestFS(w.libDir, w.scratch)).
 		WithStdin(&readyReader{r: stdinR, ready: ready}).
 		WithStdout(w.stdout).
-		WithStderr(w.stderr).
-		WithFSConfig(fsConfig).
-		WithRandSource(rand.Reader).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithSysNanosleep()
-	w.exited = make(chan error, 1)
-	allocCtx := experimental.WithMemoryAllocator(ctx, mmapAllocator{})
-	go func() {
-		_, err := rt.InstantiateModule(allocCtx, compiled, mc)
-		w.exited <- err
-	}()
+		WithStderr(w.stderr)
+	if w.snap != nil {
+		mod, err := w.snap.restore(ctx, w.rt, mc)
+		if err != nil {
+			return err
+		}
+		w.mod = mod
+		exited := w.exited
+		// Cancelling runCtx stops the guest at its next check without
+		// freeing its memory under it (wazero defers that to Close).
+		runCtx, stop := context.WithCancel(ctx)
+		w.stop = stop
+		go func() {
+			// Blocks in the kernel loop for the session's life.
+			exited <- execSource(runCtx, mod, restoreEntry)
+		}()
+	} else {
+		mc = mc.WithArgs("python3.13", "-u", "-c", bootstrap).
+			WithEnv("PYTHONHOME", "/usr/local").
+			WithSysNanotime()
+		allocCtx := experimental.WithMemoryAllocator(ctx, mmapAllocator{})
+		exited := w.exited
+		go func() {
+			_, err := w.rt.InstantiateModule(allocCtx, compiled, mc)
+			exited <- err
+		}()
+	}
 	select {
 	case <-ready:
 	case err := <-w.exited:
@@ -244,7 +300,35 @@ func (w *worker) start(runtimeDir *os.File) error {
 	}
 	w.stderr.out.reset()
 	w.stdout.reset()
-	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(started).Nanoseconds()}})
+	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(w.started).Nanoseconds()}})
+}
+
+// nextSession ends the current restored session and starts a fresh one
+// from the snapshot in this process. The old guest gets EOF on its input
+// (the kernel then exits); nothing of it survives: its memory mapping,
+// stdio, scratch space and module instance all go.
+func (w *worker) nextSession(ctx context.Context) error {
+	if w.snap == nil {
+		return errNoSnapshot
+	}
+	w.started = time.Now()
+	// EOF ends the kernel, unless the session patched it (os._exit is
+	// looked up at call time): cancelling its context ends it regardless,
+	// at its next loop header or call (WithCloseOnContextDone code checks).
+	// Only once it has stopped is the instance closed: Close unmaps its
+	// memory, which must not happen under running guest code.
+	_ = w.stdinW.Close()
+	w.stop()
+	select {
+	case <-w.exited:
+	case <-time.After(5 * time.Second):
+		return errors.New("the session's interpreter did not end")
+	}
+	if err := w.mod.Close(ctx); err != nil {
+		return fmt.Errorf("close the session's instance: %w", err)
+	}
+	w.mod = nil
+	return w.startSession(ctx, nil)
 }
 
 // loop serves runs and file operations until the server closes the control
@@ -261,6 +345,12 @@ func (w *worker) loop(ctlIn io.Reader) error {
 			return err
 		}
 		switch msg.Kind {
+		case wire.KindNext:
+			if err := w.nextSession(context.Background()); err != nil {
+				_ = w.send(&wire.Msg{Kind: wire.KindFatal, Fatal: err.Error()})
+				return err
+			}
+			continue
 		case wire.KindPut, wire.KindGet, wire.KindList:
 			if msg.File == nil {
 				return fmt.Errorf("%q message without a request", msg.Kind)

@@ -33,6 +33,10 @@ const (
 	KindReady  = "ready"  // worker → server: interpreter started and waiting
 	KindResult = "result" // worker → server
 	KindFatal  = "fatal"  // worker → server: the worker cannot go on
+	// KindNext ends the worker's current session and starts a fresh one
+	// from the snapshot in the same process (sandbox.sessions_per_worker);
+	// the worker answers KindReady, or KindFatal and exits.
+	KindNext = "next" // server → worker
 
 	// File operations on the scratch space, between runs (the guest is
 	// idle). Each request carries a FileRequest and is answered by one
@@ -69,6 +73,9 @@ type Init struct {
 	// ParentPID lets the worker check it was not orphaned before it armed
 	// its parent-death signal.
 	ParentPID int `json:"parent_pid"`
+	// SnapshotDir, when set, is the snapshot (TakeSnapshot's output) that
+	// sessions start from instead of python.wasm's cold start.
+	SnapshotDir string `json:"snapshot_dir,omitempty"`
 }
 
 // Credential is a uid/gid pair.

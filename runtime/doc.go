@@ -1,0 +1,5 @@
+// Package runtime holds the scripts that build and install the sandboxes'
+// runtimes (build-python-wasi.sh, install-gvisor.sh, install-redis.sh) and
+// the C source of the CPython reactor (reactor/ci_reactor.c). It has no Go code of
+// its own; its tests check the scripts' logic that needs no build.
+package runtime
