@@ -144,6 +144,9 @@ out=$("${PODMAN[@]}" run --rm "${ULIMITS[@]}" --privileged --cgroupns=private --
   { echo "build.sh: extproc exec in $stage failed:" >&2; echo "$out" >&2; exit 1; }
 grep -q '"status": "completed"' <<<"$out" && grep -q '"stdout": "precompiled\\n"' <<<"$out" ||
   { echo "build.sh: extproc exec in $stage did not complete:" >&2; echo "$out" >&2; exit 1; }
+# The snapshot exec took holds a string hash seed: never ship one (every
+# pod takes its own at start, into sandbox.snapshot_dir).
+find "$CTX/cache" -type d -name snapshots -prune -exec rm -rf {} +
 [ -n "$(find "$CTX/cache" -type f)" ] || { echo "build.sh: the precompile step wrote nothing to $CTX/cache" >&2; exit 1; }
 log "compilation cache: $(du -sh "$CTX/cache" | cut -f1)"
 

@@ -1103,8 +1103,8 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
 		{"image tag", "codeinterp.yaml", "image: codeinterp/extproc:0.1.0", "image: codeinterp/extproc:latest", "want codeinterp/extproc:0.1.0"},
 		{"cache_dir elsewhere", "codeinterp.yaml", "cache_dir: /var/cache/codeinterp/wazero", "cache_dir: /tmp/wazero", "is not the image's precompiled cache"},
-		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /etc/codeinterp\n          readOnly: true\n      volumes:\n",
-			"          mountPath: /etc/codeinterp\n          readOnly: true\n        - name: cache\n          mountPath: /var/cache/codeinterp\n      volumes:\n      - name: cache\n        emptyDir: {}\n",
+		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /var/lib/codeinterp/snapshots\n      volumes:\n",
+			"          mountPath: /var/lib/codeinterp/snapshots\n        - name: cache\n          mountPath: /var/cache/codeinterp\n      volumes:\n      - name: cache\n        emptyDir: {}\n",
 			"volume cache at /var/cache/codeinterp hides the image's precompiled cache"},
 		{"command replaces the entrypoint", "codeinterp.yaml", `        args: ["serve",`, `        command: ["/extproc"]` + "\n" + `        args: ["serve",`, "want no command"},
 	}
