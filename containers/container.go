@@ -245,5 +245,6 @@ func (c *container) Close() error {
 		c.m.release(c.h)
 		c.h = nil
 	}
+	c.m.unclaim(c.meta.ID)
 	return nil
 }

@@ -68,6 +68,11 @@ type Manager struct {
 	mu   sync.Mutex
 	held map[string]*held // container id → its interpreter
 	idle *list.List       // of *held not in use, least recently used first
+	// claims counts the responses that have a container open, from before
+	// it is looked up or created until the response closes it: such a
+	// container is in use even before its first run, and never deleted to
+	// make room (createAuto).
+	claims map[string]int
 }
 
 var _ interceptor.Containers = (*Manager)(nil)
@@ -107,16 +112,49 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New()}
+	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{}}
 }
 
-// Open implements interceptor.Containers.
+// Open implements interceptor.Containers. The container it returns stays
+// claimed (in use) until its Close.
 func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (interceptor.Container, error) {
+	var claimed []string
+	claim := func(id string) {
+		m.mu.Lock()
+		m.claims[id]++
+		m.mu.Unlock()
+		claimed = append(claimed, id)
+	}
+	c, err := m.open(ctx, spec, claim)
+	for _, id := range claimed {
+		if c == nil || id != c.meta.ID {
+			m.unclaim(id)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (m *Manager) unclaim(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims[id]--; m.claims[id] <= 0 {
+		delete(m.claims, id)
+	}
+}
+
+// open looks up or makes the container; claim is called with each id
+// before it is looked up or stored, so no other response can delete it
+// meanwhile.
+func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, claim func(string)) (*container, error) {
 	now := m.cfg.Now()
 	var c store.Container
 	fresh := false
 	switch {
 	case spec.ID != "":
+		claim(spec.ID)
 		got, err := m.use(ctx, spec.Owner, spec.ID, now)
 		if err != nil {
 			return nil, err
@@ -124,6 +162,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 		c = got
 	default:
 		for _, id := range spec.Reuse {
+			claim(id)
 			if got, err := m.use(ctx, spec.Owner, id, now); err == nil {
 				c = got
 				break
@@ -135,6 +174,7 @@ func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (int
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
+			claim(c.ID)
 			if err := m.createAuto(ctx, c); err != nil {
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
@@ -204,12 +244,13 @@ func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
 	return m.st.PutContainer(ctx, c)
 }
 
-// inUse reports whether a response is using the container's interpreter.
+// inUse reports whether a response has the container open or is using
+// its interpreter.
 func (m *Manager) inUse(cid string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.held[cid]
-	return ok && h.users > 0
+	return m.claims[cid] > 0 || ok && h.users > 0
 }
 
 // use looks a container up for owner and refreshes its expiry.

@@ -285,3 +285,40 @@ func TestAutoContainersRecycled(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoContainerInUseNeverRecycled: an auto container a response has
+// opened, even before its first run, is never deleted to make room for
+// another response of the same caller (the load run lost such containers
+// to "store: not found" mid-response).
+func TestAutoContainerInUseNeverRecycled(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	l := store.DefaultLimits()
+	l.OwnerContainers = 2
+	st := memory.New(l, clk.now)
+	t.Cleanup(func() { st.Close() })
+	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	a := open(t, m, interceptor.ContainerSpec{Owner: "o"}) // opened, not yet run
+	clk.add(time.Second)
+	b := open(t, m, interceptor.ContainerSpec{Owner: "o"})
+	clk.add(time.Second)
+	if _, err := m.Open(ctx, interceptor.ContainerSpec{Owner: "o"}); err == nil {
+		t.Fatal("a third response got a container although both of the caller's are in use")
+	}
+	for _, c := range []interceptor.Container{a, b} {
+		if _, err := st.GetContainer(ctx, "o", c.ID()); err != nil {
+			t.Fatalf("container %s in use was deleted: %v", c.ID(), err)
+		}
+		if _, err := c.Run(ctx, "print(1)"); err != nil {
+			t.Fatalf("run in %s: %v", c.ID(), err)
+		}
+	}
+	a.Close()
+	c := open(t, m, interceptor.ContainerSpec{Owner: "o"}) // a is free now: it makes room
+	defer c.Close()
+	if _, err := st.GetContainer(ctx, "o", a.ID()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the released container %s should have made room (%v)", a.ID(), err)
+	}
+	b.Close()
+}
