@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"go.uber.org/zap"
 
@@ -146,10 +148,17 @@ func (k *Kind) Prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.start(ctx, k.cfg.ReuseSnapshot); err != nil {
+		switch err := s.start(ctx, k.cfg.ReuseSnapshot); {
+		case err == nil:
+			k.snaps = s
+		case k.cfg.ReuseSnapshot && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)):
+			// A one-shot run (extproc exec) in a read-only image with no
+			// snapshot to reuse: a snapshot for one session would cost
+			// more than it saves, so this one starts cold.
+			k.log.Info("no snapshot to reuse and none can be written; starting cold", zap.Error(err))
+		default:
 			return err
 		}
-		k.snaps = s
 	}
 	k.spawner = newSpawner()
 	return nil
