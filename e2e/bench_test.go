@@ -230,6 +230,7 @@ func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 	body := `{"model":"gpt-5.6","input":"print 25","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var completed, lost, calls int
+	var lostWhy []string
 	var lat []time.Duration
 	for range b.N {
 		var mu sync.Mutex
@@ -259,6 +260,9 @@ func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 					lat = append(lat, d)
 					if err != nil || gjson.GetBytes(out, `output.#(type=="message").content.0.text`).Str != "done" {
 						lost++
+						if len(lostWhy) < 3 { // say why, for the table's reader
+							lostWhy = append(lostWhy, fmt.Sprintf("%v %.300s", err, out))
+						}
 					}
 					for _, call := range gjson.GetBytes(out, `output.#(type=="code_interpreter_call")#`).Array() {
 						calls++
@@ -276,6 +280,9 @@ func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 	med, p90 := quantiles(lat)
 	b.ReportMetric(100*float64(completed)/float64(requests*b.N), "code-calls-completed-%")
 	b.ReportMetric(float64(calls)/float64(b.N), "code-calls/run")
+	for _, w := range lostWhy {
+		b.Logf("lost: %s", w)
+	}
 	b.ReportMetric(float64(lost)/float64(b.N), "requests-lost")
 	b.ReportMetric(med/1000, "request-median-ms")
 	b.ReportMetric(p90/1000, "request-p90-ms")
