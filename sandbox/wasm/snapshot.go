@@ -95,7 +95,7 @@ func (s *snapshots) take(ctx context.Context, background bool) (string, error) {
 		c.SysProcAttr.Setpgid = true
 	}
 	started := time.Now()
-	out := &tailWriter{max: 8 << 10}
+	out := &tailBuffer{max: 8 << 10}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
@@ -109,29 +109,6 @@ func (s *snapshots) take(ctx context.Context, background bool) (string, error) {
 	}
 	s.log.Info("wasm snapshot taken", zap.String("dir", dir), zap.Duration("took", time.Since(started)))
 	return dir, nil
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
 }
 
 // latest is the newest complete snapshot under root, "" if none.
