@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
@@ -46,12 +47,21 @@ func ask(ctx context.Context, t *testing.T, s *stack, p responses.ResponseNewPar
 		r, err := s.client.Responses.New(ctx, p)
 		return r, nil, err
 	}
-	st := s.client.Responses.NewStreaming(ctx, p)
+	return readStream(s.client.Responses.NewStreaming(ctx, p), nil)
+}
+
+// readStream reads a stream to its end, calling onEvent (when set) with
+// each event as it arrives; a stream without response.completed is an
+// error.
+func readStream(st *ssestream.Stream[responses.ResponseStreamEventUnion], onEvent func(responses.ResponseStreamEventUnion)) (*responses.Response, []responses.ResponseStreamEventUnion, error) {
 	defer st.Close()
 	var evs []responses.ResponseStreamEventUnion
 	var final *responses.Response
 	for st.Next() {
 		ev := st.Current()
+		if onEvent != nil {
+			onEvent(ev)
+		}
 		evs = append(evs, ev)
 		if ev.Type == "response.completed" {
 			r := ev.Response

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -57,31 +56,18 @@ func (s *seen) waitFor(typ string, d time.Duration) bool {
 // whole stream to openai-go's ResponseAccumulator.
 func askLive(ctx context.Context, t *testing.T, s *stack, p responses.ResponseNewParams, sn *seen) (*responses.Response, []responses.ResponseStreamEventUnion, error) {
 	t.Helper()
-	st := s.client.Responses.NewStreaming(ctx, p)
-	defer st.Close()
-	var evs []responses.ResponseStreamEventUnion
 	var acc responses.ResponseAccumulator
-	var final *responses.Response
-	for st.Next() {
-		ev := st.Current()
+	final, evs, err := readStream(s.client.Responses.NewStreaming(ctx, p), func(ev responses.ResponseStreamEventUnion) {
 		sn.add(ev.Type)
-		evs = append(evs, ev)
 		var se responses.ResponsesServerEventUnion
 		if err := se.UnmarshalJSON([]byte(ev.RawJSON())); err != nil {
 			t.Errorf("openai-go cannot decode %s: %v", ev.Type, err)
 		} else if err := acc.AddEvent(se); err != nil {
 			t.Errorf("ResponseAccumulator rejects %s: %v", ev.RawJSON(), err)
 		}
-		if ev.Type == "response.completed" {
-			r := ev.Response
-			final = &r
-		}
-	}
-	if err := st.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, evs, err
-	}
-	if final == nil {
-		return nil, evs, errors.New("no response.completed")
 	}
 	if r, err := acc.ReconstructedResponse(); err != nil || r.ID != final.ID || len(r.Output) != len(final.Output) {
 		t.Errorf("accumulated response %v (%v) differs from response.completed", r, err)
