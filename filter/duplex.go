@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"net/http"
 	"sync"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -45,7 +46,9 @@ func DuplexMode() *filterv3.ProcessingMode {
 // The stream's receive loop calls it, one message at a time; a handler may
 // also send from a goroutine of its own, through duplexOut.
 type responseHandler interface {
-	headers(ctx context.Context, h *extprocv3.HttpHeaders) error
+	// headers is a 2xx upstream answer with a body (the dispatcher passes
+	// anything else through or refuses it).
+	headers(ctx context.Context, code int, hdr http.Header) error
 	body(ctx context.Context, b *extprocv3.HttpBody) error
 	trailers(ctx context.Context, t *extprocv3.HttpTrailers) error
 	// close stops what the handler started and waits for it.
@@ -150,7 +153,21 @@ func (st *streamState) duplexMessage(ctx context.Context, req *extprocv3.Process
 			return protocolError("response_headers in phase %s", st.phase)
 		}
 		st.phase = phaseResponseBody
-		return st.handler.headers(ctx, r.ResponseHeaders)
+		if st.ex == nil {
+			return st.handler.headers(ctx, 0, nil)
+		}
+		code, hdr := parseResponseHeaders(r.ResponseHeaders)
+		if code < 200 || code > 299 {
+			// The upstream's own error reaches the client as it came.
+			st.upstreamFailed(code)
+			st.handler = &echoResponse{out: st.out}
+			return st.handler.headers(ctx, code, hdr)
+		}
+		if r.ResponseHeaders.GetEndOfStream() {
+			rs, _ := st.noUpstreamBody()
+			return st.out.sendAll(rs)
+		}
+		return st.handler.headers(ctx, code, hdr)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		if st.phase != phaseResponseBody {
 			return protocolError("response_body in phase %s", st.phase)
@@ -175,7 +192,7 @@ func (st *streamState) duplexMessage(ctx context.Context, req *extprocv3.Process
 // ours, or the upstream's own error, reaches the client as it came.
 type echoResponse struct{ out *duplexOut }
 
-func (e *echoResponse) headers(context.Context, *extprocv3.HttpHeaders) error {
+func (e *echoResponse) headers(context.Context, int, http.Header) error {
 	return e.out.headers(nil)
 }
 

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"net/http"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
@@ -14,34 +15,23 @@ import (
 type bufferedResponse struct {
 	st   *streamState
 	out  *duplexOut
-	pass *echoResponse // the upstream answered non-2xx: its answer passes
 	buf  []byte
 	done bool // an answer (or a refusal) was sent
 }
 
-func (b *bufferedResponse) headers(ctx context.Context, h *extprocv3.HttpHeaders) error {
-	code, hdr := parseResponseHeaders(h)
-	if code < 200 || code > 299 {
-		b.st.upstreamFailed(code)
-		b.pass = &echoResponse{out: b.out}
-		return b.pass.headers(ctx, h)
-	}
-	if h.GetEndOfStream() {
-		return b.refuse(b.st.noUpstreamBody())
-	}
+func (b *bufferedResponse) headers(_ context.Context, code int, hdr http.Header) error {
 	b.st.upstreamCode, b.st.upstreamHdr = code, hdr
 	return nil
 }
 
 func (b *bufferedResponse) body(ctx context.Context, m *extprocv3.HttpBody) error {
-	if b.pass != nil {
-		return b.pass.body(ctx, m)
-	}
 	if b.done {
 		return nil
 	}
 	if int64(len(b.buf)+len(m.GetBody())) > b.st.s.cfg.MaxBodyBytes {
-		return b.refuse(b.st.upstreamTooLarge())
+		b.done = true
+		rs, _ := b.st.upstreamTooLarge()
+		return b.out.sendAll(rs)
 	}
 	b.buf = append(b.buf, m.GetBody()...)
 	if m.GetEndOfStream() {
@@ -50,10 +40,7 @@ func (b *bufferedResponse) body(ctx context.Context, m *extprocv3.HttpBody) erro
 	return nil
 }
 
-func (b *bufferedResponse) trailers(ctx context.Context, t *extprocv3.HttpTrailers) error {
-	if b.pass != nil {
-		return b.pass.trailers(ctx, t)
-	}
+func (b *bufferedResponse) trailers(ctx context.Context, _ *extprocv3.HttpTrailers) error {
 	if b.done {
 		return nil
 	}
@@ -80,11 +67,6 @@ func (b *bufferedResponse) finish(ctx context.Context, withTrailers bool) error 
 		return b.out.trailers()
 	}
 	return nil
-}
-
-func (b *bufferedResponse) refuse(rs []*extprocv3.ProcessingResponse, _ error) error {
-	b.done = true
-	return b.out.sendAll(rs)
 }
 
 func (b *bufferedResponse) close() {}

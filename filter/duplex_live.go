@@ -25,9 +25,8 @@ import (
 // or a TrailersResponse when Envoy sent trailers) once both the live stream
 // is over and Envoy's own end has arrived (§6.4).
 type liveResponse struct {
-	st   *streamState
-	out  *duplexOut
-	pass *echoResponse // the upstream answered non-2xx: its answer passes
+	st  *streamState
+	out *duplexOut
 
 	pw     *io.PipeWriter
 	cancel context.CancelFunc
@@ -44,17 +43,8 @@ type liveResponse struct {
 // reading: the rest of the upstream's first answer is not needed.
 var errLiveOver = errors.New("the live stream is over")
 
-func (l *liveResponse) headers(ctx context.Context, h *extprocv3.HttpHeaders) error {
+func (l *liveResponse) headers(ctx context.Context, code int, hdr http.Header) error {
 	st := l.st
-	code, hdr := parseResponseHeaders(h)
-	if code < 200 || code > 299 {
-		st.upstreamFailed(code)
-		l.pass = &echoResponse{out: l.out}
-		return l.pass.headers(ctx, h)
-	}
-	if h.GetEndOfStream() {
-		return l.refuse(st.noUpstreamBody())
-	}
 	gz := false
 	switch enc := strings.ToLower(strings.TrimSpace(hdr.Get("content-encoding"))); enc {
 	case "", "identity":
@@ -63,8 +53,9 @@ func (l *liveResponse) headers(ctx context.Context, h *extprocv3.HttpHeaders) er
 	default:
 		st.outcome = OutcomeUpstreamError
 		st.log.Error("upstream stream unreadable", zap.String("content_encoding", enc))
-		return l.refuse(st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
-			Message: "The upstream response could not be decoded."}))
+		rs, _ := st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+			Message: "The upstream response could not be decoded."})
+		return l.out.sendAll(rs)
 	}
 	status, chdr := st.ex.StreamHead(code, hdr)
 	mut := &extprocv3.HeaderMutation{
@@ -114,9 +105,6 @@ func (l *liveResponse) run(ctx context.Context, pr *io.PipeReader, code int, hdr
 }
 
 func (l *liveResponse) body(ctx context.Context, b *extprocv3.HttpBody) error {
-	if l.pass != nil {
-		return l.pass.body(ctx, b)
-	}
 	if l.pw == nil {
 		return nil // refused at the headers
 	}
@@ -132,9 +120,6 @@ func (l *liveResponse) body(ctx context.Context, b *extprocv3.HttpBody) error {
 }
 
 func (l *liveResponse) trailers(ctx context.Context, t *extprocv3.HttpTrailers) error {
-	if l.pass != nil {
-		return l.pass.trailers(ctx, t)
-	}
 	if l.pw == nil {
 		return nil
 	}
@@ -163,10 +148,6 @@ func (l *liveResponse) end() error {
 		return l.out.trailers()
 	}
 	return l.out.chunks(nil, true)
-}
-
-func (l *liveResponse) refuse(rs []*extprocv3.ProcessingResponse, _ error) error {
-	return l.out.sendAll(rs)
 }
 
 func (l *liveResponse) close() {
