@@ -45,7 +45,7 @@ func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages u
 		img.Close()
 		return nil, fmt.Errorf("snapshot image is not %d pages (%v)", meta.Pages, err)
 	}
-	compiled, err := rt.CompileModule(ctx, bin)
+	compiled, err := rt.CompileModule(trustCache(ctx), bin)
 	if err != nil {
 		img.Close()
 		return nil, fmt.Errorf("compile the snapshot module: %w", err)

@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"golang.org/x/sys/unix"
+)
+
+// Hand-assembled modules: (func (export "f") (result i32) i32.const 42),
+// and the same function with an empty body, which leaves no result and
+// must fail validation.
+var (
+	wasmHeader  = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	wasmSigs    = []byte{0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, 0x03, 0x02, 0x01, 0x00, 0x07, 0x05, 0x01, 0x01, 'f', 0x00, 0x00}
+	validWasm   = concat(wasmHeader, wasmSigs, []byte{0x0a, 0x06, 0x01, 0x04, 0x00, 0x41, 0x2a, 0x0b})
+	invalidWasm = concat(wasmHeader, wasmSigs, []byte{0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b})
+)
+
+func concat(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// loadWith compiles bin in a fresh runtime over cacheDir, the way a
+// worker loads its module (trusted cache), and calls f if it compiled.
+func loadWith(t *testing.T, cacheDir string, bin []byte) (uint64, error) {
+	t.Helper()
+	ctx := context.Background()
+	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	compiled, err := rt.CompileModule(trustCache(ctx), bin)
+	if err != nil {
+		return 0, err
+	}
+	mod, err := rt.InstantiateModule(ctx, compiled, wazero.NewModuleConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mod.ExportedFunction("f").Call(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0], nil
+}
+
+// A trusted cache skips validating function bodies only for code that is
+// already compiled: a module the cache does not hold is validated before
+// it is compiled, and an invalid one is refused and never cached.
+func TestTrustedCacheValidatesWhatItCompiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := loadWith(t, dir, invalidWasm); err == nil || !strings.Contains(err.Error(), "invalid function") {
+		t.Fatalf("invalid module compiled with a trusted, empty cache: %v", err)
+	}
+	// And again: the failed compile left nothing to trust.
+	if _, err := loadWith(t, dir, invalidWasm); err == nil {
+		t.Fatal("invalid module compiled on the second try")
+	}
+	for i := range 2 { // compiled, then loaded from the cache
+		got, err := loadWith(t, dir, validWasm)
+		if err != nil || got != 42 {
+			t.Fatalf("load %d: f() = %d, %v; want 42", i, got, err)
+		}
+	}
+}
+
+// The patched cache maps compiled code from the entry's file; where the
+// cache sits on a noexec mount (a common emptyDir or /tmp), mapping it
+// executable is refused and the code must be read instead, not fail.
+func TestCacheOnNoexecMountIsRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a noexec tmpfs and needs root (CI runs as root)")
+	}
+	src := t.TempDir()
+	if got, err := loadWith(t, src, validWasm); err != nil || got != 42 {
+		t.Fatalf("fill the cache: f() = %d, %v", got, err)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", unix.MS_NOEXEC|unix.MS_NOSUID|unix.MS_NODEV, "size=16m"); err != nil {
+		t.Fatalf("mount a noexec tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	if err := os.CopyFS(mnt, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	// The copy must be what is loaded: no compile on a miss.
+	entries, _ := filepath.Glob(filepath.Join(mnt, "*", "*"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries on the noexec mount: %v", entries)
+	}
+	before, _ := os.Stat(entries[0])
+	if got, err := loadWith(t, mnt, validWasm); err != nil || got != 42 {
+		t.Fatalf("load from the noexec cache: f() = %d, %v", got, err)
+	}
+	after, err := os.Stat(entries[0])
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("the cache entry was replaced (a miss, not a load): %v", err)
+	}
+}
