@@ -211,17 +211,41 @@ func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, clai
 // is deleted to make room, as an expiry would have done later. Containers
 // the caller made through the Containers API are never deleted this way.
 func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
-	err := m.st.PutContainer(ctx, c)
-	var qe *store.QuotaError
-	if !errors.As(err, &qe) || qe.Limit != store.LimitOwnerContainers {
-		return err
+	// Responses of one caller create at once: two can pick the same
+	// container to delete, and only one of them then finds room. Whoever
+	// finds none picks again, a bounded number of times.
+	const attempts = 8
+	for range attempts {
+		err := m.st.PutContainer(ctx, c)
+		var qe *store.QuotaError
+		if !errors.As(err, &qe) || qe.Limit != store.LimitOwnerContainers {
+			return err
+		}
+		oldest, lerr := m.leastRecentlyUsedAuto(ctx, c.Owner)
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		if oldest.ID == "" {
+			return err
+		}
+		m.log.Info("deleting the caller's least recently used auto container to make room", zap.String("container_id", oldest.ID))
+		if derr := m.st.DeleteContainer(ctx, c.Owner, oldest.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			return errors.Join(err, derr)
+		}
+		m.drop(oldest.ID)
 	}
+	return m.st.PutContainer(ctx, c)
+}
+
+// leastRecentlyUsedAuto is owner's auto container that was used least
+// recently and that no response has in use; none has an empty ID.
+func (m *Manager) leastRecentlyUsedAuto(ctx context.Context, owner string) (store.Container, error) {
 	var oldest store.Container
 	after := ""
 	for {
-		page, more, lerr := m.st.ListContainers(ctx, c.Owner, store.ListOptions{Limit: 100, Order: "asc", After: after})
-		if lerr != nil {
-			return errors.Join(err, lerr)
+		page, more, err := m.st.ListContainers(ctx, owner, store.ListOptions{Limit: 100, Order: "asc", After: after})
+		if err != nil {
+			return store.Container{}, err
 		}
 		for _, o := range page {
 			if o.Name == m.cfg.AutoName && (oldest.ID == "" || o.LastActiveAt < oldest.LastActiveAt) && !m.inUse(o.ID) {
@@ -229,19 +253,10 @@ func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
 			}
 		}
 		if !more || len(page) == 0 {
-			break
+			return oldest, nil
 		}
 		after = page[len(page)-1].ID
 	}
-	if oldest.ID == "" {
-		return err
-	}
-	m.log.Info("deleting the caller's least recently used auto container to make room", zap.String("container_id", oldest.ID))
-	if derr := m.st.DeleteContainer(ctx, c.Owner, oldest.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
-		return errors.Join(err, derr)
-	}
-	m.drop(oldest.ID)
-	return m.st.PutContainer(ctx, c)
 }
 
 // inUse reports whether a response has the container open or is using

@@ -322,3 +322,55 @@ func TestAutoContainerInUseNeverRecycled(t *testing.T) {
 	}
 	b.Close()
 }
+
+// TestAutoContainersRecycledConcurrently: responses of one caller that
+// open auto containers at once, at the owner_containers limit, all get one
+// while free ones are there to recycle. Two of them could pick the same
+// least recently used container: one deleted it, the other's create then
+// hit the limit, and a request of the load run was lost with a 400.
+func TestAutoContainersRecycledConcurrently(t *testing.T) {
+	const limit, openers, rounds = 8, 6, 20
+	clk := &clock{t: time.Now()}
+	l := store.DefaultLimits()
+	l.OwnerContainers = limit
+	st := memory.New(l, clk.now)
+	t.Cleanup(func() { st.Close() })
+	// A store round trip takes time (Redis is across the network): the
+	// window between choosing a container to recycle and creating is real.
+	m := containers.New(containers.Config{Now: clk.now}, slowList{st}, sandboxtest.New(t), nil)
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	for range limit { // the caller is at its limit, nothing in use
+		clk.add(time.Second)
+		open(t, m, interceptor.ContainerSpec{Owner: "o"}).Close()
+	}
+	for r := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, openers)
+		for range openers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := m.Open(ctx, interceptor.ContainerSpec{Owner: "o"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				c.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %d responses at once, %d containers allowed, none in use: %v", r, openers, limit, err)
+		}
+	}
+}
+
+// slowList is a store whose listings take a millisecond, like a round trip.
+type slowList struct{ *memory.Store }
+
+func (s slowList) ListContainers(ctx context.Context, owner string, o store.ListOptions) ([]store.Container, bool, error) {
+	time.Sleep(time.Millisecond)
+	return s.Store.ListContainers(ctx, owner, o)
+}
