@@ -373,14 +373,30 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) 
 	return h, true, nil
 }
 
-// release marks one response done with h.
+// release marks one response done with h. An interpreter no response
+// uses is kept for its container's next response, unless sessions are
+// queued for capacity: then it is closed at once for them, as an eviction
+// would close it later. Kept, it would hold its slot while they wait:
+// every new container queued behind idle ones and ran out of queue wait.
 func (m *Manager) release(h *held) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	h.users--
-	if h.users == 0 && !h.removed {
-		h.elem = m.idle.PushBack(h)
+	if h.users > 0 || h.removed {
+		m.mu.Unlock()
+		return
 	}
+	if m.provider.Capacity().Waiting == 0 {
+		h.elem = m.idle.PushBack(h)
+		m.mu.Unlock()
+		return
+	}
+	h.removed = true
+	if m.held[h.cid] == h {
+		delete(m.held, h.cid)
+	}
+	m.mu.Unlock()
+	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
+	_ = h.sess.Close()
 }
 
 // lose forgets h after its session failed.

@@ -374,3 +374,45 @@ func (s slowList) ListContainers(ctx context.Context, owner string, o store.List
 	time.Sleep(time.Millisecond)
 	return s.Store.ListContainers(ctx, owner, o)
 }
+
+// TestReleasedInterpreterServesTheQueue: when every session is taken and
+// a new container's first run is queued for one, the interpreter a
+// finishing response releases is closed for it, not kept idle for its own
+// container while the queued run waits out the queue wait (the load run
+// lost most of its code calls that way, as capacity_exhausted).
+func TestReleasedInterpreterServesTheQueue(t *testing.T) {
+	f := newFixture(t, func(c *pool.Config) {
+		c.MaxSessions = 1
+		c.WarmWorkers = 0
+		c.QueueWait = 5 * time.Second
+	})
+	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	run(t, a, "x = 1") // a's response holds the only session
+	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	done := make(chan error, 1)
+	go func() {
+		r, err := b.Run(context.Background(), "print(2)")
+		if err == nil && r.Outcome != sandbox.OutcomeCompleted {
+			err = fmt.Errorf("%s: %s", r.Outcome, r.Detail)
+		}
+		done <- err
+	}()
+	for f.prov.Capacity().Waiting == 0 { // b's run is queued
+		select {
+		case err := <-done:
+			t.Fatalf("b ran while a held the only session: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	a.Close() // a's response ends
+	if err := <-done; err != nil {
+		t.Fatalf("the queued run did not get the released session: %v", err)
+	}
+	// a's container lives on; its next response starts a fresh interpreter
+	// with the files but not the variables, as after an eviction.
+	b.Close()
+	a2 := open(t, f.m, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	if r := run(t, a2, "print('x' in globals())"); r.Stdout != "False\n" {
+		t.Fatalf("a's next response: %q", r.Stdout)
+	}
+}

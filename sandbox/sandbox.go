@@ -112,6 +112,9 @@ type Capacity struct {
 	InUse int // sessions open now
 	Max   int // sessions allowed at once
 	Warm  int // pre-started interpreters waiting for a session
+	// Waiting is how many opens are queued for a session to close: a
+	// holder of idle sessions (the containers manager) closes one for them.
+	Waiting int
 }
 
 // Outcome is the typed result of one run.

@@ -49,6 +49,8 @@ type Pool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	// waiting counts the opens queued in acquire (Capacity.Waiting).
+	waiting atomic.Int32
 	seq    atomic.Uint64
 }
 
@@ -141,7 +143,7 @@ func (p *Pool) Ready(ctx context.Context) error {
 
 // Capacity reports the pool's occupancy.
 func (p *Pool) Capacity() sandbox.Capacity {
-	return sandbox.Capacity{InUse: len(p.slots), Max: cap(p.slots), Warm: len(p.warm)}
+	return sandbox.Capacity{InUse: len(p.slots), Max: cap(p.slots), Warm: len(p.warm), Waiting: int(p.waiting.Load())}
 }
 
 // Open starts a session, taking a warm interpreter when one fits.
@@ -321,6 +323,8 @@ func (p *Pool) acquire(ctx context.Context) error {
 		return nil
 	default:
 	}
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	t := time.NewTimer(p.cfg.QueueWait)
 	defer t.Stop()
 	select {
