@@ -51,7 +51,7 @@ type Pool struct {
 	closed atomic.Bool
 	// waiting counts the opens queued in acquire (Capacity.Waiting).
 	waiting atomic.Int32
-	seq    atomic.Uint64
+	seq     atomic.Uint64
 }
 
 var _ sandbox.Provider = (*Pool)(nil)
