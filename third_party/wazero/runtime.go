@@ -231,13 +231,15 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 		return nil, err
 	}
 
+	trusted := ctx.Value(expctxkeys.CompilationCacheTrustedKey{}) != nil
 	internal, err := binaryformat.DecodeModule(binary, r.enabledFeatures,
-		r.memoryLimitPages, r.memoryCapacityFromMax, !r.dwarfDisabled, r.storeCustomSections)
+		r.memoryLimitPages, r.memoryCapacityFromMax, !r.dwarfDisabled, r.storeCustomSections,
+		trusted) // (codeinterp patch) the bodies alias binary
 	if err != nil {
 		return nil, err
 	}
 	validate := internal.Validate
-	if ctx.Value(expctxkeys.CompilationCacheTrustedKey{}) != nil {
+	if trusted {
 		// The engine validates the bodies if it has to compile them.
 		validate = internal.ValidateDeferringFunctionBodies
 	}

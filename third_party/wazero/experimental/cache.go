@@ -17,6 +17,9 @@ import (
 // that runs as is, so whoever can write the cache directory can run code
 // in the process whether or not the module is validated again. Use it only
 // with a cache directory writable by the trusted party that filled it.
+//
+// With it, the compiled module's function bodies are slices of the binary
+// passed to CompileModule, not copies: do not modify the binary afterwards.
 // (codeinterp patch)
 func WithCompilationCacheTrusted(ctx context.Context) context.Context {
 	return context.WithValue(ctx, expctxkeys.CompilationCacheTrustedKey{}, struct{}{})

@@ -10,7 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/internal/wasm"
 )
 
-func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code) (err error) {
+func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code, src []byte) (err error) {
 	ss, _, err := leb128.DecodeUint32(r)
 	if err != nil {
 		return fmt.Errorf("get the size of code: %w", err)
@@ -108,9 +108,19 @@ func decodeCode(r *bytes.Reader, codeSectionStart uint64, ret *wasm.Code) (err e
 	}
 
 	bodyOffsetInCodeSection := codeSectionStart - uint64(r.Len())
-	body := make([]byte, remaining)
-	if _, err = io.ReadFull(r, body); err != nil {
-		return fmt.Errorf("read body: %w", err)
+	var body []byte
+	if src != nil && remaining <= int64(r.Len()) {
+		// A slice of the binary: no copy of every body. (codeinterp patch)
+		start := int64(len(src) - r.Len())
+		body = src[start : start+remaining : start+remaining]
+		if _, err = r.Seek(remaining, io.SeekCurrent); err != nil {
+			return fmt.Errorf("read body: %w", err)
+		}
+	} else {
+		body = make([]byte, remaining)
+		if _, err = io.ReadFull(r, body); err != nil {
+			return fmt.Errorf("read body: %w", err)
+		}
 	}
 
 	if endIndex := len(body) - 1; endIndex < 0 || body[endIndex] != wasm.OpcodeEnd {

@@ -22,6 +22,7 @@ func DecodeModule(
 	memoryLimitPages uint32,
 	memoryCapacityFromMax,
 	dwarfEnabled, storeCustomSections bool,
+	aliasBodies bool, // (codeinterp patch) function bodies are slices of binary, not copies
 ) (*wasm.Module, error) {
 	r := bytes.NewReader(binary)
 
@@ -140,7 +141,11 @@ func DecodeModule(
 		case wasm.SectionIDElement:
 			m.ElementSection, err = decodeElementSection(r, enabledFeatures)
 		case wasm.SectionIDCode:
-			m.CodeSection, err = decodeCodeSection(r)
+			var src []byte // (codeinterp patch)
+			if aliasBodies {
+				src = binary
+			}
+			m.CodeSection, err = decodeCodeSection(r, src)
 		case wasm.SectionIDData:
 			m.DataSection, err = decodeDataSection(r, enabledFeatures)
 		case wasm.SectionIDDataCount:
