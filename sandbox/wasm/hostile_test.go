@@ -227,7 +227,12 @@ func TestOOMKilledWorkerIsReportedAndReplaced(t *testing.T) {
 	defer p.Close()
 	s := open(t, p)
 	run(t, s, "kept = 1")
-	r := run(t, s, "chunks = []\nfor _ in range(24):\n    chunks.append(bytearray(10 * 2**20))")
+	// Within every limit of the guest's own (linear memory 256 MiB, scratch
+	// 32 MiB) but not within the cgroup's 272 MiB, whatever the worker's
+	// own footprint: 28 MiB of scratch files (held in the worker's heap),
+	// then 240 MiB of linear memory.
+	r := run(t, s, "with open('/tmp/f', 'wb') as f:\n    for _ in range(28):\n        f.write(bytes(2**20))\n"+
+		"chunks = []\nfor _ in range(24):\n    chunks.append(bytearray(10 * 2**20))")
 	if r.Outcome != sandbox.OutcomeMemoryLimit || !strings.Contains(r.Detail, "killed") {
 		t.Fatalf("outcome %s (%s), want memory_limit from the OOM killer", r.Outcome, r.Detail)
 	}
