@@ -7,15 +7,19 @@
 # the walls are wasm, wazero's WASI and the worker process around it.
 import ast, builtins, io, linecache, os, sys, traceback
 
-def _codeinterp_loop():
-    # Take the first-use costs (AST types, code paths below) now, before a
-    # session is waiting: run a throwaway cell through the same steps.
+def _codeinterp_warmup():
+    # Take the first-use costs (AST types, code paths of the loop) before a
+    # session is waiting: run a throwaway cell through the same steps. A
+    # snapshot takes them once, in the image.
     _warm = compile(b"_ = 1\n_", "<warmup>", "exec", ast.PyCF_ONLY_AST)
     _last = ast.Expression(_warm.body.pop().value)
     _ns = {"__builtins__": builtins}
     exec(compile(_warm, "<warmup>", "exec"), _ns)
     eval(compile(_last, "<warmup>", "eval"), _ns)
-    del _warm, _last, _ns
+
+def _codeinterp_loop(warmup=True):
+    if warmup:
+        _codeinterp_warmup()
     read, write = os.read, os.write
     ns = {"__name__": "__main__", "__builtins__": builtins}
     sys.stdin = io.StringIO("")  # input() gets EOF instead of eating the next program
