@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
