@@ -16,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/internal/wasm"
 	"github.com/tetratelabs/wazero/internal/wasmdebug"
 	"github.com/tetratelabs/wazero/internal/wasmruntime"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 type (
@@ -277,7 +278,14 @@ func (c *callEngine) callWithStack(ctx context.Context, paramResultStack []uint6
 			// let it propagate up to be handled by the caller.
 			panic(s)
 		}
-		if r != nil {
+		if exitErr, ok := r.(*sys.ExitError); ok && len(c.parent.parent.listeners) == 0 {
+			// An exit is returned as is (FromRecovered does not wrap it), so
+			// unwinding the stack for its trace, and naming every function of
+			// the module the first time, was work thrown away: a few percent
+			// of every session that ends. Listeners still get their aborts
+			// below. (codeinterp patch)
+			err = exitErr
+		} else if r != nil {
 			type listenerForAbort struct {
 				def api.FunctionDefinition
 				lsn experimental.FunctionListener
