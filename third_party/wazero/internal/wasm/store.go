@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/internal/expctxkeys"
 	"github.com/tetratelabs/wazero/internal/internalapi"
+	"github.com/tetratelabs/wazero/internal/leb128"
 	internalsys "github.com/tetratelabs/wazero/internal/sys"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -223,8 +224,17 @@ func (m *ModuleInstance) applyElements(elems []ElementSegment) {
 				references[offset+uint32(i)] = Reference(0)
 			}
 		} else {
-			for i, init := range elem.Init {
-				initExprResults := evaluateConstExprInModuleInstance(&init, m)
+			for i := range elem.Init {
+				init := &elem.Init[i]
+				if idx, ok := refFuncIndex(init); ok {
+					// The common case (every entry of a C program's
+					// function table) without a general evaluation, its
+					// closures and stacks, per entry per instance.
+					// (codeinterp patch)
+					references[offset+uint32(i)] = m.Engine.FunctionInstanceReference(idx)
+					continue
+				}
+				initExprResults := evaluateConstExprInModuleInstance(init, m)
 				references[offset+uint32(i)] = Reference(initExprResults[0])
 			}
 		}
@@ -723,4 +733,18 @@ func (s *Store) CloseWithExitCode(ctx context.Context, exitCode uint32) error {
 	s.nameToModuleCap = 0
 	s.typeIDs = nil
 	return errors.Join(errs...)
+}
+
+// refFuncIndex reports the function index of e if e is exactly
+// "ref.func idx; end". (codeinterp patch)
+func refFuncIndex(e *ConstantExpression) (Index, bool) {
+	d := e.Data
+	if len(d) < 3 || d[0] != OpcodeRefFunc || d[len(d)-1] != OpcodeEnd {
+		return 0, false
+	}
+	v, n, err := leb128.LoadUint32(d[1:])
+	if err != nil || 1+int(n) != len(d)-1 {
+		return 0, false
+	}
+	return v, true
 }
