@@ -167,7 +167,7 @@ func BenchmarkRestorePhases(b *testing.B) {
 		<-exited
 		rt.Close(ctx)
 		cache.Close(ctx)
-		r.image.Close()
+		r.close()
 	}
 	median := func(d []time.Duration) float64 {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })

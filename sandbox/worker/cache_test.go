@@ -109,3 +109,37 @@ func TestCacheOnNoexecMountIsRead(t *testing.T) {
 		t.Fatalf("the cache entry was replaced (a miss, not a load): %v", err)
 	}
 }
+
+// Workers skip the checksum of the cache entries they load; the server's
+// precompile at every start loads the same entries without trust, so a
+// corrupted entry is caught there, before any worker runs its code.
+func TestCorruptCacheEntryCaughtAtServerStart(t *testing.T) {
+	dir := runtimeDirForBench(t) // named for benches; any test may use it
+	cacheDir := t.TempDir()
+	ctx := context.Background()
+	if err := Precompile(ctx, dir, cacheDir); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := filepath.Glob(filepath.Join(cacheDir, "*", "*"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries: %v", entries)
+	}
+	f, err := os.OpenFile(entries[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Native code starts at a 64 KiB boundary; flip a byte well inside it.
+	b := make([]byte, 1)
+	const at = 1 << 20
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := Precompile(ctx, dir, cacheDir); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("precompile over a corrupted entry: %v, want a checksum mismatch", err)
+	}
+}

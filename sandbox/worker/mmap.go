@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/tetratelabs/wazero/experimental"
 	"golang.org/x/sys/unix"
 )
@@ -35,4 +38,29 @@ func (m *mmapMemory) Free() {
 		_ = unix.Munmap(m.buf)
 		m.buf = nil
 	}
+}
+
+// mapModule maps a wasm binary read-only instead of reading it onto the
+// heap: compiled under a trusted cache, the module's function bodies are
+// slices of it, so it must stay mapped while the module is in use (for a
+// worker, its whole life); unmap it with unix.Munmap after closing the
+// runtime. The file's pages are the page cache's, shared by every worker.
+func mapModule(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	return b, nil
 }

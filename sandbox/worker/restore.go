@@ -22,6 +22,7 @@ type restorer struct {
 	compiled wazero.CompiledModule
 	image    *os.File
 	size     int64
+	bin      []byte // the module, mapped (mapModule)
 }
 
 func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages uint32) (*restorer, error) {
@@ -32,10 +33,6 @@ func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages u
 	if meta.Pages > maxPages {
 		return nil, fmt.Errorf("snapshot of %d pages does not fit a %d-page guest", meta.Pages, maxPages)
 	}
-	bin, err := os.ReadFile(filepath.Join(dir, SnapshotModuleFile))
-	if err != nil {
-		return nil, err
-	}
 	img, err := os.Open(filepath.Join(dir, SnapshotImageFile))
 	if err != nil {
 		return nil, err
@@ -45,12 +42,25 @@ func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages u
 		img.Close()
 		return nil, fmt.Errorf("snapshot image is not %d pages (%v)", meta.Pages, err)
 	}
+	bin, err := mapModule(filepath.Join(dir, SnapshotModuleFile))
+	if err != nil {
+		img.Close()
+		return nil, err
+	}
 	compiled, err := rt.CompileModule(trustCache(ctx), bin)
 	if err != nil {
 		img.Close()
+		_ = unix.Munmap(bin)
 		return nil, fmt.Errorf("compile the snapshot module: %w", err)
 	}
-	return &restorer{meta: meta, compiled: compiled, image: img, size: st.Size()}, nil
+	return &restorer{meta: meta, compiled: compiled, image: img, size: st.Size(), bin: bin}, nil
+}
+
+// close releases the image and the module's mapping; the runtime that
+// compiled the module must be closed first.
+func (r *restorer) close() {
+	_ = r.image.Close()
+	_ = unix.Munmap(r.bin)
 }
 
 // restore instantiates a fresh instance of the module over a private

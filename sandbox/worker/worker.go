@@ -237,9 +237,9 @@ func (w *worker) start(runtimeDir *os.File) error {
 			return err
 		}
 	} else {
-		wasm, err := os.ReadFile(filepath.Join(root, "python.wasm"))
+		wasm, err := mapModule(filepath.Join(root, "python.wasm")) // for the worker's life
 		if err != nil {
-			return fmt.Errorf("read python.wasm: %w", err)
+			return err
 		}
 		if compiled, err = rt.CompileModule(trustCache(ctx), wasm); err != nil {
 			return fmt.Errorf("compile python.wasm: %w", err)

@@ -238,6 +238,7 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 	if err != nil {
 		return nil, err
 	}
+	internal.CompilationCacheTrusted = trusted
 	validate := internal.Validate
 	if trusted {
 		// The engine validates the bodies if it has to compile them.

@@ -187,6 +187,10 @@ type Module struct {
 	// IsHostModule true if this is the host module, false otherwise.
 	IsHostModule bool
 
+	// CompilationCacheTrusted is set by CompileModule under
+	// experimental.WithCompilationCacheTrusted. (codeinterp patch)
+	CompilationCacheTrusted bool
+
 	// functionDefinitionSectionInitOnce guards FunctionDefinitionSection so that it is initialized exactly once.
 	functionDefinitionSectionInitOnce sync.Once
 

@@ -136,7 +136,7 @@ func (e *engine) getCompiledModuleFromCache(module *wasm.Module) (cm *compiledMo
 	// We retrieve *code structures from `cached`.
 	var staleCache bool
 	// Note: cached.Close is ensured to be called in deserializeCodes.
-	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, cached)
+	cm, staleCache, err = deserializeCompiledModule(e.wazeroVersion, cached, !module.CompilationCacheTrusted)
 	if err != nil {
 		hit = false
 		return
@@ -198,7 +198,10 @@ func serializeCompiledModule(wazeroVersion string, cm *compiledModule) io.Reader
 	return bytes.NewReader(buf.Bytes())
 }
 
-func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *compiledModule, staleCache bool, err error) {
+// deserializeCompiledModule reads a cache entry. verify is whether the native
+// code's checksum is computed and compared: a trusted cache's entries were
+// verified when the trusted party loaded them. (codeinterp patch)
+func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser, verify bool) (cm *compiledModule, staleCache bool, err error) {
 	defer reader.Close()
 	cacheHeaderSize := len(magic) + 1 /* version size */ + len(wazeroVersion) + 4 /* number of functions */
 
@@ -264,11 +267,12 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser) (cm *
 	}
 	if mapped != nil {
 		cm.executable = mapped
-		expected := crc32.Checksum(mapped, crc)
 		if _, err = io.ReadFull(reader, eightBytes[:4]); err != nil {
 			return nil, false, fmt.Errorf("compilationcache: could not read checksum: %v", err)
-		} else if checksum := binary.LittleEndian.Uint32(eightBytes[:4]); expected != checksum {
-			return nil, false, fmt.Errorf("compilationcache: checksum mismatch (expected %d, got %d)", expected, checksum)
+		} else if checksum := binary.LittleEndian.Uint32(eightBytes[:4]); verify {
+			if expected := crc32.Checksum(mapped, crc); expected != checksum {
+				return nil, false, fmt.Errorf("compilationcache: checksum mismatch (expected %d, got %d)", expected, checksum)
+			}
 		}
 	} else if executableLen > 0 {
 		executable, err := platform.MmapCodeSegment(int(executableLen))
