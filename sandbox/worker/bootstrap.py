@@ -26,24 +26,37 @@ def _codeinterp_loop(warmup=True):
     sys.argv = [""]
     n = 0
 
-    def read_exact(size):
-        buf = bytearray()
-        while len(buf) < size:
-            chunk = read(0, min(size - len(buf), 1 << 20))
+    # The host writes a program's header and source in one write, and the
+    # next program only after this one's status: read in chunks (a byte at
+    # a time, the header alone was ~30 host calls), keeping whatever follows
+    # what was asked for. A chunk is never larger than what is still
+    # missing: after a program filled the memory, a large read buffer would
+    # fail with MemoryError in here.
+    pending = bytearray()
+
+    def take(upto):
+        while True:
+            if upto is None:
+                i = pending.find(b"\n")
+                if i >= 0:
+                    out = bytes(pending[:i])
+                    del pending[:i + 1]
+                    return out
+                want = 64  # "<16 hex digits> <length>"
+            elif len(pending) >= upto:
+                out = bytes(pending[:upto])
+                del pending[:upto]
+                return out
+            else:
+                want = min(upto - len(pending), 1 << 20)
+            chunk = read(0, want)
             if not chunk:
                 os._exit(0)
-            buf += chunk
-        return bytes(buf)
+            pending.extend(chunk)
 
     while True:
-        header = bytearray()
-        while not header.endswith(b"\n"):
-            c = read(0, 1)
-            if not c:
-                os._exit(0)
-            header += c
-        nonce, size = header.split()
-        src = read_exact(int(size))
+        nonce, size = take(None).split()
+        src = take(int(size))
         n += 1
         name = "<cell %d>" % n
         status = b"ok"

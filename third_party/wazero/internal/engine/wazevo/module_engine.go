@@ -19,11 +19,15 @@ type (
 	// moduleEngine implements wasm.ModuleEngine.
 	moduleEngine struct {
 		// opaquePtr equals &opaque[0].
-		opaquePtr              *byte
-		parent                 *compiledModule
-		module                 *wasm.ModuleInstance
-		opaque                 moduleContextOpaque
-		localFunctionInstances []*functionInstance
+		opaquePtr *byte
+		parent    *compiledModule
+		module    *wasm.ModuleInstance
+		opaque    moduleContextOpaque
+		// localFunctionInstances keeps the function instances that tables
+		// and references point to (as uintptrs) alive, allocated in chunks:
+		// one allocation each cost thousands per instantiation of a module
+		// with a large table. (codeinterp patch)
+		localFunctionInstances [][]functionInstance
 		importedFunctions      []importedFunction
 		listeners              []experimental.FunctionListener
 	}
@@ -329,14 +333,30 @@ func (m *moduleEngine) FunctionInstanceReference(funcIndex wasm.Index) wasm.Refe
 	executable := &p.executable[p.functionOffsets[localIndex]]
 	typeID := m.module.TypeIDs[m.module.Source.FunctionSection[localIndex]]
 
-	lf := &functionInstance{
+	lf := m.newFunctionInstance()
+	*lf = functionInstance{
 		executable:             executable,
 		moduleContextOpaquePtr: m.opaquePtr,
 		typeID:                 typeID,
 		indexInModule:          funcIndex,
 	}
-	m.localFunctionInstances = append(m.localFunctionInstances, lf)
 	return uintptr(unsafe.Pointer(lf))
+}
+
+// newFunctionInstance returns a zeroed function instance from the current
+// chunk; a full chunk is never grown (its elements' addresses are handed
+// out), a new one is started. (codeinterp patch)
+func (m *moduleEngine) newFunctionInstance() *functionInstance {
+	const chunk = 1024
+	n := len(m.localFunctionInstances)
+	if n == 0 || len(m.localFunctionInstances[n-1]) == chunk {
+		m.localFunctionInstances = append(m.localFunctionInstances, make([]functionInstance, 0, chunk))
+		n++
+	}
+	c := m.localFunctionInstances[n-1]
+	c = c[:len(c)+1]
+	m.localFunctionInstances[n-1] = c
+	return &c[len(c)-1]
 }
 
 // LookupFunction implements wasm.ModuleEngine.
