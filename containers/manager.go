@@ -332,19 +332,14 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) 
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
 		h.users++
-		if h.elem != nil {
-			m.idle.Remove(h.elem)
-			h.elem = nil
-		}
+		m.unidleLocked(h)
 		m.mu.Unlock()
 		return h, false, nil
 	}
 	var evict *held
 	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
-		evict = m.idle.Remove(m.idle.Front()).(*held)
-		evict.elem = nil
-		evict.removed = true
-		delete(m.held, evict.cid)
+		evict = m.idle.Front().Value.(*held)
+		m.forgetLocked(evict)
 	}
 	m.mu.Unlock()
 	if evict != nil {
@@ -360,10 +355,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) 
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.
 		old.users++
-		if old.elem != nil {
-			m.idle.Remove(old.elem)
-			old.elem = nil
-		}
+		m.unidleLocked(old)
 		m.mu.Unlock()
 		_ = sess.Close()
 		return old, false, nil
@@ -390,10 +382,7 @@ func (m *Manager) release(h *held) {
 		m.mu.Unlock()
 		return
 	}
-	h.removed = true
-	if m.held[h.cid] == h {
-		delete(m.held, h.cid)
-	}
+	m.forgetLocked(h)
 	m.mu.Unlock()
 	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
 	_ = h.sess.Close()
@@ -402,16 +391,27 @@ func (m *Manager) release(h *held) {
 // lose forgets h after its session failed.
 func (m *Manager) lose(h *held) {
 	m.mu.Lock()
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	_ = h.sess.Close()
+}
+
+// forgetLocked marks h removed (never to be used again) and takes it out
+// of held and the idle list. Callers hold m.mu and close its session.
+func (m *Manager) forgetLocked(h *held) {
+	h.removed = true
 	if m.held[h.cid] == h {
 		delete(m.held, h.cid)
 	}
-	h.removed = true
+	m.unidleLocked(h)
+}
+
+// unidleLocked takes h off the idle list if it is on it. Callers hold m.mu.
+func (m *Manager) unidleLocked(h *held) {
 	if h.elem != nil {
 		m.idle.Remove(h.elem)
 		h.elem = nil
 	}
-	m.mu.Unlock()
-	_ = h.sess.Close()
 }
 
 // drop closes the interpreter of a container that is gone or expired.
@@ -419,12 +419,7 @@ func (m *Manager) drop(cid string) {
 	m.mu.Lock()
 	h, ok := m.held[cid]
 	if ok {
-		delete(m.held, cid)
-		h.removed = true
-		if h.elem != nil {
-			m.idle.Remove(h.elem)
-			h.elem = nil
-		}
+		m.forgetLocked(h)
 	}
 	m.mu.Unlock()
 	if ok && h.users == 0 {

@@ -67,23 +67,11 @@ type httpUpstream struct {
 var errUpstreamTooLarge = errors.New("upstream response exceeds the body limit")
 
 func (u *httpUpstream) CreateResponse(ctx context.Context, body []byte) (int, http.Header, []byte, error) {
-	u.rounds++
-	if u.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, u.timeout)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
+	resp, cancel, err := u.send(ctx, body, "application/json")
 	if err != nil {
-		return 0, nil, nil, fmt.Errorf("follow-up request: %w", err)
+		return 0, nil, nil, err
 	}
-	req.Header = u.header.Clone()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := u.client.Do(req)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("follow-up to %s: %w", u.url, err)
-	}
+	defer cancel()
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, u.maxBody+1))
 	if err != nil {
@@ -93,6 +81,30 @@ func (u *httpUpstream) CreateResponse(ctx context.Context, body []byte) (int, ht
 		return 0, nil, nil, fmt.Errorf("follow-up to %s: %w (%d bytes)", u.url, errUpstreamTooLarge, u.maxBody)
 	}
 	return resp.StatusCode, resp.Header, data, nil
+}
+
+// send posts one follow-up, accepting accept. The timeout, if any, bounds
+// the whole exchange: the caller calls cancel once done with the body.
+func (u *httpUpstream) send(ctx context.Context, body []byte, accept string) (*http.Response, context.CancelFunc, error) {
+	u.rounds++
+	cancel := context.CancelFunc(func() {})
+	if u.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, u.timeout)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("follow-up request: %w", err)
+	}
+	req.Header = u.header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	resp, err := u.client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("follow-up to %s: %w", u.url, err)
+	}
+	return resp, cancel, nil
 }
 
 // followUpHeaders picks the configured headers out of the client's request
@@ -121,23 +133,9 @@ func isInternalHeader(key string) bool { return strings.HasPrefix(key, "x-codein
 // any, bounds the whole answer, so it ends when the body is closed; the
 // body yields at most maxBody bytes, then an error.
 func (u *httpUpstream) CreateResponseStream(ctx context.Context, body []byte) (int, http.Header, io.ReadCloser, error) {
-	u.rounds++
-	cancel := context.CancelFunc(func() {})
-	if u.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, u.timeout)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
+	resp, cancel, err := u.send(ctx, body, "text/event-stream")
 	if err != nil {
-		cancel()
-		return 0, nil, nil, fmt.Errorf("follow-up request: %w", err)
-	}
-	req.Header = u.header.Clone()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := u.client.Do(req)
-	if err != nil {
-		cancel()
-		return 0, nil, nil, fmt.Errorf("follow-up to %s: %w", u.url, err)
+		return 0, nil, nil, err
 	}
 	return resp.StatusCode, resp.Header, &limitedBody{r: resp.Body, left: u.maxBody, cancel: cancel, what: u.url}, nil
 }
