@@ -19,6 +19,17 @@ const (
 	FilesOff      = "off"
 )
 
+// The anonymous policies (Config.Anonymous): what a request without a
+// credential gets.
+const (
+	// AnonymousReject answers it 401, as OpenAI does (the default).
+	AnonymousReject = "reject"
+	// AnonymousShared lets every such request share one owner: whatever
+	// one of them makes, all of them can read and delete. For a
+	// single-user laptop only.
+	AnonymousShared = "shared"
+)
+
 // Config configures the API server.
 type Config struct {
 	// AuthHeaders name the request headers whose values identify the
@@ -36,6 +47,8 @@ type Config struct {
 	// MaxUploadBytes bounds one uploaded file; larger uploads get a 413.
 	// Default 64MiB.
 	MaxUploadBytes int64
+	// Anonymous is AnonymousReject (default) or AnonymousShared.
+	Anonymous string
 	// FilesSource is FilesLocal (default), FilesUpstream or FilesOff.
 	FilesSource string
 	// FilesUpstreamURL is the upstream's API base URL (e.g.
@@ -95,10 +108,15 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 	if cfg.FilesSource == "" {
 		cfg.FilesSource = FilesLocal
 	}
+	if cfg.Anonymous == "" {
+		cfg.Anonymous = AnonymousReject
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	switch {
+	case cfg.Anonymous != AnonymousReject && cfg.Anonymous != AnonymousShared:
+		return nil, fmt.Errorf("api: Anonymous %q is not one of reject, shared", cfg.Anonymous)
 	case cfg.DefaultExpiryMinutes < 1 || cfg.MaxExpiryMinutes < cfg.DefaultExpiryMinutes:
 		return nil, fmt.Errorf("api: expiry: want 1 <= DefaultExpiryMinutes (%d) <= MaxExpiryMinutes (%d)", cfg.DefaultExpiryMinutes, cfg.MaxExpiryMinutes)
 	case cfg.MaxMemoryLimit < 0 || cfg.MaxUploadBytes < 0 || cfg.FileLifetime < 0:
@@ -210,7 +228,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Method %s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 		return
 	}
-	h(w, r, store.Owner(r.Header, s.cfg.AuthHeaders), ids)
+	owner, ok := store.Owner(r.Header, s.cfg.AuthHeaders)
+	if !ok && s.cfg.Anonymous != AnonymousShared {
+		writeError(w, errNoCredential())
+		return
+	}
+	h(w, r, owner, ids)
 }
 
 // splitPath returns the segments after /v1/, none empty.

@@ -37,7 +37,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	c := store.Container{
 		ID: store.NewID("cntr_"), Owner: owner,
-		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: defaultMemoryLimit,
+		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: defaultMemoryLimit, Origin: store.OriginAPI,
 	}
 	var fileIDs []string
 	hasName := false
@@ -155,7 +155,7 @@ func (s *Server) fetchFiles(r *http.Request, param string, ids []string) ([]fetc
 		if err != nil {
 			return nil, fetchError(err, param, id)
 		}
-		out = append(out, fetched{id: id, name: id + "-" + name, data: data})
+		out = append(out, fetched{id: id, name: store.AttachedName(id, name), data: data})
 	}
 	return out, nil
 }

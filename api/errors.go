@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -38,6 +39,13 @@ func notFound(param, format string, args ...any) *Error {
 
 func tooLarge(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: param, Code: "file_too_large", Message: fmt.Sprintf(format, args...)}
+}
+
+// errNoCredential is OpenAI's answer to a request without an API key
+// (api.anonymous: reject), for the Containers and Files APIs and for
+// /v1/responses that use a container.
+func errNoCredential() *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Message: store.NoCredentialMessage}
 }
 
 // errExpired is what using an expired container answers (observed from
@@ -82,10 +90,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // anything else → 500 (logged, never shown).
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, param, what, id string) {
 	var q *store.QuotaError
+	var pc *store.PathConflictError
 	var e *Error
 	switch {
 	case errors.As(err, &e):
 		writeError(w, e)
+	case errors.As(err, &pc):
+		writeError(w, pathConflict(pc))
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, notFound(param, "No %s found with id '%s'.", what, id))
 	case errors.Is(err, store.ErrExpired):
@@ -99,6 +110,15 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error, p
 		writeError(w, &Error{Status: http.StatusInternalServerError, Type: typeServer,
 			Message: "The server had an error while processing your request."})
 	}
+}
+
+// pathConflict says which file of the container is in the way.
+func pathConflict(pc *store.PathConflictError) *Error {
+	msg := fmt.Sprintf("A file cannot be stored at '%s': the container has a file '%s' below it, so it is a directory.", pc.Path, pc.Other)
+	if !strings.HasPrefix(pc.Other, pc.Path+"/") {
+		msg = fmt.Sprintf("A file cannot be stored at '%s': the container's file '%s' is where a directory must be.", pc.Path, pc.Other)
+	}
+	return invalid("file", "path_conflict", "%s", msg)
 }
 
 // quotaError names the operator's bound that would be exceeded.

@@ -30,7 +30,7 @@ type StoreFetcher struct {
 
 // FetchFile implements FileFetcher.
 func (f StoreFetcher) FetchFile(ctx context.Context, r *http.Request, id string) (string, []byte, error) {
-	owner := store.Owner(r.Header, f.AuthHeaders)
+	owner, _ := store.Owner(r.Header, f.AuthHeaders) // the interceptor refused the anonymous unless they share one
 	meta, err := f.Store.GetFile(ctx, owner, "", id)
 	if err != nil {
 		return "", nil, fmt.Errorf("file %s: %w", id, err)
@@ -90,7 +90,7 @@ func (f *HTTPFetcher) FetchFile(ctx context.Context, r *http.Request, id string)
 	if err := json.Unmarshal(meta, &obj); err != nil || obj.Filename == "" {
 		return "", nil, fmt.Errorf("file %s: the upstream Files API sent no filename: %w", id, &FetchError{Status: http.StatusOK})
 	}
-	name, e := uploadName(obj.Filename)
+	name, e := uploadName(obj.Filename, store.MaxNameBytes)
 	if e != nil {
 		return "", nil, fmt.Errorf("file %s: unusable filename %q: %w", id, obj.Filename, &FetchError{Status: http.StatusOK})
 	}

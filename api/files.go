@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -27,7 +26,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 	var data []byte
 	switch mediaType(r) {
 	case "multipart/form-data":
-		f, e := s.readForm(w, r, "file_id")
+		f, e := s.readForm(w, r, maxContainerFileName, "file_id")
 		if e != nil {
 			writeError(w, e)
 			return
@@ -173,7 +172,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 		writeError(w, invalid("file", "invalid_content_type", "Unsupported Content-Type %q: send multipart/form-data with 'file' and 'purpose'.", r.Header.Get("Content-Type")))
 		return
 	}
-	f, e := s.readForm(w, r, "purpose", "expires_after[anchor]", "expires_after[seconds]")
+	f, e := s.readForm(w, r, maxFilesAPIName, "purpose", "expires_after[anchor]", "expires_after[seconds]")
 	if e != nil {
 		writeError(w, e)
 		return
@@ -338,7 +337,7 @@ type form struct {
 // readForm reads a multipart body as it arrives, bounded: the `file` part
 // up to MaxUploadBytes (413 above), the named small fields, nothing else.
 // Nothing is stored until the whole body has been read and checked.
-func (s *Server) readForm(w http.ResponseWriter, r *http.Request, fields ...string) (*form, *Error) {
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, fields ...string) (*form, *Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes+multipartSlack)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -366,7 +365,7 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, fields ...stri
 			if f.hasFile {
 				return nil, invalid("file", "duplicate_parameter", "Duplicate parameter: 'file'.")
 			}
-			fn, e := uploadName(part.FileName())
+			fn, e := uploadName(part.FileName(), maxName)
 			if e != nil {
 				return nil, e
 			}
@@ -400,22 +399,26 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, fields ...stri
 }
 
 // uploadName checks the filename a client gave an upload: the base name
-// (mime/multipart already dropped any directories), printable, sane.
-func uploadName(fn string) (string, *Error) {
+// (mime/multipart already dropped any directories), at most max bytes
+// (store.CheckFilename says what else).
+func uploadName(fn string, max int) (string, *Error) {
 	if i := strings.LastIndexByte(fn, '\\'); i >= 0 {
 		fn = fn[i+1:] // a Windows path sent by a browser
 	}
-	bad := fn == "" || fn == "." || fn == ".." || len(fn) > 255 || !utf8.ValidString(fn)
-	for _, c := range fn {
-		if c < 0x20 || c == 0x7f || c == '/' {
-			bad = true
-		}
-	}
-	if bad {
-		return "", invalid("file", "invalid_value", "Invalid value for 'file': the part needs a filename (1-255 bytes of UTF-8, no '/' or control characters), got %q.", fn)
+	if err := store.CheckFilename(fn, max); err != nil {
+		return "", invalid("file", "invalid_value", "Invalid value for 'file': the part needs a filename of 1-%d bytes of UTF-8 without '/' or control, format or line-separator characters, got %q: %v.", max, fn, err)
 	}
 	return fn, nil
 }
+
+// The longest names an upload may have. A container file's name is its
+// path's last component; a Files API file attached to a container
+// becomes /mnt/data/<file_id>-<filename>, so its name leaves room for the
+// id. Both are refused at upload, never when code wants to use them.
+const (
+	maxContainerFileName = store.MaxNameBytes
+	maxFilesAPIName      = store.MaxNameBytes - len("file-") - store.IDDigits - 1
+)
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

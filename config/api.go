@@ -5,6 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // API is the HTTP server of OpenAI's Containers and Files APIs (package
@@ -18,8 +21,16 @@ type API struct {
 	// caller: what one credential creates, another cannot see (stored
 	// lowercase).
 	AuthHeaders []string `json:"auth_headers"`
+	// Anonymous is what a request without a credential (none of
+	// auth_headers, or only empty ones such as "Bearer ") gets: "reject"
+	// (OpenAI's 401 "You didn't provide an API key.", on the Containers and
+	// Files APIs and on /v1/responses that use the code interpreter) or
+	// "shared" (all such requests share one owner: whatever one makes,
+	// every other can read and delete; for a single-user laptop).
+	Anonymous string `json:"anonymous"`
 	// MaxUploadBytes bounds one uploaded file (413 above); at most
-	// store.limits.file_bytes.
+	// store.limits.file_bytes. The bound in force is lower when a session
+	// could not hold such a file (Config.StoreLimits).
 	MaxUploadBytes ByteSize `json:"max_upload_bytes"`
 	// DefaultExpiry is a new container's expires_after when the client
 	// gives none (OpenAI's 20 minutes after last use); whole minutes.
@@ -39,7 +50,8 @@ type Store struct {
 	Limits   StoreLimits `json:"limits"`
 }
 
-// StoreLimits bound what the store holds (store.Limits).
+// StoreLimits bound what the store holds (store.Limits; Config.StoreLimits
+// gives the bounds in force).
 type StoreLimits struct {
 	FileBytes       ByteSize      `json:"file_bytes"`
 	ContainerBytes  ByteSize      `json:"container_bytes"`
@@ -63,8 +75,11 @@ type Files struct {
 	UpstreamURL string `json:"upstream_url"`
 }
 
-// The store backends and files sources.
+// The store backends, files sources and anonymous policies.
 const (
+	AnonymousReject = "reject"
+	AnonymousShared = "shared"
+
 	StoreMemory   = "memory"
 	StoreRedis    = "redis"
 	FilesLocal    = "local"
@@ -76,6 +91,7 @@ func defaultAPI() API {
 	return API{
 		Listen:         "127.0.0.1:8081",
 		AuthHeaders:    []string{"authorization", "api-key"},
+		Anonymous:      AnonymousReject,
 		MaxUploadBytes: 64 * MiB,
 		DefaultExpiry:  20 * time.Minute,
 		MaxExpiry:      time.Hour,
@@ -123,6 +139,7 @@ func (c *Config) validateAPI(v *validator) {
 		}
 		seen[l] = true
 	}
+	v.check(a.Anonymous == AnonymousReject || a.Anonymous == AnonymousShared, "api.anonymous", "%q is not one of reject, shared", a.Anonymous)
 	v.check(a.MaxUploadBytes >= KiB && a.MaxUploadBytes <= c.Store.Limits.FileBytes, "api.max_upload_bytes",
 		"%s must be between 1KiB and store.limits.file_bytes %s", a.MaxUploadBytes, c.Store.Limits.FileBytes)
 	checkMinutes(v, "api.default_expiry", a.DefaultExpiry)
@@ -184,4 +201,52 @@ func (c *Config) validateFiles(v *validator) {
 	default:
 		v.add("files.source", "%q is not one of local, upstream, off", f.Source)
 	}
+}
+
+// StoreLimits are store.limits as the store enforces them: file_bytes and
+// container_bytes lowered to what one sandbox session can hold. Every
+// interpreter a container gets has all its files copied in, within the
+// session's scratch space (sandbox.limits.scratch_bytes, less a page per
+// file: sandbox.DataCapacity) and one file at most sandbox.MaxFileBytes; a
+// container holding more would fail every run. So an upload or a code's
+// file past them is refused when it is made (413), never when it is used.
+func (c *Config) StoreLimits() store.Limits {
+	l := c.Store.Limits
+	capacity := sandbox.DataCapacity(int64(c.Sandbox.Limits.ScratchBytes), l.ContainerFiles)
+	return store.Limits{
+		FileBytes:       min(int64(l.FileBytes), sandbox.MaxFileBytes, capacity),
+		ContainerBytes:  min(int64(l.ContainerBytes), capacity),
+		ContainerFiles:  l.ContainerFiles,
+		OwnerBytes:      int64(l.OwnerBytes),
+		OwnerContainers: l.OwnerContainers,
+		OwnerFiles:      l.OwnerFiles,
+		FileLifetime:    l.FileLifetime,
+		ExpiredMemory:   l.ExpiredMemory,
+	}
+}
+
+// MaxUploadBytes is api.max_upload_bytes as the API enforces it: at most
+// StoreLimits().FileBytes.
+func (c *Config) MaxUploadBytes() int64 {
+	return min(int64(c.API.MaxUploadBytes), c.StoreLimits().FileBytes)
+}
+
+// LoweredLimits says, one line each, which configured bounds StoreLimits
+// and MaxUploadBytes lower, for the log at start and validate-config; none
+// when the configuration's limits agree with the sandbox.
+func (c *Config) LoweredLimits() []string {
+	l, in := c.StoreLimits(), c.Store.Limits
+	var out []string
+	why := fmt.Sprintf("what one session holds (sandbox.limits.scratch_bytes %s for %d files, and at most %s a file)",
+		c.Sandbox.Limits.ScratchBytes, in.ContainerFiles, ByteSize(sandbox.MaxFileBytes))
+	if l.FileBytes < int64(in.FileBytes) {
+		out = append(out, fmt.Sprintf("store.limits.file_bytes %s is lowered to %s: %s", in.FileBytes, ByteSize(l.FileBytes), why))
+	}
+	if l.ContainerBytes < int64(in.ContainerBytes) {
+		out = append(out, fmt.Sprintf("store.limits.container_bytes %s is lowered to %s: %s", in.ContainerBytes, ByteSize(l.ContainerBytes), why))
+	}
+	if up := c.MaxUploadBytes(); up < int64(c.API.MaxUploadBytes) {
+		out = append(out, fmt.Sprintf("api.max_upload_bytes %s is lowered to %s, the file bound in force", c.API.MaxUploadBytes, ByteSize(up)))
+	}
+	return out
 }

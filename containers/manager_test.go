@@ -61,7 +61,8 @@ func authHeaders() []string { return []string{"authorization"} }
 // caller is the owner and headers of a request with key.
 func caller(key string) (string, http.Header) {
 	h := http.Header{"Authorization": {"Bearer " + key}}
-	return store.Owner(h, authHeaders()), h
+	owner, _ := store.Owner(h, authHeaders())
+	return owner, h
 }
 
 // fetchFunc adapts a function to containers.FileFetcher.

@@ -45,6 +45,10 @@ type Config struct {
 	// caller (store.Owner): its containers and files are its own. Default
 	// ["authorization", "api-key"].
 	AuthHeaders []string
+	// AnonymousShared lets requests without a credential share one owner
+	// (api.anonymous: shared); otherwise such a request that uses the code
+	// interpreter's containers gets OpenAI's 401.
+	AnonymousShared bool
 }
 
 // DefaultMaxBodyBytes is the default body limit.

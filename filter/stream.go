@@ -280,7 +280,11 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			Message: fmt.Sprintf("Request body is %d bytes; the limit is %d bytes.", len(body), st.s.cfg.MaxBodyBytes),
 			Code:    "request_too_large"})
 	}
-	ex, err := st.s.ic.NewExchange(ctx, interceptor.Caller{Owner: store.Owner(st.clientHdr, st.s.cfg.AuthHeaders), Header: st.clientHdr}, body)
+	owner, ok := store.Owner(st.clientHdr, st.s.cfg.AuthHeaders)
+	if !ok && !st.s.cfg.AnonymousShared {
+		owner = "" // no one: the interceptor refuses it a container
+	}
+	ex, err := st.s.ic.NewExchange(ctx, interceptor.Caller{Owner: owner, Header: st.clientHdr}, body)
 	if err != nil {
 		var apiErr *interceptor.APIError
 		if !errors.As(err, &apiErr) {

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // This file connects a request to its container (Containers): the
@@ -189,7 +191,9 @@ func inputFileNote(f InputFile) string {
 
 // Caller is who sent a request.
 type Caller struct {
-	// Owner is the caller's identity (store.Owner of its credential).
+	// Owner is the caller's identity (store.Owner of its credential); ""
+	// for a request without a credential that may not have containers
+	// (api.anonymous: reject): it gets OpenAI's 401 when it uses them.
 	Owner string
 	// Header is the request's headers, for a Containers implementation
 	// that fetches file_ids from the upstream's Files API with the
@@ -210,6 +214,11 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	}
 	if err != nil || !x.req.intercepted || i.containers == nil {
 		return x, err
+	}
+	if caller.Owner == "" {
+		// Containers belong to a credential; a request without one
+		// cannot have any (api.anonymous: reject).
+		return nil, &APIError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Message: store.NoCredentialMessage}
 	}
 	d := x.req.container
 	c, err := i.containers.Open(ctx, ContainerSpec{

@@ -17,8 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Container is one container's metadata.
@@ -34,7 +37,23 @@ type Container struct {
 	ExpiresAfterMinutes int `json:"expires_after_minutes"`
 	// MemoryLimit is OpenAI's string ("1g", "4g", ...).
 	MemoryLimit string `json:"memory_limit"`
+	// Origin is how the container was made: OriginAPI (POST
+	// /v1/containers) or OriginAuto (a response's {"type": "auto"}). Only
+	// auto containers are ever deleted to make room for another; a record
+	// without one (written before the field existed) counts as made
+	// through the API, so it is never recycled.
+	Origin string `json:"origin,omitempty"`
 }
+
+// The origins of a container (Container.Origin).
+const (
+	OriginAPI  = "api"
+	OriginAuto = "auto"
+)
+
+// Recyclable reports whether the container may be deleted to make room
+// for another auto container: only one a response made itself.
+func (c Container) Recyclable() bool { return c.Origin == OriginAuto }
 
 // ExpiresAt is when the container expires unless used before.
 func (c Container) ExpiresAt() time.Time {
@@ -64,6 +83,11 @@ type File struct {
 	// ExpiresAt is the Unix second a Files API file expires (0: with the
 	// store's lifetime rules only).
 	ExpiresAt int64 `json:"expires_at,omitempty"`
+	// Revision changes with every PutFile, a replacement of the same path
+	// too (which keeps ID): it tells a copy of the file (an interpreter's
+	// /mnt/data) whether it is still current. Stores set it; a record
+	// without one is never current.
+	Revision string `json:"revision,omitempty"`
 }
 
 // ListOptions select one page of a listing, as OpenAI's list endpoints do.
@@ -126,8 +150,11 @@ type Store interface {
 	DeleteContainer(ctx context.Context, owner, id string) error
 
 	// PutFile stores a file's metadata and bytes (f.Bytes is set from
-	// data) and returns what it stored. A container file replaces the
-	// container's file of the same Path, keeping its id and created_at.
+	// data, f.Revision made anew) and returns what it stored. A container
+	// file replaces the container's file of the same Path, keeping its id
+	// and created_at. A container's paths form a tree, as a file system's
+	// do: a path that is a directory of another file of the container, or
+	// lies below one, is a *PathConflictError.
 	// The container must exist (ErrNotFound) and not be expired
 	// (ErrExpired); PutFile does not touch it. Defaults: an id (cfile_… or
 	// file-…) when f.ID is empty, CreatedAt now, a container file's Path
@@ -175,6 +202,22 @@ const (
 	LimitStoreMemory     = "store_memory"
 )
 
+// PathConflictError reports a container file that cannot be stored at
+// Path because another file of the container, Other, makes it impossible
+// in a file system: Other is Path's parent directory's place, or lies below
+// Path (errors.As). A store writes nothing when it returns one.
+type PathConflictError struct {
+	Path  string // the path asked for
+	Other string // the container's file in the way
+}
+
+func (e *PathConflictError) Error() string {
+	if strings.HasPrefix(e.Other, e.Path+"/") {
+		return fmt.Sprintf("store: %s is a directory in the container (it holds %s)", e.Path, e.Other)
+	}
+	return fmt.Sprintf("store: %s cannot be stored: %s is a file, not a directory", e.Path, e.Other)
+}
+
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("store: the %s limit (%d) would be exceeded", e.Limit, e.Max)
 }
@@ -213,10 +256,23 @@ func DefaultLimits() Limits {
 
 // Owner hashes the credential a client sent — the values of the named
 // headers (e.g. authorization, api-key), in order — into the opaque owner
-// of what it creates. The credential itself is never stored. Requests that
-// carry none of the headers share one owner: put the API behind a gateway
-// that requires a credential.
-func Owner(h http.Header, names []string) string {
+// of what it creates. The credential itself is never stored.
+//
+// ok is false for a request that carries no credential: none of the
+// headers, or only values with nothing in them ("Bearer " with nothing
+// after it). Such requests all get the one anonymous owner; callers refuse
+// them unless the operator chose to let them share it (api.anonymous).
+func Owner(h http.Header, names []string) (owner string, ok bool) {
+	for _, n := range names {
+		for _, v := range h.Values(n) {
+			if credentialValue(v) {
+				ok = true
+			}
+		}
+	}
+	if !ok {
+		h = nil // "Bearer " and no header at all are the same nobody
+	}
 	sum := sha256.New()
 	for _, n := range names {
 		sum.Write([]byte(strings.ToLower(n)))
@@ -227,17 +283,101 @@ func Owner(h http.Header, names []string) string {
 		}
 		sum.Write([]byte{1})
 	}
-	return "o_" + hex.EncodeToString(sum.Sum(nil))[:32]
+	return "o_" + hex.EncodeToString(sum.Sum(nil))[:32], ok
 }
 
-// NewID returns prefix followed by 48 random hex digits (192 bits), the
-// length of OpenAI's container ids.
+// NoCredentialMessage is OpenAI's answer (401, invalid_request_error) to a
+// request without an API key.
+const NoCredentialMessage = "You didn't provide an API key. " +
+	"You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), " +
+	"or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username. " +
+	"You can obtain an API key from https://platform.openai.com/account/api-keys."
+
+// credentialValue reports whether a header value holds a credential:
+// something other than blanks, once an authorization scheme word (Bearer,
+// Basic, ...) is set aside.
+func credentialValue(v string) bool {
+	v = strings.TrimSpace(v)
+	if scheme, rest, _ := strings.Cut(v, " "); isScheme(scheme) {
+		v = strings.TrimSpace(rest)
+	}
+	return v != ""
+}
+
+// isScheme reports whether w is an HTTP authorization scheme a credential
+// follows.
+func isScheme(w string) bool {
+	switch strings.ToLower(w) {
+	case "bearer", "basic", "token", "apikey", "api-key":
+		return true
+	}
+	return false
+}
+
+// AttachedName is the name a Files API file gets in a container:
+// <file_id>-<filename>, as OpenAI mounts them. A name that would be longer
+// than MaxNameBytes is shortened, keeping its extension: the server's own
+// uploads are refused before that (api), but another provider's Files API
+// (files.source: upstream) has its own bounds.
+func AttachedName(fileID, filename string) string {
+	name := fileID + "-" + filename
+	if len(name) <= MaxNameBytes {
+		return name
+	}
+	ext := path.Ext(filename)
+	if len(ext) > 16 || len(ext) >= len(filename) {
+		ext = ""
+	}
+	stem := name[:len(name)-len(ext)]
+	stem = stem[:MaxNameBytes-len(ext)]
+	for !utf8.ValidString(stem) { // cut inside a character: drop its start
+		stem = stem[:len(stem)-1]
+	}
+	return stem + ext
+}
+
+// IDDigits is how many hex digits NewID puts after the prefix.
+const IDDigits = 48
+
+// NewID returns prefix followed by IDDigits random hex digits (192 bits),
+// the length of OpenAI's container ids.
 func NewID(prefix string) string {
-	var b [24]byte
+	var b [IDDigits / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("store: crypto/rand: %v", err))
 	}
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// MaxNameBytes is the longest file name a file system holds (Linux's
+// NAME_MAX): a container file's every path component is at most this.
+const MaxNameBytes = 255
+
+// CheckFilename reports why name cannot be a file's name, or nil: it must
+// be 1 to max bytes of UTF-8, not "." or "..", without '/' or '\', and
+// without the characters that hide or reshape text rather than show it —
+// Unicode's categories Cc (controls, U+0085 too), Cf (format: bidi
+// overrides such as U+202E, zero-width characters), Zl and Zp (U+2028,
+// U+2029). Such a name would show one thing to a user and another to a
+// file system, or break the line it is written on.
+func CheckFilename(name string, max int) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return errors.New("a file name must not be empty, \".\" or \"..\"")
+	case len(name) > max:
+		return fmt.Errorf("a file name is at most %d bytes, this one is %d", max, len(name))
+	case !utf8.ValidString(name):
+		return errors.New("a file name must be UTF-8")
+	}
+	for _, r := range name {
+		switch {
+		case r == '/' || r == '\\':
+			return fmt.Errorf("a file name must not contain %q", r)
+		case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp):
+			return fmt.Errorf("a file name must not contain control, format or line-separator characters (%U)", r)
+		}
+	}
+	return nil
 }
 
 // ValidID reports whether id can name a stored object: 1 to 128 ASCII

@@ -41,7 +41,7 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := newStore(context.Background(), cfg.Store)
+	st, err := newStore(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +124,14 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 func TestAPIConfigFromConfig(t *testing.T) {
 	cfg := config.Default()
 	got := apiConfig(cfg)
-	if got.DefaultExpiryMinutes != 20 || got.MaxExpiryMinutes != 60 || got.MaxUploadBytes != 64<<20 ||
+	// The configured 64MiB is lowered to what a session holds: 32MiB of
+	// scratch space less a page for each of 256 files.
+	if got.DefaultExpiryMinutes != 20 || got.MaxExpiryMinutes != 60 || got.MaxUploadBytes != 31<<20 || got.Anonymous != api.AnonymousReject ||
 		got.MaxMemoryLimit != int64(cfg.Interceptor.MaxMemoryLimit) || got.FilesSource != api.FilesLocal ||
 		len(got.AuthHeaders) != 2 || got.FileLifetime != 24*time.Hour {
 		t.Fatalf("%+v", got)
 	}
-	if l := storeLimits(cfg.Store.Limits); l.FileBytes != 64<<20 || l.OwnerContainers != 64 || l.ExpiredMemory != 24*time.Hour {
+	if l := cfg.StoreLimits(); l.FileBytes != 31<<20 || l.ContainerBytes != 31<<20 || l.OwnerContainers != 64 || l.ExpiredMemory != 24*time.Hour {
 		t.Fatalf("%+v", l)
 	}
 }

@@ -227,7 +227,10 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
-	st, err := newStore(ctx, cfg.Store)
+	for _, l := range cfg.LoweredLimits() {
+		log.Warn(l)
+	}
+	st, err := newStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +260,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	}
 	mgr := containers.New(containers.Config{
 		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
-		MaxFileBytes:  int64(cfg.Store.Limits.FileBytes),
+		MaxFileBytes:  cfg.StoreLimits().FileBytes,
 		Files:         files,
 	}, st, prov, log.Named("containers"))
 	defer func() {
@@ -283,6 +286,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
 		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
 		AuthHeaders:            cfg.API.AuthHeaders,
+		AnonymousShared:        cfg.API.Anonymous == config.AnonymousShared,
 		SyntheticStreams:       cfg.Interceptor.Streaming == "synthetic",
 		Upstream: filter.UpstreamConfig{
 			URL:            cfg.Upstream.URL,

@@ -16,36 +16,24 @@ import (
 	"github.com/codeinterp/codeinterp/store/redis"
 )
 
-// storeLimits maps the store.limits section onto the store's bounds.
-func storeLimits(c config.StoreLimits) store.Limits {
-	return store.Limits{
-		FileBytes:       int64(c.FileBytes),
-		ContainerBytes:  int64(c.ContainerBytes),
-		ContainerFiles:  c.ContainerFiles,
-		OwnerBytes:      int64(c.OwnerBytes),
-		OwnerContainers: c.OwnerContainers,
-		OwnerFiles:      c.OwnerFiles,
-		FileLifetime:    c.FileLifetime,
-		ExpiredMemory:   c.ExpiredMemory,
-	}
-}
-
 // newStore opens the configured store: one per process, shared by the
 // API and the interceptor.
-func newStore(ctx context.Context, c config.Store) (store.Store, error) {
+// Its bounds are the ones in force (config.Config.StoreLimits).
+func newStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	c, limits := cfg.Store, cfg.StoreLimits()
 	switch c.Backend {
 	case config.StoreRedis:
 		// Bounded: a server that cannot reach its store must say so at
 		// start, not hang there.
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		st, err := redis.New(cctx, c.RedisURL, storeLimits(c.Limits), nil)
+		st, err := redis.New(cctx, c.RedisURL, limits, nil)
 		if err != nil {
 			return nil, fmt.Errorf("store.redis_url: %w", err)
 		}
 		return st, nil
 	case config.StoreMemory:
-		return memory.New(storeLimits(c.Limits), nil), nil
+		return memory.New(limits, nil), nil
 	}
 	return nil, fmt.Errorf("store.backend: %q is not one of memory, redis", c.Backend)
 }
@@ -57,7 +45,8 @@ func apiConfig(cfg *config.Config) api.Config {
 		DefaultExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
 		MaxExpiryMinutes:     int(cfg.API.MaxExpiry / time.Minute),
 		MaxMemoryLimit:       int64(cfg.Interceptor.MaxMemoryLimit),
-		MaxUploadBytes:       int64(cfg.API.MaxUploadBytes),
+		MaxUploadBytes:       cfg.MaxUploadBytes(),
+		Anonymous:            cfg.API.Anonymous,
 		FilesSource:          cfg.Files.Source,
 		FilesUpstreamURL:     cfg.Files.UpstreamURL,
 		FileLifetime:         cfg.Store.Limits.FileLifetime,

@@ -45,6 +45,9 @@ func validateConfig(args, environ []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, l := range c.LoweredLimits() {
+		fmt.Fprintf(stderr, "note: %s\n", l)
+	}
 	fmt.Fprintf(stdout, "ok: %s\n", file)
 	writeSummary(stdout, c, appliedEnv(environ))
 	return nil
@@ -101,8 +104,10 @@ func writeSummary(w io.Writer, c *config.Config, env []string) {
 			l.RunTimeout, l.GuestMemory, l.MaxGuestMemory, l.WorkerOverhead, l.StdoutBytes, l.StderrBytes, l.Pids, l.CPUs)},
 		{"runtime dir", orDefault(c.Sandbox.RuntimeDir, "(found at start-up: newest build under the cache dir)")},
 		{"api listen", orDefault(c.API.Listen, "off")},
-		{"containers", fmt.Sprintf("expire %s after use (max %s), uploads up to %s, owners by %s",
-			c.API.DefaultExpiry, c.API.MaxExpiry, c.API.MaxUploadBytes, strings.Join(c.API.AuthHeaders, ", "))},
+		{"containers", fmt.Sprintf("expire %s after use (max %s), uploads up to %s, owners by %s, anonymous requests: %s",
+			c.API.DefaultExpiry, c.API.MaxExpiry, config.ByteSize(c.MaxUploadBytes()), strings.Join(c.API.AuthHeaders, ", "), c.API.Anonymous)},
+		{"container bounds", fmt.Sprintf("%s a file, %s and %d files a container",
+			config.ByteSize(c.StoreLimits().FileBytes), config.ByteSize(c.StoreLimits().ContainerBytes), c.Store.Limits.ContainerFiles)},
 		{"store", storeSummary(c.Store)},
 		{"files source", strings.TrimSpace(c.Files.Source + " " + c.Files.UpstreamURL)},
 		{"logging", c.Logging.Level + ", " + c.Logging.Format},

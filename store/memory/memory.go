@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -326,6 +327,8 @@ func (s *Store) PutFile(ctx context.Context, f store.File, data []byte) (store.F
 		f.ID, f.CreatedAt = old.f.ID, old.f.CreatedAt // a replacement keeps its identity
 	} else if c.files[f.ID] != nil {
 		return store.File{}, fmt.Errorf("store: file id %s is taken in container %s", f.ID, c.c.ID)
+	} else if err := c.conflict(f.Path); err != nil {
+		return store.File{}, err
 	}
 	var oldBytes int64
 	if old != nil {
@@ -345,6 +348,22 @@ func (s *Store) PutFile(ctx context.Context, f store.File, data []byte) (store.F
 	c.bytes += delta
 	o.bytes += delta
 	return f, nil
+}
+
+// conflict reports a file of c in the way of a new file at p: one at a
+// parent's place, or one below p.
+func (c *container) conflict(p string) error {
+	for _, d := range storeutil.Parents(p) {
+		if _, ok := c.byPath[d]; ok {
+			return &store.PathConflictError{Path: p, Other: d}
+		}
+	}
+	for other := range c.byPath {
+		if strings.HasPrefix(other, p+"/") {
+			return &store.PathConflictError{Path: p, Other: other}
+		}
+	}
+	return nil
 }
 
 func (s *Store) putAPIFile(o *owner, f store.File, data []byte, now time.Time) (store.File, error) {

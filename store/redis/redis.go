@@ -485,12 +485,15 @@ func (s *Store) PutFile(ctx context.Context, f store.File, data []byte) (store.F
 		}
 		res, err := s.run(ctx, s.scripts.putContainerFile, f.Owner, now,
 			f.ContainerID, g.ID, g.Path, meta, data, g.Bytes, member(g.CreatedAt, g.ID), cur,
-			s.limits.ContainerBytes, s.limits.ContainerFiles, s.limits.OwnerBytes)
+			s.limits.ContainerBytes, s.limits.ContainerFiles, s.limits.OwnerBytes, storeutil.DataDir)
 		if err != nil {
 			return store.File{}, err
 		}
-		if res[0] == "retry" {
+		switch {
+		case res[0] == "retry":
 			continue
+		case res[0] == "conflict" && len(res) == 2:
+			return store.File{}, &store.PathConflictError{Path: g.Path, Other: res[1]}
 		}
 		if err := status(res, "container "+f.ContainerID); err != nil {
 			return store.File{}, err

@@ -213,7 +213,8 @@ return {'ok'}
 `),
 		// ARGV[4] cid, [5] fid, [6] path, [7] meta, [8] data, [9] size,
 		// [10] member, [11] the file id expected at path ("" none),
-		// [12] max container bytes, [13] max container files, [14] max owner bytes.
+		// [12] max container bytes, [13] max container files, [14] max owner bytes,
+		// [15] the data directory (/mnt/data) the paths are below.
 		putContainerFile: script("", `
 local cid, fid, path = ARGV[4], ARGV[5], ARGV[6]
 local size = tonumber(ARGV[9])
@@ -231,6 +232,21 @@ if cur then
   oldSize = tonumber(redis.call('HGET', fk, 'size')) or 0
 elseif redis.call('EXISTS', fk) == 1 then
   return {'taken'}
+else
+  -- A container's paths form a tree: no file at a parent's place, none
+  -- below the new path (the container's files are bounded by its quota).
+  local i = #ARGV[15] + 2
+  while true do
+    local j = string.find(path, '/', i, true)
+    if not j then break end
+    local parent = string.sub(path, 1, j - 1)
+    if redis.call('HEXISTS', cp, parent) == 1 then return {'conflict', parent} end
+    i = j + 1
+  end
+  local below = path .. '/'
+  for _, p in ipairs(redis.call('HKEYS', cp)) do
+    if string.sub(p, 1, #below) == below then return {'conflict', p} end
+  end
 end
 local delta = size - oldSize
 local cb = st.cbytes[cid]

@@ -169,6 +169,9 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentOwnerContainers", testConcurrentContainers},
 		{"ConcurrentOwnerBytes", testConcurrentBytes},
 		{"InvalidInput", testInvalidInput},
+		{"PathsFormATree", testPathsFormATree},
+		{"Revisions", testRevisions},
+		{"Origin", testOrigin},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore) })
@@ -977,5 +980,117 @@ func testInvalidInput(t *testing.T, f Factory) {
 	}
 	if _, err := e.s.PutFile(e.ctx, store.File{ContainerID: c.ID, Path: "/mnt/data/x"}, []byte("x")); err == nil {
 		t.Error("a file without an owner accepted")
+	}
+}
+
+// testPathsFormATree: a container's files are a file system's files. The
+// sequence that bricked a container — /mnt/data/x stored, then
+// /mnt/data/x/y stored beside it — cannot happen: a file at a parent's
+// place, or one below the new path, is a PathConflictError and nothing is
+// written; once the file in the way is gone, the path is free.
+func testPathsFormATree(t *testing.T, f Factory) {
+	e := newEnv(t, f, store.DefaultLimits())
+	c := e.container(alice, "tree")
+	x := e.file(alice, c.ID, "/mnt/data/x", []byte("file"))
+	deep := e.file(alice, c.ID, "/mnt/data/d/e/f.txt", []byte("deep"))
+	for _, tc := range []struct{ path, other string }{
+		{"/mnt/data/x/y", "/mnt/data/x"},       // below a file
+		{"/mnt/data/x/y/z", "/mnt/data/x"},     // further below it
+		{"/mnt/data/d", "/mnt/data/d/e/f.txt"}, // a directory of another file
+		{"/mnt/data/d/e", "/mnt/data/d/e/f.txt"},
+		{"/mnt/data/d/e/f.txt/g", "/mnt/data/d/e/f.txt"},
+	} {
+		_, err := e.s.PutFile(e.ctx, store.File{Owner: alice, ContainerID: c.ID, Path: tc.path, Source: "assistant"}, []byte("in the way"))
+		var pc *store.PathConflictError
+		if !errors.As(err, &pc) || pc.Path != tc.path || pc.Other != tc.other {
+			t.Errorf("PutFile(%s) = %v; want a PathConflictError with %s", tc.path, err, tc.other)
+		}
+	}
+	if page, _ := e.listFiles(alice, c.ID, store.ListOptions{}); len(page) != 2 {
+		t.Fatalf("after the refused puts %d files, want the 2 first ones: %+v", len(page), page)
+	}
+	// Siblings and names that only share a prefix are no conflict; a
+	// replacement of the file itself is none either.
+	e.file(alice, c.ID, "/mnt/data/xy", []byte("sibling"))
+	e.file(alice, c.ID, "/mnt/data/d/e2/f.txt", []byte("cousin"))
+	if rep := e.file(alice, c.ID, "/mnt/data/x", []byte("new")); rep.ID != x.ID {
+		t.Errorf("replacing /mnt/data/x gave id %s, want %s", rep.ID, x.ID)
+	}
+	// Deleted, the file is no longer in the way.
+	if err := e.s.DeleteFile(e.ctx, alice, c.ID, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.file(alice, c.ID, "/mnt/data/x/y", []byte("now a directory"))
+	if err := e.s.DeleteFile(e.ctx, alice, c.ID, deep.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.file(alice, c.ID, "/mnt/data/d/e", []byte("now a file"))
+	// Paths that name no file in /mnt/data are refused outright.
+	for _, p := range []string{"/tmp/x", "/mnt/data", "/mnt/data/", "/mnt/data/a//b", "/mnt/data/a/../b", "relative",
+		"/mnt/data/" + strings.Repeat("n", store.MaxNameBytes+1)} {
+		if _, err := e.s.PutFile(e.ctx, store.File{Owner: alice, ContainerID: c.ID, Path: p}, []byte("x")); err == nil {
+			t.Errorf("PutFile(%q) accepted", p)
+		}
+	}
+	e.file(alice, c.ID, "/mnt/data/"+strings.Repeat("n", store.MaxNameBytes), []byte("the longest name"))
+}
+
+// testRevisions: every put makes a new revision, a replacement that keeps
+// the id too, and reads return the stored one.
+func testRevisions(t *testing.T, f Factory) {
+	e := newEnv(t, f, store.DefaultLimits())
+	c := e.container(alice, "rev")
+	a := e.file(alice, c.ID, "/mnt/data/a.csv", []byte("1"))
+	b := e.file(alice, c.ID, "/mnt/data/a.csv", []byte("1"))
+	if a.Revision == "" || b.Revision == "" || a.Revision == b.Revision || a.ID != b.ID {
+		t.Fatalf("revisions %q then %q of %s/%s: want two different non-empty revisions of one id", a.Revision, b.Revision, a.ID, b.ID)
+	}
+	got, err := e.s.GetFile(e.ctx, alice, c.ID, a.ID)
+	if err != nil || got.Revision != b.Revision {
+		t.Errorf("GetFile revision %q (%v), want the latest %q", got.Revision, err, b.Revision)
+	}
+	page, _ := e.listFiles(alice, c.ID, store.ListOptions{})
+	if len(page) != 1 || page[0].Revision != b.Revision {
+		t.Errorf("ListFiles = %+v; want revision %q", page, b.Revision)
+	}
+	api := e.apiFile(alice, "up.csv", []byte("1"))
+	if api.Revision == "" {
+		t.Error("a Files API file has no revision")
+	}
+}
+
+// testOrigin: how a container was made is stored with it and read back
+// by every call that returns it.
+func testOrigin(t *testing.T, f Factory) {
+	e := newEnv(t, f, store.DefaultLimits())
+	now := e.clock.Now().Unix()
+	want := map[string]string{} // id → origin
+	for _, origin := range []string{store.OriginAPI, store.OriginAuto, ""} {
+		c := store.Container{ID: store.NewID("cntr_"), Owner: alice, Name: "code-interpreter", Origin: origin,
+			CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20, MemoryLimit: "1g"}
+		if err := e.s.PutContainer(e.ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		want[c.ID] = origin
+		got, err := e.s.GetContainer(e.ctx, alice, c.ID)
+		if err != nil || got.Origin != origin {
+			t.Errorf("GetContainer origin %q (%v), want %q", got.Origin, err, origin)
+		}
+		touched, err := e.s.TouchContainer(e.ctx, alice, c.ID, e.clock.Now())
+		if err != nil || touched.Origin != origin {
+			t.Errorf("TouchContainer origin %q (%v), want %q", touched.Origin, err, origin)
+		}
+		if got.Recyclable() != (origin == store.OriginAuto) {
+			t.Errorf("origin %q: Recyclable() = %v", origin, got.Recyclable())
+		}
+	}
+	page, _ := e.listContainers(alice, store.ListOptions{Limit: 10})
+	if len(page) != len(want) {
+		t.Fatalf("ListContainers: %d containers, want %d", len(page), len(want))
+	}
+	for _, c := range page {
+		if o, ok := want[c.ID]; !ok || c.Origin != o {
+			t.Errorf("ListContainers: %s has origin %q, want %q", c.ID, c.Origin, o)
+		}
 	}
 }

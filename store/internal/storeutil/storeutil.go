@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/codeinterp/codeinterp/store"
@@ -65,6 +66,7 @@ func PrepareFile(f store.File, data []byte, l store.Limits, now time.Time) (stor
 		return f, errors.New("store: a file time before 1970")
 	}
 	f.Bytes = int64(len(data))
+	f.Revision = store.NewID("")[:16]
 	if l.FileBytes > 0 && f.Bytes > l.FileBytes {
 		return f, &store.QuotaError{Limit: store.LimitFileBytes, Max: l.FileBytes}
 	}
@@ -89,7 +91,31 @@ func PrepareFile(f store.File, data []byte, l store.Limits, now time.Time) (stor
 	case f.Filename == "":
 		f.Filename = path.Base(f.Path)
 	}
+	// The path names a file an interpreter holds: clean, below DataDir,
+	// every component one a file system accepts.
+	rest, ok := strings.CutPrefix(f.Path, DataDir+"/")
+	if !ok || path.Clean(f.Path) != f.Path {
+		return f, fmt.Errorf("store: container file path %q is not a clean path below %s", f.Path, DataDir)
+	}
+	for part := range strings.SplitSeq(rest, "/") {
+		if len(part) > store.MaxNameBytes {
+			return f, fmt.Errorf("store: container file path %q has a component longer than %d bytes", f.Path, store.MaxNameBytes)
+		}
+	}
 	return f, nil
+}
+
+// Parents lists the places of p's parent directories below DataDir, the
+// nearest last: /mnt/data/a/b/c.txt → /mnt/data/a, /mnt/data/a/b. A
+// container file at one of them is a store.PathConflictError.
+func Parents(p string) []string {
+	var out []string
+	for i := len(DataDir) + 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return out
 }
 
 // FileExpired reports whether a Files API file has expired at now.
