@@ -671,3 +671,43 @@ func TestGVisorProviderDefaults(t *testing.T) {
 		t.Errorf("wasm defaults changed: %+v, %v", c.Sandbox.Limits, err)
 	}
 }
+
+// TestStoreLimitsAgreeWithTheSandbox: the store never accepts what a
+// session cannot hold — a container's files are copied whole into each of
+// its interpreters — and says which bounds it lowered.
+func TestStoreLimitsAgreeWithTheSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		edit                    func(*Config)
+		file, container, upload ByteSize
+		lowered                 int
+	}{
+		{"defaults: 32MiB of scratch for 256 files", nil, 31 * MiB, 31 * MiB, 31 * MiB, 3},
+		{"scratch that holds the store's bounds", func(c *Config) {
+			c.Sandbox.Limits.ScratchBytes = 512 * MiB
+			c.Store.Limits.FileBytes, c.Store.Limits.ContainerBytes, c.API.MaxUploadBytes = 16*MiB, 256*MiB, 16*MiB
+		}, 16 * MiB, 256 * MiB, 16 * MiB, 0},
+		{"one file is at most a frame's 32MiB", func(c *Config) { c.Sandbox.Limits.ScratchBytes = 2 * GiB }, 32 * MiB, 256 * MiB, 32 * MiB, 2},
+		{"fewer files leave more room", func(c *Config) {
+			c.Store.Limits.ContainerFiles = 16
+			c.Store.Limits.FileBytes, c.API.MaxUploadBytes = 8*MiB, 8*MiB
+		}, 8 * MiB, 32*MiB - 64*KiB, 8 * MiB, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			if tc.edit != nil {
+				tc.edit(c)
+			}
+			l := c.StoreLimits()
+			if l.FileBytes != int64(tc.file) || l.ContainerBytes != int64(tc.container) || c.MaxUploadBytes() != int64(tc.upload) {
+				t.Errorf("file %d, container %d, upload %d; want %d, %d, %d", l.FileBytes, l.ContainerBytes, c.MaxUploadBytes(), tc.file, tc.container, tc.upload)
+			}
+			if l.ContainerFiles != c.Store.Limits.ContainerFiles || l.OwnerBytes != int64(c.Store.Limits.OwnerBytes) {
+				t.Errorf("the other bounds changed: %+v", l)
+			}
+			if got := c.LoweredLimits(); len(got) != tc.lowered {
+				t.Errorf("LoweredLimits() = %q, want %d lines", got, tc.lowered)
+			}
+		})
+	}
+}

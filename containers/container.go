@@ -65,7 +65,12 @@ func toRef(f store.File) interceptor.ContainerFile {
 	return interceptor.ContainerFile{ID: f.ID, Path: f.Path, Filename: f.Filename, Bytes: f.Bytes}
 }
 
-// Run implements interceptor.Container.
+// Run implements interceptor.Container. The store is the truth for
+// /mnt/data: before the code runs, the interpreter's /mnt/data is made to
+// match it (whatever the API added, replaced or deleted meanwhile); after,
+// the store takes what the code created, changed and deleted, and whatever
+// it could not keep is removed again, so the two agree after every run
+// whatever the code, the API and the interpreter's deaths did.
 func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -80,27 +85,37 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 		}
 		return interceptor.RunResult{}, fmt.Errorf("containers: %w", err)
 	}
-	if c.h == nil {
-		h, opened, err := m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory)
-		if err != nil {
-			return interceptor.RunResult{}, err
-		}
-		c.h, c.opened = h, opened
+	if err := c.hold(ctx); err != nil {
+		return interceptor.RunResult{}, err
 	}
 	h := c.h
 	h.runMu.Lock()
-	defer h.runMu.Unlock()
+	defer func() { h.runMu.Unlock() }() // h may be replaced below
 
-	// A fresh interpreter (this response's first, or one that replaced a
-	// lost one) gets every file of the container first.
-	if err := c.syncIn(ctx, h); err != nil {
-		c.fail(h)
-		return interceptor.RunResult{}, err
-	}
 	// A container that existed before this response, whose interpreter
 	// this server did not hold (another replica ran it, or it was closed
 	// to make room), starts with its files but without its variables.
 	reset := !c.ran && !c.fresh && c.opened
+	err := c.mirror(ctx, h)
+	if errors.Is(err, sandbox.ErrScratchFull) && h.ranGen == h.sess.Generation() {
+		// The code's own scratch files (/tmp) take the room the
+		// container's files need; a fresh interpreter has all of it.
+		m.log.Info("replacing an interpreter whose scratch space cannot take the container's files", zap.String("container_id", c.meta.ID), zap.Error(err))
+		c.fail(h)
+		if herr := c.hold(ctx); herr != nil {
+			return interceptor.RunResult{}, herr
+		}
+		h.runMu.Unlock()
+		h = c.h
+		h.runMu.Lock()
+		reset = true
+		err = c.mirror(ctx, h)
+	}
+	if err != nil {
+		m.log.Warn("copying the container's files into the interpreter failed", zap.String("container_id", c.meta.ID), zap.Error(err))
+		return interceptor.RunResult{Result: sandbox.Result{Outcome: sandbox.OutcomeRejected,
+			Detail: "the container's files could not be copied into the interpreter, so the code did not run: " + strings.TrimPrefix(err.Error(), "containers: ")}}, nil
+	}
 	gen := h.sess.Generation()
 	res, err := h.sess.Run(ctx, code)
 	if err != nil {
@@ -108,14 +123,21 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 		return interceptor.RunResult{}, err
 	}
 	c.ran = true
+	h.ranGen = gen
 	out := interceptor.RunResult{Result: res, Reset: reset || res.StateLost}
-	if h.sess.Generation() == gen {
-		changed, err := c.syncOut(ctx, h)
-		if err != nil {
-			m.log.Warn("storing the files a run wrote failed", zap.String("container_id", c.meta.ID), zap.Error(err))
-			out.Stderr += "\n[" + err.Error() + "]\n"
-		}
+	if !interpreterEnded(res.Outcome) {
+		// A run that ended its interpreter took its files along: they
+		// are not the code's deletions, and the next run's mirror gives
+		// the new interpreter the container's files.
+		changed, note := c.collect(ctx, h, gen)
 		out.Changed = changed
+		if err := c.mirror(ctx, h); err != nil && h.sess.Generation() == gen {
+			m.log.Warn("making the interpreter's files match the store after a run failed", zap.String("container_id", c.meta.ID), zap.Error(err))
+			note = joinNotes(note, "the interpreter's /mnt/data could not be made to match the container's files: "+strings.TrimPrefix(err.Error(), "containers: "))
+		}
+		if note != "" {
+			out.Stderr += "\n[" + note + "]\n"
+		}
 	}
 	for _, im := range res.Images {
 		f, err := c.storeImage(ctx, im)
@@ -128,79 +150,223 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 	return out, nil
 }
 
-// syncIn writes the store's files into a fresh interpreter.
-func (c *container) syncIn(ctx context.Context, h *held) error {
-	// ListFiles starts an interpreter if the session lost its own, so the
-	// generation read after it is the one that will run the code.
-	if _, err := h.sess.ListFiles(ctx, DataDir); err != nil {
-		return fmt.Errorf("containers: %w", err)
+// interpreterEnded reports whether a run with outcome o surely ended its
+// interpreter (the pool kills the worker on these), so that collecting
+// would only start a new one. Where it cannot tell (a MemoryError the
+// interpreter survives, an exit with status 0), collect checks the
+// session's generation instead.
+func interpreterEnded(o sandbox.Outcome) bool {
+	switch o {
+	case sandbox.OutcomeTimeout, sandbox.OutcomeCrashed, sandbox.OutcomeCancelled:
+		return true
 	}
-	gen := h.sess.Generation()
-	if h.synced == gen {
+	return false
+}
+
+// hold acquires the container's interpreter for this response if it has
+// none.
+func (c *container) hold(ctx context.Context) error {
+	if c.h != nil {
 		return nil
 	}
-	files, err := c.allFiles(ctx)
+	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory)
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		data, err := c.m.st.FileContent(ctx, c.meta.Owner, c.meta.ID, f.ID)
-		if err != nil {
-			return fmt.Errorf("containers: read %s: %w", f.Path, err)
-		}
-		if err := h.sess.WriteFile(ctx, f.Path, data); err != nil {
-			return fmt.Errorf("containers: copy %s into the interpreter: %w", f.Path, err)
-		}
-	}
-	seen, err := stamps(ctx, h.sess)
-	if err != nil {
-		return err
-	}
-	h.seen, h.synced = seen, gen
+	c.h, c.opened = h, c.opened || opened
 	return nil
 }
 
-// syncOut stores what the run created or changed under /mnt/data.
-func (c *container) syncOut(ctx context.Context, h *held) ([]interceptor.ContainerFile, error) {
-	now, err := stamps(ctx, h.sess)
+// maxMirrorPasses bounds mirror's passes. One pass removes every file a
+// listing shows that the store does not have (up to sandbox.MaxListFiles),
+// so 16 passes clear what code can leave in a scratch space (memfs holds at
+// most 65 536 inodes; a tmpfs is bounded by bytes, at least 4 KiB a file).
+const maxMirrorPasses = 16
+
+// mirror makes the interpreter's /mnt/data hold exactly the container's
+// files: what the store lacks is removed, what the interpreter lacks or
+// holds in another version is written (replacing whatever is in its way).
+// A pass lists the interpreter, then changes it; the next pass confirms
+// and records the stamps of what was written. Errors wrap the sandbox's
+// (sandbox.ErrScratchFull when the files do not fit).
+func (c *container) mirror(ctx context.Context, h *held) error {
+	stored, err := c.allFiles(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var paths []string
-	for p, st := range now {
-		if old, ok := h.seen[p]; !ok || old != st {
-			paths = append(paths, p)
+	want := make(map[string]store.File, len(stored))
+	for _, f := range stored {
+		want[f.Path] = f
+	}
+	for pass := 0; ; pass++ {
+		l, err := h.sess.ListFiles(ctx, DataDir)
+		if err != nil {
+			return fmt.Errorf("containers: list %s: %w", DataDir, err)
+		}
+		// A listing starts a fresh interpreter if the session lost its
+		// own: its /mnt/data is empty, whatever was recorded.
+		if gen := h.sess.Generation(); h.synced != gen {
+			h.files, h.synced = map[string]syncedFile{}, gen
+		}
+		have := make(map[string]fileStamp, len(l.Files))
+		var remove []string
+		for _, fi := range l.Files {
+			have[fi.Path] = stampOf(fi)
+			if _, ok := want[fi.Path]; !ok {
+				remove = append(remove, fi.Path)
+			}
+		}
+		for p := range h.files {
+			if _, ok := want[p]; !ok {
+				delete(h.files, p)
+			}
+		}
+		var write []store.File
+		for _, p := range sortedKeys(want) {
+			f, r := want[p], h.files[p]
+			st, listed := have[p]
+			switch {
+			case r.id != f.ID || r.rev != f.Revision:
+				write = append(write, f) // new, or another version in the store
+			case listed && !r.stamped:
+				r.stamp, r.stamped = st, true // written by the last pass
+				h.files[p] = r
+			case listed && r.stamp != st, !listed && !l.Truncated:
+				write = append(write, f) // changed or gone in the interpreter: the store's copy wins
+			}
+		}
+		if len(remove) == 0 && len(write) == 0 {
+			// Done — also when a truncated listing shows only the
+			// container's own files: nothing else can be seen to remove.
+			return nil
+		}
+		if pass == maxMirrorPasses {
+			return fmt.Errorf("containers: %s still differs from the container's files after %d passes", DataDir, pass)
+		}
+		if len(remove) > 0 {
+			if err := h.sess.RemoveFiles(ctx, remove); err != nil {
+				return fmt.Errorf("containers: remove %d files not in the container from the interpreter: %w", len(remove), err)
+			}
+		}
+		for _, f := range write {
+			data, err := c.m.st.FileContent(ctx, c.meta.Owner, c.meta.ID, f.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // deleted meanwhile: the next pass removes it
+			}
+			if err != nil {
+				return fmt.Errorf("containers: read %s: %w", f.Path, err)
+			}
+			if err := h.sess.WriteFile(ctx, f.Path, data); err != nil {
+				return fmt.Errorf("containers: copy %s (%d bytes) into the interpreter: %w", f.Path, len(data), err)
+			}
+			h.files[f.Path] = syncedFile{id: f.ID, rev: f.Revision}
 		}
 	}
-	sort.Strings(paths)
-	var changed []interceptor.ContainerFile
-	var errs []error
-	for _, p := range paths {
-		data, err := h.sess.ReadFile(ctx, p, c.m.cfg.MaxFileBytes)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s was not kept: %w", p, err))
-			delete(now, p) // try again after the next run
+}
+
+// collect stores what the run created or changed under /mnt/data and
+// deletes from the store what it deleted. It changes nothing when the
+// interpreter did not survive the run (gen is the one that ran): its files
+// went with it, and are not the code's deletions. note is one line for the
+// model about what could not be kept, or "".
+func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string) {
+	m := c.m
+	l, err := h.sess.ListFiles(ctx, DataDir)
+	if h.sess.Generation() != gen {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, "the files the code wrote could not be listed: " + err.Error()
+	}
+	stored, err := c.allFiles(ctx)
+	if err != nil {
+		return nil, "the files the code wrote could not be stored: " + err.Error()
+	}
+	byPath := make(map[string]store.File, len(stored))
+	for _, f := range stored {
+		byPath[f.Path] = f
+	}
+	have := make(map[string]fileStamp, len(l.Files))
+	for _, fi := range l.Files {
+		have[fi.Path] = stampOf(fi)
+	}
+	var nk notKept
+
+	// What the code deleted: recorded files the interpreter no longer has.
+	// A truncated listing may just not show them; those are asked for.
+	for _, p := range sortedKeys(h.files) {
+		r := h.files[p]
+		if _, ok := have[p]; ok {
 			continue
 		}
-		f, err := c.m.st.PutFile(ctx, store.File{
+		if l.Truncated && c.exists(ctx, h, p) {
+			continue
+		}
+		if h.sess.Generation() != gen {
+			return nil, ""
+		}
+		delete(h.files, p)
+		// Only the version the interpreter had: one the API put there
+		// during the run is newer than the code's deletion.
+		if f, ok := byPath[p]; ok && f.ID == r.id && f.Revision == r.rev {
+			if err := m.st.DeleteFile(ctx, c.meta.Owner, c.meta.ID, f.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				nk.add(p, "the code deleted it, but the deletion could not be stored: "+err.Error())
+				continue
+			}
+			delete(byPath, p)
+		}
+	}
+
+	// What the code created or changed.
+	filesFull := "" // why no new file fits, once one did not
+	for _, fi := range l.Files {
+		p := fi.Path
+		r, known := h.files[p]
+		if known && r.stamped && r.stamp == have[p] {
+			continue
+		}
+		if _, inStore := byPath[p]; filesFull != "" && !inStore {
+			nk.add(p, filesFull)
+			continue // a new file cannot fit: not read at all
+		}
+		data, err := h.sess.ReadFile(ctx, p, min(m.cfg.MaxFileBytes, sandbox.MaxFileBytes))
+		if h.sess.Generation() != gen {
+			return changed, nk.note()
+		}
+		if err != nil {
+			nk.add(p, keepReason(err))
+			continue
+		}
+		f, err := m.st.PutFile(ctx, store.File{
 			ID: store.NewID("cfile_"), Owner: c.meta.Owner, ContainerID: c.meta.ID, Path: p,
-			Filename: path.Base(p), CreatedAt: c.m.cfg.Now().Unix(), Source: "assistant",
+			Filename: path.Base(p), CreatedAt: m.cfg.Now().Unix(), Source: "assistant",
 		}, data)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s was not kept: %w", p, err))
-			delete(now, p)
+			var qe *store.QuotaError
+			if errors.As(err, &qe) && qe.Limit == store.LimitContainerFiles {
+				filesFull = keepReason(err)
+			}
+			nk.add(p, keepReason(err))
 			continue
 		}
+		byPath[p] = f
+		h.files[p] = syncedFile{id: f.ID, rev: f.Revision, stamp: have[p], stamped: true}
 		changed = append(changed, toRef(f))
 	}
-	h.seen = now
-	return changed, errors.Join(errs...)
+	nk.truncated = l.Truncated
+	return changed, nk.note()
+}
+
+// exists asks the interpreter whether a regular file is at p (true when it
+// cannot tell: nothing is deleted on a guess).
+func (c *container) exists(ctx context.Context, h *held, p string) bool {
+	_, err := h.sess.ReadFile(ctx, p, 0)
+	return !errors.Is(err, sandbox.ErrNotExist)
 }
 
 // storeImage keeps a run's image as a container file named like OpenAI's
-// (cfile_<id>.png). It is not written into the interpreter: the code has
-// its own figure, and the file is copied in with the others when a fresh
-// interpreter starts.
+// (cfile_<id>.png). The code has its own figure; the file reaches
+// /mnt/data with the next mirror, as every container file does.
 func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.File, error) {
 	id := store.NewID("cfile_")
 	ext := ".png"
@@ -214,17 +380,17 @@ func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.Fil
 	}, im.Data)
 }
 
-// stamps lists /mnt/data with each file's size and modification time.
-func stamps(ctx context.Context, s sandbox.Session) (map[string]fileStamp, error) {
-	infos, err := s.ListFiles(ctx, DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("containers: list %s: %w", DataDir, err)
+func stampOf(fi sandbox.FileInfo) fileStamp {
+	return fileStamp{size: fi.Size, mod: fi.ModTime.UnixNano()}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	out := make(map[string]fileStamp, len(infos))
-	for _, fi := range infos {
-		out[fi.Path] = fileStamp{size: fi.Size, mod: fi.ModTime}
-	}
-	return out, nil
+	sort.Strings(keys)
+	return keys
 }
 
 // fail drops an interpreter whose session broke.

@@ -79,20 +79,33 @@ var _ interceptor.Containers = (*Manager)(nil)
 
 // held is an interpreter this server holds for a container.
 type held struct {
-	cid     string
-	memory  int64
-	sess    sandbox.Session
-	users   int           // responses using it now
-	elem    *list.Element // in Manager.idle while users == 0
-	runMu   sync.Mutex    // one run (with its file sync) at a time
-	synced  uint64        // the session generation that has the store's files
-	seen    map[string]fileStamp
-	removed bool // closed by eviction or Close: not to be used again
+	cid    string
+	memory int64
+	sess   sandbox.Session
+	users  int           // responses using it now
+	elem   *list.Element // in Manager.idle while users == 0
+	runMu  sync.Mutex    // one run (with its file sync) at a time
+	// synced is the session generation files describes: a new one has an
+	// empty /mnt/data, whatever was recorded for the one before.
+	synced uint64
+	// files are the store's files the interpreter holds, by path, as the
+	// last mirror or collect left them.
+	files  map[string]syncedFile
+	ranGen uint64 // the generation that ran code last
+	// removed: closed by eviction or Close, not to be used again.
+	removed bool
+}
+
+// syncedFile is one container file as an interpreter holds it.
+type syncedFile struct {
+	id, rev string    // the store's file and its revision
+	stamp   fileStamp // the interpreter's size and mtime of it
+	stamped bool      // stamp is known (it is read by the listing after a write)
 }
 
 type fileStamp struct {
 	size int64
-	mod  time.Time
+	mod  int64 // Unix nanoseconds
 }
 
 // New returns a manager over st and provider.
@@ -170,7 +183,7 @@ func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, clai
 		}
 		if c.ID == "" {
 			c = store.Container{
-				ID: store.NewID("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName,
+				ID: store.NewID("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
@@ -237,8 +250,10 @@ func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
 	return m.st.PutContainer(ctx, c)
 }
 
-// leastRecentlyUsedAuto is owner's auto container that was used least
-// recently and that no response has in use; none has an empty ID.
+// leastRecentlyUsedAuto is owner's auto container (one a response made:
+// store.Container.Recyclable, never one that is only named like one) that
+// was used least recently and that no response has in use; none has an
+// empty ID.
 func (m *Manager) leastRecentlyUsedAuto(ctx context.Context, owner string) (store.Container, error) {
 	var oldest store.Container
 	after := ""
@@ -248,7 +263,7 @@ func (m *Manager) leastRecentlyUsedAuto(ctx context.Context, owner string) (stor
 			return store.Container{}, err
 		}
 		for _, o := range page {
-			if o.Name == m.cfg.AutoName && (oldest.ID == "" || o.LastActiveAt < oldest.LastActiveAt) && !m.inUse(o.ID) {
+			if o.Recyclable() && (oldest.ID == "" || o.LastActiveAt < oldest.LastActiveAt) && !m.inUse(o.ID) {
 				oldest = o
 			}
 		}
@@ -292,7 +307,7 @@ func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.H
 	if err != nil {
 		return fmt.Errorf("containers: file %s: %w", fileID, err)
 	}
-	name := fileID + "-" + safeName(filename)
+	name := store.AttachedName(fileID, safeName(filename))
 	_, err = m.st.PutFile(ctx, store.File{
 		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
@@ -350,7 +365,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) 
 	if err != nil {
 		return nil, false, err
 	}
-	h := &held{cid: cid, memory: memory, sess: sess, users: 1, seen: map[string]fileStamp{}}
+	h := &held{cid: cid, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}}
 	m.mu.Lock()
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.

@@ -268,3 +268,51 @@ func TestAutoContainerWithFileIDs(t *testing.T) {
 		t.Errorf("unknown file id: %v, want 404", err)
 	}
 }
+
+// TestAnonymousRefused: through the front proxy, a code-interpreter
+// request without a credential — no header, or "Bearer " with nothing
+// after it — gets OpenAI's 401 before any model or sandbox is used, as the
+// Containers API does; the same request with a key is served. Before,
+// every such caller shared one owner and could reach the others'
+// containers.
+func TestAnonymousRefused(t *testing.T) {
+	sh := loadShapes(t)
+	var m *model
+	s := newStack(t, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{m.call("print(6 * 7)")}}
+		}
+		return reply{items: []string{m.message("42")}}
+	}, stackOptions{containers: true})
+	m = s.model
+	body := `{"model":"gpt-5.6","input":"Compute 6*7 with Python.","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
+	for _, hdr := range []map[string]string{
+		{"Content-Type": "application/json"},
+		{"Content-Type": "application/json", "Authorization": "Bearer "},
+	} {
+		resp, got := rawPost(t, s.proxyURL, body, hdr)
+		e := gjson.GetBytes(got, "error")
+		if resp.StatusCode != http.StatusUnauthorized || e.Get("type").Str != "invalid_request_error" ||
+			!strings.HasPrefix(e.Get("message").Str, "You didn't provide an API key.") || e.Get("code").Type != gjson.Null || e.Get("param").Type != gjson.Null {
+			t.Errorf("%v: %d %s; want OpenAI's 401", hdr, resp.StatusCode, got)
+		}
+	}
+	for _, path := range []string{"/v1/containers", "/v1/files"} {
+		resp, err := http.Get(s.proxyURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "You didn't provide an API key.") {
+			t.Errorf("GET %s without a key: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	if n := len(s.model.all()); n != 0 {
+		t.Errorf("the model got %d requests from callers without a key", n)
+	}
+	resp, got := rawPost(t, s.proxyURL, body, map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + apiKey})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "code_interpreter_call") {
+		t.Errorf("with a key: %d %.500s", resp.StatusCode, got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -163,6 +164,12 @@ func decodeInputFile(param string, p gjson.Result) (*InputFile, *APIError) {
 	if name == "" {
 		return nil, invalid(param+".filename", "missing_required_parameter", "Missing required parameter: '%s.filename' (with file_data).", param)
 	}
+	// The file becomes /mnt/data/<base name>: the name is held to what a
+	// file system and a reader can take, as uploads are.
+	base := name[strings.LastIndexAny(name, "/\\")+1:]
+	if err := store.CheckFilename(base, store.MaxNameBytes); err != nil {
+		return nil, invalid(param+".filename", "invalid_value", "Invalid value for '%s.filename': %v.", param, err)
+	}
 	raw := data.Str
 	if strings.HasPrefix(raw, "data:") {
 		_, b64, ok := strings.Cut(raw, ";base64,")
@@ -175,7 +182,7 @@ func decodeInputFile(param string, p gjson.Result) (*InputFile, *APIError) {
 	if err != nil {
 		return nil, invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': the base64 data does not decode.", param)
 	}
-	return &InputFile{Filename: name, Data: b}, nil
+	return &InputFile{Filename: base, Data: b}, nil
 }
 
 func inputFileNote(f InputFile) string {
@@ -184,9 +191,9 @@ func inputFileNote(f InputFile) string {
 		if name == "" {
 			name = f.FileID
 		}
-		return "[The file " + name + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
+		return "[The file " + QuotePath(name) + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
 	}
-	return "[The file " + name + " is in the code interpreter's /mnt/data as /mnt/data/" + name + ".]"
+	return "[The file " + QuotePath(name) + " is in the code interpreter's /mnt/data as " + QuotePath("/mnt/data/"+name) + ".]"
 }
 
 // Caller is who sent a request.
@@ -273,6 +280,19 @@ func developerNote(text string) string {
 	))
 }
 
+// QuotePath is a file's path as the model may read it: as it is when every
+// character shows as itself, else Go-quoted with the others escaped
+// ("\u202e"), so that a name cannot reorder the text around it (a bidi
+// override) or break the line it is on (U+0085, U+2028).
+func QuotePath(p string) string {
+	for _, r := range p {
+		if !unicode.IsGraphic(r) {
+			return strconv.QuoteToGraphic(p)
+		}
+	}
+	return p
+}
+
 // filesNote tells the model which files the code can open.
 func filesNote(cid string, files []ContainerFile) string {
 	var b strings.Builder
@@ -282,13 +302,14 @@ func filesNote(cid string, files []ContainerFile) string {
 			b.WriteString("… and " + strconv.Itoa(len(files)-50) + " more\n")
 			break
 		}
-		b.WriteString("- " + f.Path + " (" + humanBytes(f.Bytes) + ")\n")
+		b.WriteString("- " + QuotePath(f.Path) + " (" + HumanBytes(f.Bytes) + ")\n")
 	}
 	b.WriteString("Link a file for the user as sandbox:/mnt/data/<name>.")
 	return b.String()
 }
 
-func humanBytes(n int64) string {
+// HumanBytes is n as the model reads sizes: "1.5 MiB", "12 bytes".
+func HumanBytes(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"

@@ -87,6 +87,13 @@ func TestInputFiles(t *testing.T) {
 		{name: "no filename", input: `[{"role":"user","content":[{"type":"input_file","file_data":"` + b64 + `"}]}]`, wantErr: "input[0].content[0].filename"},
 		{name: "bad base64", input: `[{"role":"user","content":[{"type":"input_file","filename":"x","file_data":"@@@"}]}]`, wantErr: "input[0].content[0].file_data"},
 		{name: "neither", input: `[{"role":"user","content":[{"type":"input_file","filename":"x"}]}]`, wantErr: "input[0].content[0]"},
+		// Names a container cannot hold, or that reshape the text the
+		// model reads, are refused as uploads are.
+		{name: "bidi override", input: `[{"role":"user","content":[{"type":"input_file","filename":"invoice\u202etxt.exe","file_data":"` + b64 + `"}]}]`, wantErr: "input[0].content[0].filename"},
+		{name: "next line", input: `[{"role":"user","content":[{"type":"input_file","filename":"a\u0085b.csv","file_data":"` + b64 + `"}]}]`, wantErr: "input[0].content[0].filename"},
+		{name: "line separator", input: `[{"role":"user","content":[{"type":"input_file","filename":"a\u2028b.csv","file_data":"` + b64 + `"}]}]`, wantErr: "input[0].content[0].filename"},
+		{name: "too long", input: `[{"role":"user","content":[{"type":"input_file","filename":"` + strings.Repeat("n", 256) + `","file_data":"` + b64 + `"}]}]`, wantErr: "input[0].content[0].filename"},
+		{name: "a path is its base name", note: true, input: `[{"role":"user","content":[{"type":"input_file","filename":"C:\\data\\d.csv","file_data":"` + b64 + `"}]}]`, wantFiles: 1, wantInput: "as /mnt/data/d.csv"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,5 +127,27 @@ func TestReplayedContainers(t *testing.T) {
 	in := gjson.Parse(`[{"type":"code_interpreter_call","container_id":"cntr_a"},{"type":"message"},{"type":"code_interpreter_call","container_id":"cntr_b"},{"type":"code_interpreter_call","container_id":"cntr_a"}]`)
 	if got := strings.Join(replayedContainers(in), ","); got != "cntr_b,cntr_a" {
 		t.Errorf("replayed containers %s, want newest first without repeats", got)
+	}
+}
+
+// TestQuotePath: a path reaches the model as it is unless a character in it
+// does not show as itself; then it is quoted with that character escaped.
+func TestQuotePath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/mnt/data/result.csv", "/mnt/data/result.csv"},
+		{"/mnt/data/données 合計 📈.csv", "/mnt/data/données 合計 📈.csv"},
+		{"/mnt/data/invoice\u202etxt.exe", `"/mnt/data/invoice\u202etxt.exe"`},
+		{"/mnt/data/a\u0085b", `"/mnt/data/a\u0085b"`},
+		{"/mnt/data/a\u2028b", `"/mnt/data/a\u2028b"`},
+		{"/mnt/data/a\nb", `"/mnt/data/a\nb"`},
+		{"/mnt/data/zero\u200bwidth", `"/mnt/data/zero\u200bwidth"`},
+	} {
+		if got := QuotePath(tc.in); got != tc.want {
+			t.Errorf("QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	note := filesNote("cntr_x", []ContainerFile{{Path: "/mnt/data/a\u2028b.txt", Bytes: 1}})
+	if strings.ContainsRune(note, '\u2028') || !strings.Contains(note, `"/mnt/data/a\u2028b.txt"`) {
+		t.Errorf("the files note carries the separator: %q", note)
 	}
 }

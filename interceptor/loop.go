@@ -541,7 +541,7 @@ func modelOutput(c *call, imagesShown bool) string {
 	if len(c.changed) > 0 {
 		b.WriteString("files written:")
 		for _, f := range c.changed {
-			b.WriteString(" sandbox:" + f.Path + " (" + humanBytes(f.Bytes) + ")")
+			b.WriteString(" " + QuotePath("sandbox:"+f.Path) + " (" + HumanBytes(f.Bytes) + ")")
 		}
 		b.WriteByte('\n')
 	}

@@ -86,7 +86,7 @@ type File struct {
 	// Revision changes with every PutFile, a replacement of the same path
 	// too (which keeps ID): it tells a copy of the file (an interpreter's
 	// /mnt/data) whether it is still current. Stores set it; a record
-	// without one is never current.
+	// written before revisions existed has none until it is replaced.
 	Revision string `json:"revision,omitempty"`
 }
 
