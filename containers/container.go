@@ -216,12 +216,12 @@ func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.Fil
 
 // stamps lists /mnt/data with each file's size and modification time.
 func stamps(ctx context.Context, s sandbox.Session) (map[string]fileStamp, error) {
-	infos, err := s.ListFiles(ctx, DataDir)
+	l, err := s.ListFiles(ctx, DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("containers: list %s: %w", DataDir, err)
 	}
-	out := make(map[string]fileStamp, len(infos))
-	for _, fi := range infos {
+	out := make(map[string]fileStamp, len(l.Files))
+	for _, fi := range l.Files {
 		out[fi.Path] = fileStamp{size: fi.Size, mod: fi.ModTime}
 	}
 	return out, nil

@@ -467,8 +467,8 @@ func (s resultSession) WriteFile(context.Context, string, []byte) error { return
 func (s resultSession) ReadFile(context.Context, string, int64) ([]byte, error) {
 	return nil, sandbox.ErrNotExist
 }
-func (s resultSession) ListFiles(context.Context, string) ([]sandbox.FileInfo, error) {
-	return nil, nil
+func (s resultSession) ListFiles(context.Context, string) (sandbox.Listing, error) {
+	return sandbox.Listing{}, nil
 }
 func (s resultSession) Generation() uint64 { return 1 }
 

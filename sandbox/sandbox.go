@@ -65,7 +65,7 @@ type Session interface {
 	// neither listed nor followed; names that are not UTF-8 or longer than
 	// MaxPathBytes cannot be named in the answer and are left out. More than
 	// MaxListFiles files is an error matching ErrTooLarge.
-	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	ListFiles(ctx context.Context, dir string) (Listing, error)
 	// Generation counts the interpreters this session has had: it grows by
 	// one each time a fresh interpreter starts (the first, and each after
 	// one was lost). Files and variables of an earlier generation are gone.
@@ -77,6 +77,11 @@ type Session interface {
 	Generation() uint64
 	// Close ends the session and releases its capacity. It is idempotent.
 	Close() error
+}
+
+// Listing is one ListFiles answer.
+type Listing struct {
+	Files []FileInfo // sorted by path
 }
 
 // FileInfo describes one regular file of a session's scratch space.

@@ -93,23 +93,23 @@ func (s *session) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	return r.Data, nil
 }
 
-func (s *session) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
+func (s *session) ListFiles(ctx context.Context, dir string) (sandbox.Listing, error) {
 	c, err := cleanPath(dir, true)
 	if err != nil {
-		return nil, err
+		return sandbox.Listing{}, err
 	}
 	r, err := s.file(ctx, wire.KindList, &wire.FileRequest{
 		Path: c, Max: sandbox.MaxListFiles, MaxPath: sandbox.MaxPathBytes, MaxPathTotal: wire.MaxListPathTotal,
 	})
 	if err != nil {
-		return nil, err
+		return sandbox.Listing{}, err
 	}
 	out := make([]sandbox.FileInfo, 0, len(r.Files))
 	for _, f := range r.Files {
 		out = append(out, sandbox.FileInfo{Path: f.Path, Size: f.Size, ModTime: time.Unix(0, f.ModTimeNanos)})
 	}
 	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
+	return sandbox.Listing{Files: out}, nil
 }
 
 // file runs one file operation, serialised with runs. Like Run it replaces

@@ -92,10 +92,11 @@ func (f *fileSession) read(path string) []byte {
 
 func (f *fileSession) list(dir string) map[string]int64 {
 	f.t.Helper()
-	files, err := f.s.ListFiles(ctx(f.t), dir)
+	l, err := f.s.ListFiles(ctx(f.t), dir)
 	if err != nil {
 		f.t.Fatalf("ListFiles(%s): %v", dir, err)
 	}
+	files := l.Files
 	out := map[string]int64{}
 	for i, fi := range files {
 		if i > 0 && files[i-1].Path >= fi.Path {
@@ -333,8 +334,8 @@ open('/tmp/secret', 'w').write('not through the link')`)
 			}
 		}
 		for _, d := range []string{"/mnt/data/usrlink", "/mnt/data/tmplink"} {
-			if files, err := f.s.ListFiles(ctx(t), d); err == nil || len(files) > 0 {
-				t.Errorf("ListFiles(%s) = %v, %v; want an error", d, files, err)
+			if l, err := f.s.ListFiles(ctx(t), d); err == nil || len(l.Files) > 0 {
+				t.Errorf("ListFiles(%s) = %v, %v; want an error", d, l.Files, err)
 			}
 		}
 		err := f.s.WriteFile(ctx(t), "/mnt/data/tmplink/planted", []byte("x"))
@@ -408,9 +409,9 @@ def forge():
     os.write(1001, struct.pack('>I', len(b)) + b)
 threading.Timer(0.3, forge).start()`)
 		time.Sleep(time.Second)
-		files, err := f.s.ListFiles(ctx(t), "/mnt/data")
-		if err == nil || len(files) > 0 {
-			t.Fatalf("ListFiles after a forged answer: %v, %v; want an error", files, err)
+		l, err := f.s.ListFiles(ctx(t), "/mnt/data")
+		if err == nil || len(l.Files) > 0 {
+			t.Fatalf("ListFiles after a forged answer: %v, %v; want an error", l.Files, err)
 		}
 		for _, target := range []error{sandbox.ErrNotExist, sandbox.ErrInvalidPath, sandbox.ErrTooLarge, sandbox.ErrScratchFull} {
 			if errors.Is(err, target) {
