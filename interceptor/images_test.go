@@ -470,7 +470,8 @@ func (s resultSession) ReadFile(context.Context, string, int64) ([]byte, error) 
 func (s resultSession) ListFiles(context.Context, string) (sandbox.Listing, error) {
 	return sandbox.Listing{}, nil
 }
-func (s resultSession) Generation() uint64 { return 1 }
+func (s resultSession) RemoveFiles(context.Context, []string) error { return nil }
+func (s resultSession) Generation() uint64                          { return 1 }
 
 // TestLoopImagesEndToEnd: a chart cell's Result goes through the whole
 // loop behind HTTP: openai-go gets the PNG back (buffered and streamed), and

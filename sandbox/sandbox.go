@@ -66,6 +66,15 @@ type Session interface {
 	// MaxPathBytes cannot be named in the answer and are left out. More than
 	// MaxListFiles files is an error matching ErrTooLarge.
 	ListFiles(ctx context.Context, dir string) (Listing, error)
+	// RemoveFiles removes what is at each path (absolute, under /mnt/data or
+	// /tmp, not a root itself): a regular file, a symbolic link or other
+	// non-directory, or a directory with everything below it. A path with
+	// nothing at it is not an error. Links are never followed: a link is
+	// removed, never its target, and a link in a parent's place means there
+	// is nothing at the path. Paths are checked (cleanPath) before anything
+	// is sent: one invalid path fails the call with ErrInvalidPath and
+	// removes nothing.
+	RemoveFiles(ctx context.Context, paths []string) error
 	// Generation counts the interpreters this session has had: it grows by
 	// one each time a fresh interpreter starts (the first, and each after
 	// one was lost). Files and variables of an earlier generation are gone.

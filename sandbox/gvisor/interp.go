@@ -508,9 +508,9 @@ func (it *interp) checkFile(f *frame, kind string, req *wire.FileRequest) (*wire
 		return nil, bad("file error %q", r.Error)
 	}
 	switch kind {
-	case wire.KindPut:
+	case wire.KindPut, wire.KindRemove:
 		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
-			return nil, bad("an answer to a write that carries data")
+			return nil, bad("an answer to a %s that carries data", kind)
 		}
 	case wire.KindGet:
 		if int64(len(r.Data)) > req.Max || r.Size != int64(len(r.Data)) || len(r.Files) > 0 {

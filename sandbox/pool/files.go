@@ -112,19 +112,53 @@ func (s *session) ListFiles(ctx context.Context, dir string) (sandbox.Listing, e
 	return sandbox.Listing{Files: out}, nil
 }
 
+func (s *session) RemoveFiles(ctx context.Context, paths []string) error {
+	clean := make([]string, len(paths))
+	for i, p := range paths {
+		c, err := cleanPath(p, false)
+		if err != nil {
+			return err
+		}
+		clean[i] = c
+	}
+	if len(clean) == 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return fmt.Errorf("sandbox: remove: %w", sandbox.ErrClosed)
+		}
+		return nil
+	}
+	// As many requests as it takes to keep each well inside a frame (a
+	// path is at most MaxPathBytes, far below the bound, so each request
+	// carries at least one).
+	for len(clean) > 0 {
+		n, total := 0, 0
+		for n < len(clean) && total+len(clean[n]) <= wire.MaxListPathTotal {
+			total += len(clean[n])
+			n++
+		}
+		if _, err := s.file(ctx, wire.KindRemove, &wire.FileRequest{Paths: clean[:n:n]}); err != nil {
+			return err
+		}
+		clean = clean[n:]
+	}
+	return nil
+}
+
 // file runs one file operation, serialised with runs. Like Run it replaces
 // a lost interpreter first; an operation that gets no valid answer loses
 // the interpreter (it is killed: its protocol state is unknown).
 func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	op := opName(kind)
+	op, what := opName(kind), target(req)
 	if s.closed {
-		return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, sandbox.ErrClosed)
+		return nil, fmt.Errorf("sandbox: %s %s: %w", op, what, sandbox.ErrClosed)
 	}
 	w, err := s.interpreter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %s %s: could not start an interpreter: %w", op, req.Path, err)
+		return nil, fmt.Errorf("sandbox: %s %s: could not start an interpreter: %w", op, what, err)
 	}
 	s.runID++
 	req.ID = s.runID
@@ -144,9 +178,9 @@ func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) 
 		s.pool.log.Info("sandbox interpreter ended during a file operation", zap.String("provider", s.pool.kind.Name()),
 			zap.String("session", s.id), zap.String("op", op), zap.Error(err))
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, ctx.Err())
+			return nil, fmt.Errorf("sandbox: %s %s: %w", op, what, ctx.Err())
 		}
-		return nil, fmt.Errorf("sandbox: %s %s: the interpreter was lost: %w", op, req.Path, err)
+		return nil, fmt.Errorf("sandbox: %s %s: the interpreter was lost: %w", op, what, err)
 	}
 	if r.Error != "" {
 		return nil, fileError(op, req, r)
@@ -161,8 +195,22 @@ func opName(kind string) string {
 		return "write"
 	case wire.KindGet:
 		return "read"
+	case wire.KindRemove:
+		return "remove"
 	}
 	return "list"
+}
+
+// target names what a file operation was about in errors: its path, or
+// the first of a removal's paths and how many more there were.
+func target(req *wire.FileRequest) string {
+	switch n := len(req.Paths); {
+	case n == 1:
+		return req.Paths[0]
+	case n > 1:
+		return fmt.Sprintf("%s (and %d more)", req.Paths[0], n-1)
+	}
+	return req.Path
 }
 
 // fileError maps an interpreter's refusal to the typed errors callers
@@ -185,9 +233,9 @@ func fileError(op string, req *wire.FileRequest, r *wire.FileResult) error {
 	case wire.FileErrInvalid:
 		sentinel = sandbox.ErrInvalidPath
 	default: // wire.FileErrIO; checkFileResult refused any other code
-		return fmt.Errorf("sandbox: %s %s: %s", op, req.Path, why)
+		return fmt.Errorf("sandbox: %s %s: %s", op, target(req), why)
 	}
-	return fmt.Errorf("sandbox: %s %s: %w: %s", op, req.Path, sentinel, why)
+	return fmt.Errorf("sandbox: %s %s: %w: %s", op, target(req), sentinel, why)
 }
 
 // checkFileResult enforces the operation's bounds on an answer whatever the
@@ -211,9 +259,9 @@ func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) err
 		return bad("error code %q", r.Error)
 	}
 	switch kind {
-	case wire.KindPut:
-		if len(r.Data) > 0 || len(r.Files) > 0 {
-			return bad("data in the answer to a write")
+	case wire.KindPut, wire.KindRemove:
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
+			return bad("data in the answer to a %s", opName(kind))
 		}
 	case wire.KindGet:
 		if int64(len(r.Data)) > req.Max || len(r.Files) > 0 {

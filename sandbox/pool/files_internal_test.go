@@ -42,6 +42,7 @@ func TestCleanPath(t *testing.T) {
 func TestCheckFileResult(t *testing.T) {
 	list := &wire.FileRequest{ID: 7, Path: "/mnt/data", Max: 2, MaxPath: 64, MaxPathTotal: 100}
 	get := &wire.FileRequest{ID: 7, Path: "/mnt/data/x", Max: 4}
+	rm := &wire.FileRequest{ID: 7, Paths: []string{"/mnt/data/x", "/tmp/y"}}
 	cases := []struct {
 		name string
 		kind string
@@ -61,6 +62,11 @@ func TestCheckFileResult(t *testing.T) {
 		{"refusal", wire.KindGet, get, &wire.FileResult{ID: 7, Error: wire.FileErrNotExist}, true},
 		{"refusal with data", wire.KindGet, get, &wire.FileResult{ID: 7, Error: wire.FileErrNotExist, Data: []byte("x")}, false},
 		{"unknown code", wire.KindGet, get, &wire.FileResult{ID: 7, Error: "eperm"}, false},
+		{"remove ok", wire.KindRemove, rm, &wire.FileResult{ID: 7}, true},
+		{"remove refused", wire.KindRemove, rm, &wire.FileResult{ID: 7, Error: wire.FileErrIO, Detail: "EBUSY"}, true},
+		{"remove with data", wire.KindRemove, rm, &wire.FileResult{ID: 7, Data: []byte("x")}, false},
+		{"remove with files", wire.KindRemove, rm, &wire.FileResult{ID: 7, Files: []wire.FileEntry{{Path: "/mnt/data/x"}}}, false},
+		{"remove with a size", wire.KindRemove, rm, &wire.FileResult{ID: 7, Size: 3}, false},
 	}
 	for _, c := range cases {
 		if err := checkFileResult(c.kind, c.req, c.r); (err == nil) != c.ok {

@@ -19,6 +19,10 @@ import (
 // there are none to follow.
 func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	res := &wire.FileResult{ID: req.ID}
+	if kind == wire.KindRemove {
+		res.Error, res.Detail = w.scratch.removeFiles(req.Paths)
+		return res
+	}
 	f, mount, rel, ok := w.scratch.resolve(req.Path)
 	if !ok {
 		res.Error, res.Detail = wire.FileErrInvalid, "not under "+mountTmp+" or "+mountData
@@ -77,6 +81,71 @@ func putFile(f *memfs.FS, rel string, data []byte) (code, detail string) {
 		return errnoCode(errno), err.Error()
 	}
 	return "", ""
+}
+
+// removeFiles removes what is at each path: a file, or a directory with
+// everything below it. Nothing at a path (nor a directory where a parent
+// should be) is not an error.
+func (sc *scratch) removeFiles(paths []string) (code, detail string) {
+	type target struct {
+		f   *memfs.FS
+		rel string
+	}
+	targets := make([]target, len(paths))
+	for i, p := range paths {
+		f, _, rel, ok := sc.resolve(p)
+		if !ok || rel == "" {
+			return wire.FileErrInvalid, "not below " + mountTmp + " or " + mountData
+		}
+		targets[i] = target{f, rel}
+	}
+	for _, t := range targets {
+		st, errno := t.f.Stat(t.rel)
+		switch errno {
+		case 0:
+		case experimentalsys.ENOENT, experimentalsys.ENOTDIR, experimentalsys.ENAMETOOLONG:
+			continue // nothing there
+		default:
+			return errnoCode(errno), "stat " + t.rel + ": " + errno.Error()
+		}
+		if st.Mode.IsDir() {
+			errno = removeAll(t.f, t.rel)
+		} else {
+			errno = t.f.Unlink(t.rel)
+		}
+		if errno != 0 && errno != experimentalsys.ENOENT {
+			return wire.FileErrIO, "remove " + t.rel + ": " + errno.Error()
+		}
+	}
+	return "", ""
+}
+
+// removeAll removes directory rel and everything below it. memfs has only
+// directories and regular files. It reads directories through memfs itself,
+// not IOFS: io/fs refuses names that are not UTF-8, and the guest may make
+// them.
+func removeAll(f *memfs.FS, rel string) experimentalsys.Errno {
+	d, errno := f.OpenFile(rel, experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+	if errno != 0 {
+		return errno
+	}
+	entries, errno := d.Readdir(-1)
+	d.Close()
+	if errno != 0 {
+		return errno
+	}
+	for _, e := range entries {
+		p := rel + "/" + e.Name
+		if e.Type.IsDir() {
+			errno = removeAll(f, p)
+		} else {
+			errno = f.Unlink(p)
+		}
+		if errno != 0 && errno != experimentalsys.ENOENT {
+			return errno
+		}
+	}
+	return f.Rmdir(rel)
 }
 
 func getFile(f *memfs.FS, rel string, limit int64) (data []byte, size int64, code, detail string) {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
@@ -77,5 +78,30 @@ func TestFileOps(t *testing.T) {
 	}
 	if r := do(wire.KindPut, wire.FileRequest{Path: "/etc/passwd"}); r.Error != wire.FileErrInvalid {
 		t.Errorf("put outside the scratch space: %+v", r)
+	}
+
+	// Remove: a tree whose names io/fs refuses (not UTF-8) goes whole, and
+	// what has nothing at it is no error.
+	before = w.scratch.budget.Used()
+	for _, name := range []string{"t/\xffdir/f", "t/\xff", "t/sub/deeper/g"} {
+		f, _, rel, _ := w.scratch.resolve("/mnt/data/" + name)
+		if err := f.MkdirAll(rel[:strings.LastIndexByte(rel, '/')], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WriteFile(rel, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/t", "/mnt/data/nope", "/mnt/data/a/b.bin/c", "/mnt/data/" + strings.Repeat("n", 300)}}); r.Error != "" {
+		t.Errorf("remove: %+v", r)
+	}
+	if used := w.scratch.budget.Used(); used != before {
+		t.Errorf("after removing the tree %d bytes are still charged", used-before)
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/a/b.bin", "/tmp"}}); r.Error != wire.FileErrInvalid {
+		t.Errorf("remove of a root: %+v", r)
+	}
+	if r := do(wire.KindGet, wire.FileRequest{Path: "/mnt/data/a/b.bin", Max: 10}); r.Error != "" {
+		t.Errorf("a refused remove removed a file: %+v", r)
 	}
 }

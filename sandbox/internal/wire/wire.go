@@ -44,6 +44,7 @@ const (
 	KindPut        = "put"         // server → worker: write FileRequest.Data to Path
 	KindGet        = "get"         // server → worker: read Path, at most Max bytes
 	KindList       = "list"        // server → worker: the regular files below Path
+	KindRemove     = "remove"      // server → worker: remove what is at each of Paths
 	KindFileResult = "file_result" // worker → server
 )
 
@@ -140,6 +141,10 @@ type FileRequest struct {
 	ID   uint64 `json:"id"`
 	Path string `json:"path"`
 	Data []byte `json:"data,omitempty"` // put; base64 in JSON
+	// Paths (remove) are what to remove, each like Path and not a root
+	// itself; Path is empty then. The server sends at most
+	// MaxListPathTotal bytes of them in one request.
+	Paths []string `json:"paths,omitempty"`
 	// Max bounds the answer: get, the file's bytes; list, the files.
 	Max int64 `json:"max,omitempty"`
 	// MaxPath (list) is the longest path listed: longer ones, and names
