@@ -417,6 +417,9 @@ def _main():
         # path, the subdirectories still to visit).
         stack = []
 
+        class Full(Exception):
+            pass
+
         def enter(fd, dpath):
             nonlocal total
             try:
@@ -433,10 +436,10 @@ def _main():
                         if e.is_dir(follow_symlinks=False):
                             subdirs.append((e.name, p))
                         elif e.is_file(follow_symlinks=False):
+                            if len(files) >= limit or total + nb > max_total:
+                                raise Full()
                             st = e.stat(follow_symlinks=False)
                             total += nb
-                            if len(files) >= limit or total > max_total:
-                                raise Refusal("too_large", "more files than a listing carries")
                             files.append({"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
             except BaseException:
                 _close(fd)
@@ -444,6 +447,7 @@ def _main():
             subdirs.reverse()
             stack.append((fd, dpath, subdirs))
 
+        truncated = False
         try:
             enter(top, path)
             while stack:
@@ -460,11 +464,16 @@ def _main():
                         raise
                     continue  # gone, replaced by a link, or unreadable
                 enter(cfd, p)
+        except Full:
+            # More than one listing carries: these are some of them.
+            truncated = True
         except OSError as e:
             raise Refusal(os_code(e, "io"), e.strerror)
         finally:
             for fd, _, _ in stack:
                 _close(fd)
+        if truncated:
+            return {"files": files, "truncated": True}
         return {"files": files}
 
     def file_op(kind, req):

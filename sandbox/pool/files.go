@@ -109,7 +109,7 @@ func (s *session) ListFiles(ctx context.Context, dir string) (sandbox.Listing, e
 		out = append(out, sandbox.FileInfo{Path: f.Path, Size: f.Size, ModTime: time.Unix(0, f.ModTimeNanos)})
 	}
 	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return sandbox.Listing{Files: out}, nil
+	return sandbox.Listing{Files: out, Truncated: r.Truncated}, nil
 }
 
 func (s *session) RemoveFiles(ctx context.Context, paths []string) error {
@@ -239,7 +239,8 @@ func fileError(op string, req *wire.FileRequest, r *wire.FileResult) error {
 }
 
 // checkFileResult enforces the operation's bounds on an answer whatever the
-// kind checked: an answer outside them is a broken interpreter, not data.
+// kind checked: an answer outside them is a broken interpreter, not data. A
+// truncated listing is bounded like a complete one.
 func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) error {
 	bad := func(why string, args ...any) error {
 		return fmt.Errorf("the interpreter broke protocol: "+why, args...)
@@ -251,12 +252,15 @@ func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) err
 	case "":
 	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge,
 		wire.FileErrInvalid, wire.FileErrIO:
-		if len(r.Data) > 0 || len(r.Files) > 0 {
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Truncated {
 			return bad("a refusal with data")
 		}
 		return nil
 	default:
 		return bad("error code %q", r.Error)
+	}
+	if r.Truncated && kind != wire.KindList {
+		return bad("a truncated answer to a %s", opName(kind))
 	}
 	switch kind {
 	case wire.KindPut, wire.KindRemove:

@@ -469,6 +469,61 @@ print(len(os.listdir(d)))`, dir))
 		}
 		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/keep": 1})
 	}},
+	{"ListFiles of more files than a listing carries", "", func(t *testing.T, f *fileSession) {
+		n := sandbox.MaxListFiles + 5
+		f.run(fmt.Sprintf(`import os
+os.makedirs('/mnt/data/many/sub')
+for i in range(%d):
+    os.close(os.open('/mnt/data/many/%%sf%%05d' %% ('sub/' if i %% 2 else '', i), os.O_CREAT | os.O_WRONLY))`, n))
+		made := map[string]bool{}
+		for i := range n {
+			sub := ""
+			if i%2 == 1 {
+				sub = "sub/"
+			}
+			made[fmt.Sprintf("/mnt/data/many/%sf%05d", sub, i)] = true
+		}
+		check := func(l sandbox.Listing) map[string]bool {
+			t.Helper()
+			got := map[string]bool{}
+			for i, fi := range l.Files {
+				if !made[fi.Path] || fi.Size != 0 || got[fi.Path] {
+					t.Fatalf("listed %q (%d bytes), which the code did not make (or twice)", fi.Path, fi.Size)
+				}
+				if i > 0 && l.Files[i-1].Path >= fi.Path {
+					t.Errorf("the listing is not sorted: %q before %q", l.Files[i-1].Path, fi.Path)
+				}
+				got[fi.Path] = true
+			}
+			return got
+		}
+		l, err := f.s.ListFiles(ctx(t), "/mnt/data")
+		if err != nil {
+			t.Fatalf("ListFiles of %d files: %v; want a truncated listing", n, err)
+		}
+		if !l.Truncated || len(l.Files) == 0 || len(l.Files) > sandbox.MaxListFiles {
+			t.Fatalf("ListFiles of %d files: %d listed, truncated %v", n, len(l.Files), l.Truncated)
+		}
+		first := check(l)
+		var listed []string
+		for p := range first {
+			listed = append(listed, p)
+		}
+		f.remove(listed...)
+		l, err = f.s.ListFiles(ctx(t), "/mnt/data")
+		if err != nil || l.Truncated || len(l.Files) != n-len(first) {
+			t.Fatalf("after removing the %d listed: %d listed, truncated %v, %v; want the other %d",
+				len(first), len(l.Files), l.Truncated, err, n-len(first))
+		}
+		for p := range check(l) {
+			if first[p] {
+				t.Errorf("%s listed again after it was removed", p)
+			}
+		}
+		if g := f.s.Generation(); g != 1 {
+			t.Errorf("Generation() = %d, want 1", g)
+		}
+	}},
 	{"concurrent operations are serialised", "", func(t *testing.T, f *fileSession) {
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)

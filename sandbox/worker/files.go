@@ -34,7 +34,7 @@ func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	case wire.KindGet:
 		res.Data, res.Size, res.Error, res.Detail = getFile(f, rel, req.Max)
 	case wire.KindList:
-		res.Files, res.Error, res.Detail = listFiles(f, mount, rel, req)
+		res.Files, res.Truncated, res.Error, res.Detail = listFiles(f, mount, rel, req)
 	}
 	return res
 }
@@ -167,18 +167,18 @@ func getFile(f *memfs.FS, rel string, limit int64) (data []byte, size int64, cod
 	return data, int64(len(data)), "", ""
 }
 
-// errTooMany stops a walk whose answer would exceed its bounds.
-var errTooMany = errors.New("too many files")
-
-func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []wire.FileEntry, code, detail string) {
+// listFiles lists the regular files below rel. When they are more than
+// the answer's bounds allow (req.Max files, req.MaxPathTotal bytes of
+// paths), it stops at the bound and says the listing is truncated.
+func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []wire.FileEntry, truncated bool, code, detail string) {
 	st, errno := f.Stat(rel)
 	switch {
 	case errno == experimentalsys.ENOENT:
-		return nil, wire.FileErrNotExist, "no such directory"
+		return nil, false, wire.FileErrNotExist, "no such directory"
 	case errno == experimentalsys.ENOTDIR || (errno == 0 && !st.Mode.IsDir()):
-		return nil, wire.FileErrInvalid, "not a directory"
+		return nil, false, wire.FileErrInvalid, "not a directory"
 	case errno != 0:
-		return nil, errnoCode(errno), errno.Error()
+		return nil, false, errnoCode(errno), errno.Error()
 	}
 	root := rel
 	if root == "" {
@@ -206,20 +206,18 @@ func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []w
 		if err != nil {
 			return nil
 		}
-		total += len(full)
-		if int64(len(files)) >= req.Max || total > req.MaxPathTotal {
-			return errTooMany
+		if int64(len(files)) >= req.Max || total+len(full) > req.MaxPathTotal {
+			truncated = true
+			return fs.SkipAll
 		}
+		total += len(full)
 		files = append(files, wire.FileEntry{Path: full, Size: info.Size(), ModTimeNanos: info.ModTime().UnixNano()})
 		return nil
 	})
-	if errors.Is(err, errTooMany) {
-		return nil, wire.FileErrTooLarge, "more files than a listing carries"
-	}
 	if err != nil {
-		return nil, wire.FileErrIO, err.Error()
+		return nil, false, wire.FileErrIO, err.Error()
 	}
-	return files, "", ""
+	return files, truncated, "", ""
 }
 
 // errnoCode maps a memfs errno to the protocol's codes.

@@ -50,8 +50,24 @@ func TestFileOps(t *testing.T) {
 	if r.Error != "" || len(r.Files) != 1 || r.Files[0].Path != "/mnt/data/a/b.bin" || r.Files[0].Size != 3 || r.Files[0].ModTimeNanos == 0 {
 		t.Errorf("list: %+v", r)
 	}
-	if r := list("/mnt/data", 0); r.Error != wire.FileErrTooLarge || r.Files != nil {
+	// More than the answer carries: some of them, and truncated.
+	if r := list("/mnt/data", 0); r.Error != "" || len(r.Files) != 0 || !r.Truncated {
 		t.Errorf("list above max: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/c.bin", Data: []byte("c")}); r.Error != "" {
+		t.Fatalf("put: %+v", r)
+	}
+	if r := list("/mnt/data", 1); r.Error != "" || len(r.Files) != 1 || !r.Truncated {
+		t.Errorf("list of 2 files, at most 1: %+v", r)
+	}
+	if r := do(wire.KindList, wire.FileRequest{Path: "/mnt/data", Max: 10, MaxPath: 64, MaxPathTotal: 20}); r.Error != "" || len(r.Files) != 1 || !r.Truncated {
+		t.Errorf("list of 2 files, at most 20 bytes of paths: %+v", r)
+	}
+	if r := list("/mnt/data", 2); r.Error != "" || len(r.Files) != 2 || r.Truncated {
+		t.Errorf("list of 2 files, at most 2: %+v", r)
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/a/c.bin"}}); r.Error != "" {
+		t.Fatalf("remove: %+v", r)
 	}
 	if r := list("/mnt/data/a/b.bin", 10); r.Error != wire.FileErrInvalid {
 		t.Errorf("list of a file: %+v", r)
