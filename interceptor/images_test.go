@@ -467,10 +467,11 @@ func (s resultSession) WriteFile(context.Context, string, []byte) error { return
 func (s resultSession) ReadFile(context.Context, string, int64) ([]byte, error) {
 	return nil, sandbox.ErrNotExist
 }
-func (s resultSession) ListFiles(context.Context, string) ([]sandbox.FileInfo, error) {
-	return nil, nil
+func (s resultSession) ListFiles(context.Context, string) (sandbox.Listing, error) {
+	return sandbox.Listing{}, nil
 }
-func (s resultSession) Generation() uint64 { return 1 }
+func (s resultSession) RemoveFiles(context.Context, []string) error { return nil }
+func (s resultSession) Generation() uint64                          { return 1 }
 
 // TestLoopImagesEndToEnd: a chart cell's Result goes through the whole
 // loop behind HTTP: openai-go gets the PNG back (buffered and streamed), and

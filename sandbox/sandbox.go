@@ -63,9 +63,19 @@ type Session interface {
 	// ListFiles lists the regular files below dir, recursively, sorted by
 	// path (absolute), with size and modification time. Symbolic links are
 	// neither listed nor followed; names that are not UTF-8 or longer than
-	// MaxPathBytes cannot be named in the answer and are left out. More than
-	// MaxListFiles files is an error matching ErrTooLarge.
-	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	// MaxPathBytes cannot be named in the answer and are left out. More
+	// files than one listing carries is never an error: the Listing is
+	// Truncated.
+	ListFiles(ctx context.Context, dir string) (Listing, error)
+	// RemoveFiles removes what is at each path (absolute, under /mnt/data or
+	// /tmp, not a root itself): a regular file, a symbolic link or other
+	// non-directory, or a directory with everything below it. A path with
+	// nothing at it is not an error. Links are never followed: a link is
+	// removed, never its target, and a link in a parent's place means there
+	// is nothing at the path. Paths are checked (cleanPath) before anything
+	// is sent: one invalid path fails the call with ErrInvalidPath and
+	// removes nothing.
+	RemoveFiles(ctx context.Context, paths []string) error
 	// Generation counts the interpreters this session has had: it grows by
 	// one each time a fresh interpreter starts (the first, and each after
 	// one was lost). Files and variables of an earlier generation are gone.
@@ -77,6 +87,15 @@ type Session interface {
 	Generation() uint64
 	// Close ends the session and releases its capacity. It is idempotent.
 	Close() error
+}
+
+// Listing is one ListFiles answer.
+type Listing struct {
+	Files []FileInfo // sorted by path
+	// Truncated is set when dir holds more regular files than one listing carries
+	// (MaxListFiles, or more than wire.MaxListPathTotal bytes of paths): Files is then
+	// some of them (which ones is not promised), and never an error.
+	Truncated bool
 }
 
 // FileInfo describes one regular file of a session's scratch space.
@@ -91,7 +110,7 @@ type FileInfo struct {
 // bounded below that whatever the scratch space holds.
 const (
 	MaxFileBytes = 32 << 20 // the largest file WriteFile and ReadFile move
-	MaxListFiles = 10000    // the most files one ListFiles returns
+	MaxListFiles = 10000    // the most files one ListFiles returns (more: Listing.Truncated)
 	MaxPathBytes = 4096     // the longest path (Linux's PATH_MAX)
 )
 
@@ -183,7 +202,8 @@ var ErrClosed = errors.New("sandbox: closed")
 // in the session's scratch space (/tmp and /mnt/data).
 var ErrScratchFull = errors.New("sandbox: scratch space full")
 
-// ErrTooLarge is matched by errors for a file or listing above a bound.
+// ErrTooLarge is matched by errors for a file above a bound (and for a
+// directory tree too deep for the interpreter to walk).
 var ErrTooLarge = errors.New("sandbox: too large")
 
 // ErrNotExist is matched by a ReadFile or ListFiles error when there is no

@@ -500,17 +500,20 @@ func (it *interp) checkFile(f *frame, kind string, req *wire.FileRequest) (*wire
 	switch r.Error {
 	case "":
 	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge, wire.FileErrInvalid, wire.FileErrIO:
-		if len(r.Data) > 0 || len(r.Files) > 0 {
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Truncated {
 			return nil, bad("a refusal that carries data")
 		}
 		return r, nil
 	default:
 		return nil, bad("file error %q", r.Error)
 	}
+	if r.Truncated && kind != wire.KindList {
+		return nil, bad("a truncated answer to a %s", kind)
+	}
 	switch kind {
-	case wire.KindPut:
+	case wire.KindPut, wire.KindRemove:
 		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
-			return nil, bad("an answer to a write that carries data")
+			return nil, bad("an answer to a %s that carries data", kind)
 		}
 	case wire.KindGet:
 		if int64(len(r.Data)) > req.Max || r.Size != int64(len(r.Data)) || len(r.Files) > 0 {

@@ -142,6 +142,7 @@ def _main():
     # user code can replace them in the os module.
     _open, _close, _fstat, _stat, _mkdir, _rmdir, _replace, _unlink = (
         os.open, os.close, os.fstat, os.stat, os.mkdir, os.rmdir, os.replace, os.unlink)
+    _chmod, _fchmod = os.chmod, os.fchmod
     _scandir, _umask, _urandom, b64e, b64d = os.scandir, os.umask, os.urandom, base64.b64encode, base64.b64decode
     S_ISREG, S_ISDIR, S_ISLNK = stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK
     O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -204,6 +205,129 @@ def _main():
             _close(fd)
             raise
         return fd
+
+    def dev_ino(fd):
+        st = _fstat(fd)
+        return st.st_dev, st.st_ino
+
+    def open_for_removal(fd, name):
+        # Opens directory name of fd, about to be emptied, and makes it
+        # readable, writable and searchable: the kernel runs as the code's
+        # user, so a mode the code set is all that could stand in the way.
+        try:
+            nfd = open_dir_at(fd, name)
+        except PermissionError:
+            # Not readable. chmod by name follows a final link, but lstat
+            # has just seen a directory there and the code is idle between
+            # runs; at worst a thread it left running swaps in a link to a
+            # file of the same user, whose mode then changes.
+            _chmod(name, 0o700, dir_fd=fd)
+            nfd = open_dir_at(fd, name)
+        try:
+            _fchmod(nfd, 0o700)
+        except BaseException:
+            _close(nfd)
+            raise
+        return nfd
+
+    def clear(fd):
+        # Unlinks every entry of directory fd but its subdirectories (links,
+        # FIFOs and the like included: unlink never follows), and returns the
+        # subdirectories' names.
+        others, subdirs = [], []
+        with _scandir(fd) as it:
+            for e in it:
+                (subdirs if e.is_dir(follow_symlinks=False) else others).append(e.name)
+        for name in others:
+            try:
+                _unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+        return subdirs
+
+    def remove_tree(pfd, name):
+        # Removes directory name of pfd and everything below it, depth first,
+        # from descriptors only, holding at most three whatever the depth: it
+        # climbs back up by "..", which must be the directory it came down
+        # from. One entry per level: [name, (dev, ino), subdirectories left].
+        fd = open_for_removal(pfd, name)
+        try:
+            stack = [[name, dev_ino(fd), clear(fd)]]
+            while True:
+                level = stack[-1]
+                if level[2]:
+                    sub = level[2].pop()
+                    try:
+                        cfd = open_for_removal(fd, sub)
+                    except FileNotFoundError:
+                        continue
+                    except OSError as e:
+                        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+                            raise
+                        _unlink(sub, dir_fd=fd)  # no longer a directory
+                        continue
+                    _close(fd)
+                    fd = cfd
+                    stack.append([sub, dev_ino(fd), None])
+                    stack[-1][2] = clear(fd)
+                    continue
+                stack.pop()
+                if not stack:
+                    break
+                up = open_dir_at(fd, "..")
+                _close(fd)
+                fd = up
+                if dev_ino(fd) != stack[-1][1]:
+                    raise OSError(errno.EIO, "a directory moved while it was removed")
+                _rmdir(level[0], dir_fd=fd)
+        finally:
+            _close(fd)
+        _rmdir(name, dir_fd=pfd)
+
+    def remove(paths):
+        split_paths = [split(p) for p in paths]
+        if any(not names for _, names in split_paths):
+            raise Refusal("invalid", "a root cannot be removed")
+        # Consecutive paths in one directory share its descriptor.
+        last, dfd = None, None
+        try:
+            for root, names in split_paths:
+                key = (root, names[:-1])
+                if key != last:
+                    if dfd is not None:
+                        _close(dfd)
+                        dfd = None
+                    last = key
+                    try:
+                        dfd = open_dirs(root, names[:-1])
+                    except OSError as e:
+                        # A parent missing, a link or not a directory:
+                        # nothing is at the path.
+                        if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
+                            continue
+                        raise
+                if dfd is None:
+                    continue  # below the same missing parent as the last one
+                name = names[-1]
+                try:
+                    st = _stat(name, dir_fd=dfd, follow_symlinks=False)
+                except OSError as e:
+                    if e.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+                        continue
+                    raise
+                if S_ISDIR(st.st_mode):
+                    remove_tree(dfd, name)
+                else:
+                    try:
+                        _unlink(name, dir_fd=dfd)
+                    except FileNotFoundError:
+                        pass
+        except OSError as e:
+            raise Refusal("io", "%s: %s" % (type(e).__name__, e.strerror))
+        finally:
+            if dfd is not None:
+                _close(dfd)
+        return {}
 
     def put(path, data):
         root, names = split(path)
@@ -293,6 +417,9 @@ def _main():
         # path, the subdirectories still to visit).
         stack = []
 
+        class Full(Exception):
+            pass
+
         def enter(fd, dpath):
             nonlocal total
             try:
@@ -309,10 +436,10 @@ def _main():
                         if e.is_dir(follow_symlinks=False):
                             subdirs.append((e.name, p))
                         elif e.is_file(follow_symlinks=False):
+                            if len(files) >= limit or total + nb > max_total:
+                                raise Full()
                             st = e.stat(follow_symlinks=False)
                             total += nb
-                            if len(files) >= limit or total > max_total:
-                                raise Refusal("too_large", "more files than a listing carries")
                             files.append({"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
             except BaseException:
                 _close(fd)
@@ -320,6 +447,7 @@ def _main():
             subdirs.reverse()
             stack.append((fd, dpath, subdirs))
 
+        truncated = False
         try:
             enter(top, path)
             while stack:
@@ -336,11 +464,16 @@ def _main():
                         raise
                     continue  # gone, replaced by a link, or unreadable
                 enter(cfd, p)
+        except Full:
+            # More than one listing carries: these are some of them.
+            truncated = True
         except OSError as e:
             raise Refusal(os_code(e, "io"), e.strerror)
         finally:
             for fd, _, _ in stack:
                 _close(fd)
+        if truncated:
+            return {"files": files, "truncated": True}
         return {"files": files}
 
     def file_op(kind, req):
@@ -349,6 +482,8 @@ def _main():
                 out = put(req["path"], b64d(req.get("data") or ""))
             elif kind == "get":
                 out = get(req["path"], req.get("max", 0))
+            elif kind == "remove":
+                out = remove(req.get("paths") or [])
             else:
                 out = listing(req["path"], req.get("max", 0), req.get("max_path", 0), req.get("max_path_total", 0))
         except Refusal as r:
@@ -374,7 +509,7 @@ def _main():
     while True:
         req = recv()
         kind = req.get("kind")
-        if kind in ("put", "get", "list"):
+        if kind in ("put", "get", "list", "remove"):
             out = file_op(kind, req["file"])
             data = out.pop("data", None)
             send({"kind": "file_result", "file_result": out}, data)

@@ -17,10 +17,12 @@
 // second session. When a run ends its interpreter (timeout, memory, crash),
 // the next run of the session gets a fresh one and reports StateLost.
 //
-// The file operations of a session (WriteFile, ReadFile, ListFiles) are
-// serialised with its runs, checked here (paths cleaned and kept under
-// /mnt/data or /tmp, sizes against the scratch bound and MaxFileBytes) and
-// done by the kind on the interpreter's own scratch space (Interpreter.File).
+// The file operations of a session (WriteFile, ReadFile, ListFiles,
+// RemoveFiles) are serialised with its runs, checked here (paths cleaned and
+// kept under /mnt/data or /tmp, sizes against the scratch bound and
+// MaxFileBytes; a removal of many paths is split into requests that fit a
+// frame) and done by the kind on the interpreter's own scratch space
+// (Interpreter.File).
 // They replace a lost interpreter first, like a run; each fresh interpreter
 // is a new Generation, with empty scratch space.
 package pool

@@ -93,23 +93,57 @@ func (s *session) ReadFile(ctx context.Context, p string, limit int64) ([]byte, 
 	return r.Data, nil
 }
 
-func (s *session) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo, error) {
+func (s *session) ListFiles(ctx context.Context, dir string) (sandbox.Listing, error) {
 	c, err := cleanPath(dir, true)
 	if err != nil {
-		return nil, err
+		return sandbox.Listing{}, err
 	}
 	r, err := s.file(ctx, wire.KindList, &wire.FileRequest{
 		Path: c, Max: sandbox.MaxListFiles, MaxPath: sandbox.MaxPathBytes, MaxPathTotal: wire.MaxListPathTotal,
 	})
 	if err != nil {
-		return nil, err
+		return sandbox.Listing{}, err
 	}
 	out := make([]sandbox.FileInfo, 0, len(r.Files))
 	for _, f := range r.Files {
 		out = append(out, sandbox.FileInfo{Path: f.Path, Size: f.Size, ModTime: time.Unix(0, f.ModTimeNanos)})
 	}
 	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
+	return sandbox.Listing{Files: out, Truncated: r.Truncated}, nil
+}
+
+func (s *session) RemoveFiles(ctx context.Context, paths []string) error {
+	clean := make([]string, len(paths))
+	for i, p := range paths {
+		c, err := cleanPath(p, false)
+		if err != nil {
+			return err
+		}
+		clean[i] = c
+	}
+	if len(clean) == 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return fmt.Errorf("sandbox: remove: %w", sandbox.ErrClosed)
+		}
+		return nil
+	}
+	// As many requests as it takes to keep each well inside a frame (a
+	// path is at most MaxPathBytes, far below the bound, so each request
+	// carries at least one).
+	for len(clean) > 0 {
+		n, total := 0, 0
+		for n < len(clean) && total+len(clean[n]) <= wire.MaxListPathTotal {
+			total += len(clean[n])
+			n++
+		}
+		if _, err := s.file(ctx, wire.KindRemove, &wire.FileRequest{Paths: clean[:n:n]}); err != nil {
+			return err
+		}
+		clean = clean[n:]
+	}
+	return nil
 }
 
 // file runs one file operation, serialised with runs. Like Run it replaces
@@ -118,13 +152,13 @@ func (s *session) ListFiles(ctx context.Context, dir string) ([]sandbox.FileInfo
 func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	op := opName(kind)
+	op, what := opName(kind), target(req)
 	if s.closed {
-		return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, sandbox.ErrClosed)
+		return nil, fmt.Errorf("sandbox: %s %s: %w", op, what, sandbox.ErrClosed)
 	}
 	w, err := s.interpreter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %s %s: could not start an interpreter: %w", op, req.Path, err)
+		return nil, fmt.Errorf("sandbox: %s %s: could not start an interpreter: %w", op, what, err)
 	}
 	s.runID++
 	req.ID = s.runID
@@ -144,9 +178,9 @@ func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) 
 		s.pool.log.Info("sandbox interpreter ended during a file operation", zap.String("provider", s.pool.kind.Name()),
 			zap.String("session", s.id), zap.String("op", op), zap.Error(err))
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("sandbox: %s %s: %w", op, req.Path, ctx.Err())
+			return nil, fmt.Errorf("sandbox: %s %s: %w", op, what, ctx.Err())
 		}
-		return nil, fmt.Errorf("sandbox: %s %s: the interpreter was lost: %w", op, req.Path, err)
+		return nil, fmt.Errorf("sandbox: %s %s: the interpreter was lost: %w", op, what, err)
 	}
 	if r.Error != "" {
 		return nil, fileError(op, req, r)
@@ -161,8 +195,22 @@ func opName(kind string) string {
 		return "write"
 	case wire.KindGet:
 		return "read"
+	case wire.KindRemove:
+		return "remove"
 	}
 	return "list"
+}
+
+// target names what a file operation was about in errors: its path, or
+// the first of a removal's paths and how many more there were.
+func target(req *wire.FileRequest) string {
+	switch n := len(req.Paths); {
+	case n == 1:
+		return req.Paths[0]
+	case n > 1:
+		return fmt.Sprintf("%s (and %d more)", req.Paths[0], n-1)
+	}
+	return req.Path
 }
 
 // fileError maps an interpreter's refusal to the typed errors callers
@@ -185,13 +233,14 @@ func fileError(op string, req *wire.FileRequest, r *wire.FileResult) error {
 	case wire.FileErrInvalid:
 		sentinel = sandbox.ErrInvalidPath
 	default: // wire.FileErrIO; checkFileResult refused any other code
-		return fmt.Errorf("sandbox: %s %s: %s", op, req.Path, why)
+		return fmt.Errorf("sandbox: %s %s: %s", op, target(req), why)
 	}
-	return fmt.Errorf("sandbox: %s %s: %w: %s", op, req.Path, sentinel, why)
+	return fmt.Errorf("sandbox: %s %s: %w: %s", op, target(req), sentinel, why)
 }
 
 // checkFileResult enforces the operation's bounds on an answer whatever the
-// kind checked: an answer outside them is a broken interpreter, not data.
+// kind checked: an answer outside them is a broken interpreter, not data. A
+// truncated listing is bounded like a complete one.
 func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) error {
 	bad := func(why string, args ...any) error {
 		return fmt.Errorf("the interpreter broke protocol: "+why, args...)
@@ -203,17 +252,20 @@ func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) err
 	case "":
 	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge,
 		wire.FileErrInvalid, wire.FileErrIO:
-		if len(r.Data) > 0 || len(r.Files) > 0 {
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Truncated {
 			return bad("a refusal with data")
 		}
 		return nil
 	default:
 		return bad("error code %q", r.Error)
 	}
+	if r.Truncated && kind != wire.KindList {
+		return bad("a truncated answer to a %s", opName(kind))
+	}
 	switch kind {
-	case wire.KindPut:
-		if len(r.Data) > 0 || len(r.Files) > 0 {
-			return bad("data in the answer to a write")
+	case wire.KindPut, wire.KindRemove:
+		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
+			return bad("data in the answer to a %s", opName(kind))
 		}
 	case wire.KindGet:
 		if int64(len(r.Data)) > req.Max || len(r.Files) > 0 {

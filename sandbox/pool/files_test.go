@@ -21,8 +21,9 @@ import (
 func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // scratchBytes is the tests' scratch bound: small, so that filling it is
-// quick.
-const scratchBytes = 4 << 20
+// quick, but room for the 20 000 empty files of "RemoveFiles in chunks"
+// (memfs charges memfs.InodeCost for each).
+const scratchBytes = 8 << 20
 
 // TestFiles runs the file operations against real sandboxes of every
 // provider: what the API puts, code reads; what code writes, the API lists
@@ -92,10 +93,11 @@ func (f *fileSession) read(path string) []byte {
 
 func (f *fileSession) list(dir string) map[string]int64 {
 	f.t.Helper()
-	files, err := f.s.ListFiles(ctx(f.t), dir)
+	l, err := f.s.ListFiles(ctx(f.t), dir)
 	if err != nil {
 		f.t.Fatalf("ListFiles(%s): %v", dir, err)
 	}
+	files := l.Files
 	out := map[string]int64{}
 	for i, fi := range files {
 		if i > 0 && files[i-1].Path >= fi.Path {
@@ -107,6 +109,13 @@ func (f *fileSession) list(dir string) map[string]int64 {
 		out[fi.Path] = fi.Size
 	}
 	return out
+}
+
+func (f *fileSession) remove(paths ...string) {
+	f.t.Helper()
+	if err := f.s.RemoveFiles(ctx(f.t), paths); err != nil {
+		f.t.Fatalf("RemoveFiles(%d paths): %.300v", len(paths), err)
+	}
 }
 
 // run runs code that must complete, and returns its stdout.
@@ -333,8 +342,8 @@ open('/tmp/secret', 'w').write('not through the link')`)
 			}
 		}
 		for _, d := range []string{"/mnt/data/usrlink", "/mnt/data/tmplink"} {
-			if files, err := f.s.ListFiles(ctx(t), d); err == nil || len(files) > 0 {
-				t.Errorf("ListFiles(%s) = %v, %v; want an error", d, files, err)
+			if l, err := f.s.ListFiles(ctx(t), d); err == nil || len(l.Files) > 0 {
+				t.Errorf("ListFiles(%s) = %v, %v; want an error", d, l.Files, err)
 			}
 		}
 		err := f.s.WriteFile(ctx(t), "/mnt/data/tmplink/planted", []byte("x"))
@@ -348,6 +357,171 @@ open('/tmp/secret', 'w').write('not through the link')`)
 		f.write("/mnt/data/link", []byte("mine"))
 		if out := f.run("import os\nprint(os.path.islink('/mnt/data/link'), open('/mnt/data/link').read())"); !strings.Contains(out, "False mine") {
 			t.Errorf("after writing at the link's name the code sees %q", out)
+		}
+	}},
+	{"RemoveFiles", "", func(t *testing.T, f *fileSession) {
+		f.write("/mnt/data/a.txt", []byte("a"))
+		f.write("/mnt/data/keep.txt", []byte("keep"))
+		f.write("/mnt/data/tree/x/y.txt", []byte("y"))
+		f.write("/tmp/t.txt", []byte("t"))
+		f.write("/tmp/keep/k", []byte("k"))
+		// The tree also holds what only code makes: empty and deep
+		// directories, a name that is not UTF-8, a FIFO and a directory
+		// the code made read-only (where the guest has them).
+		out := f.run(`import os
+os.makedirs('/mnt/data/tree/empty')
+os.makedirs('/mnt/data/tree/d/e/e/p')
+open('/mnt/data/tree/d/e/e/p/f', 'w').write('deep')
+os.makedirs('/mnt/data/tree/ro/sub')
+open('/mnt/data/tree/ro/sub/f', 'w').write('x')
+for make in (lambda: open(b'/mnt/data/tree/\xff', 'w').write('not utf-8'),
+             lambda: os.mkfifo('/mnt/data/tree/fifo'),
+             lambda: os.chmod('/mnt/data/tree/ro/sub', 0o500),
+             lambda: os.chmod('/mnt/data/tree/ro', 0o500)):
+    try:
+        make()
+    except (OSError, AttributeError, NotImplementedError) as e:
+        print('cannot:', e)`)
+		if strings.Contains(out, "cannot") {
+			t.Logf("the tree lacks what the guest cannot make: %s", out)
+			if f.provider == "gvisor" {
+				t.Errorf("gVisor's guest could not make its tree: %s", out)
+			}
+		}
+		// A missing path, one below a missing directory and one below a
+		// file have nothing at them: not an error.
+		f.remove("/mnt/data/a.txt", "/mnt/data/tree", "/mnt/data/missing", "/mnt/data/no/such/f",
+			"/mnt/data/keep.txt/below", "/tmp/t.txt", "/mnt/data/a.txt")
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/keep.txt": 4})
+		wantFiles(t, f.list("/tmp/keep"), map[string]int64{"/tmp/keep/k": 1})
+		if out := f.run("import os\nprint(sorted(os.listdir('/mnt/data')), os.path.exists('/tmp/t.txt'))"); !strings.Contains(out, "['keep.txt'] False") {
+			t.Errorf("after RemoveFiles the code sees %q", out)
+		}
+		f.remove() // nothing to do
+		if g := f.s.Generation(); g != 1 {
+			t.Errorf("Generation() = %d after removals, want 1", g)
+		}
+	}},
+	{"RemoveFiles refuses an invalid path and removes nothing", "", func(t *testing.T, f *fileSession) {
+		f.write("/mnt/data/a.txt", []byte("a"))
+		f.write("/mnt/data/d/b.txt", []byte("b"))
+		for _, bad := range []string{"/etc/passwd", "/mnt/data", "/tmp/", "x.csv", "", "/mnt/data/../etc",
+			"/mnt/data/a\x00b", "/mnt/data/\xff", "/mnt/data/" + strings.Repeat("a", sandbox.MaxPathBytes)} {
+			err := f.s.RemoveFiles(ctx(t), []string{"/mnt/data/a.txt", "/mnt/data/d", bad})
+			wantErr(t, fmt.Sprintf("RemoveFiles with %q", bad), err, sandbox.ErrInvalidPath)
+		}
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/a.txt": 1, "/mnt/data/d/b.txt": 1})
+		// A name longer than a directory entry can hold names nothing.
+		f.remove("/mnt/data/"+strings.Repeat("n", 300), "/mnt/data/"+strings.Repeat("n", 300)+"/x")
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/a.txt": 1, "/mnt/data/d/b.txt": 1})
+		f.s.Close()
+		wantErr(t, "RemoveFiles after Close", f.s.RemoveFiles(ctx(t), []string{"/mnt/data/a.txt"}), sandbox.ErrClosed)
+		wantErr(t, "RemoveFiles of nothing after Close", f.s.RemoveFiles(ctx(t), nil), sandbox.ErrClosed)
+	}},
+	{"RemoveFiles does not follow links", "gvisor", func(t *testing.T, f *fileSession) {
+		f.run(`import os
+os.makedirs('/mnt/data/target/sub')
+for p in ('/mnt/data/target/f1', '/mnt/data/target/sub/f2', '/tmp/secret'):
+    open(p, 'w').write('x')
+os.symlink('/mnt/data/target', '/mnt/data/link')
+os.symlink('/mnt/data/target', '/mnt/data/link2')
+os.symlink('/tmp', '/mnt/data/tmplink')
+os.symlink('/etc/passwd', '/mnt/data/plink')
+os.symlink('/mnt/data/target/f1', '/mnt/data/target/flink')`)
+		// Through a link in a parent's place there is nothing: the target's
+		// files stay.
+		f.remove("/mnt/data/link2/f1", "/mnt/data/link2/sub", "/mnt/data/tmplink/secret")
+		if out := f.run("import os\nprint(sorted(os.listdir('/mnt/data')), sorted(os.listdir('/mnt/data/target')), os.path.exists('/tmp/secret'))"); !strings.Contains(out, "['link', 'link2', 'plink', 'target', 'tmplink'] ['f1', 'flink', 'sub'] True") {
+			t.Fatalf("after removing through links the code sees %q", out)
+		}
+		// A link is removed, never its target.
+		f.remove("/mnt/data/link", "/mnt/data/link2", "/mnt/data/tmplink", "/mnt/data/plink", "/mnt/data/target/flink")
+		if out := f.run("import os\nprint(sorted(os.listdir('/mnt/data')), sorted(os.listdir('/mnt/data/target')), os.path.exists('/tmp/secret'))"); !strings.Contains(out, "['target'] ['f1', 'sub'] True") {
+			t.Errorf("after removing the links the code sees %q", out)
+		}
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/target/f1": 1, "/mnt/data/target/sub/f2": 1})
+	}},
+	{"RemoveFiles in chunks", "", func(t *testing.T, f *fileSession) {
+		// 20 000 paths of 237 bytes: more than one request carries.
+		dir := "/mnt/data/" + strings.Repeat("d", 220)
+		out := f.run(fmt.Sprintf(`import os
+d = %q
+os.makedirs(d)
+for i in range(20000):
+    os.close(os.open('%%s/f%%05d' %% (d, i), os.O_CREAT | os.O_WRONLY))
+print(len(os.listdir(d)))`, dir))
+		if strings.TrimSpace(out) != "20000" {
+			t.Fatalf("the code made %q files", out)
+		}
+		f.write("/mnt/data/keep", []byte("k"))
+		paths := make([]string, 20000)
+		total := 0
+		for i := range paths {
+			paths[i] = fmt.Sprintf("%s/f%05d", dir, i)
+			total += len(paths[i])
+		}
+		if total <= 4<<20 {
+			t.Fatalf("the paths total %d bytes: one request would carry them", total)
+		}
+		f.remove(paths...)
+		if out := f.run(fmt.Sprintf("import os\nprint(os.listdir(%q))", dir)); strings.TrimSpace(out) != "[]" {
+			t.Errorf("after RemoveFiles the code sees %.200q", out)
+		}
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/keep": 1})
+	}},
+	{"ListFiles of more files than a listing carries", "", func(t *testing.T, f *fileSession) {
+		n := sandbox.MaxListFiles + 5
+		f.run(fmt.Sprintf(`import os
+os.makedirs('/mnt/data/many/sub')
+for i in range(%d):
+    os.close(os.open('/mnt/data/many/%%sf%%05d' %% ('sub/' if i %% 2 else '', i), os.O_CREAT | os.O_WRONLY))`, n))
+		made := map[string]bool{}
+		for i := range n {
+			sub := ""
+			if i%2 == 1 {
+				sub = "sub/"
+			}
+			made[fmt.Sprintf("/mnt/data/many/%sf%05d", sub, i)] = true
+		}
+		check := func(l sandbox.Listing) map[string]bool {
+			t.Helper()
+			got := map[string]bool{}
+			for i, fi := range l.Files {
+				if !made[fi.Path] || fi.Size != 0 || got[fi.Path] {
+					t.Fatalf("listed %q (%d bytes), which the code did not make (or twice)", fi.Path, fi.Size)
+				}
+				if i > 0 && l.Files[i-1].Path >= fi.Path {
+					t.Errorf("the listing is not sorted: %q before %q", l.Files[i-1].Path, fi.Path)
+				}
+				got[fi.Path] = true
+			}
+			return got
+		}
+		l, err := f.s.ListFiles(ctx(t), "/mnt/data")
+		if err != nil {
+			t.Fatalf("ListFiles of %d files: %v; want a truncated listing", n, err)
+		}
+		if !l.Truncated || len(l.Files) == 0 || len(l.Files) > sandbox.MaxListFiles {
+			t.Fatalf("ListFiles of %d files: %d listed, truncated %v", n, len(l.Files), l.Truncated)
+		}
+		first := check(l)
+		var listed []string
+		for p := range first {
+			listed = append(listed, p)
+		}
+		f.remove(listed...)
+		l, err = f.s.ListFiles(ctx(t), "/mnt/data")
+		if err != nil || l.Truncated || len(l.Files) != n-len(first) {
+			t.Fatalf("after removing the %d listed: %d listed, truncated %v, %v; want the other %d",
+				len(first), len(l.Files), l.Truncated, err, n-len(first))
+		}
+		for p := range check(l) {
+			if first[p] {
+				t.Errorf("%s listed again after it was removed", p)
+			}
+		}
+		if g := f.s.Generation(); g != 1 {
+			t.Errorf("Generation() = %d, want 1", g)
 		}
 	}},
 	{"concurrent operations are serialised", "", func(t *testing.T, f *fileSession) {
@@ -408,9 +582,9 @@ def forge():
     os.write(1001, struct.pack('>I', len(b)) + b)
 threading.Timer(0.3, forge).start()`)
 		time.Sleep(time.Second)
-		files, err := f.s.ListFiles(ctx(t), "/mnt/data")
-		if err == nil || len(files) > 0 {
-			t.Fatalf("ListFiles after a forged answer: %v, %v; want an error", files, err)
+		l, err := f.s.ListFiles(ctx(t), "/mnt/data")
+		if err == nil || len(l.Files) > 0 {
+			t.Fatalf("ListFiles after a forged answer: %v, %v; want an error", l.Files, err)
 		}
 		for _, target := range []error{sandbox.ErrNotExist, sandbox.ErrInvalidPath, sandbox.ErrTooLarge, sandbox.ErrScratchFull} {
 			if errors.Is(err, target) {

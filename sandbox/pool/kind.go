@@ -78,9 +78,9 @@ type Interpreter interface {
 	// deadline or the caller's cancellation). The pool then kills it.
 	Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error)
 	// File performs one operation on the interpreter's scratch space while
-	// no run is in progress: kind is wire.KindPut, KindGet or KindList, and
-	// req.Path is clean, absolute and under /mnt/data or /tmp (the pool
-	// checked it). It returns the interpreter's answer with req.ID, whose
+	// no run is in progress: kind is wire.KindPut, KindGet, KindList or
+	// KindRemove, and req.Path (req.Paths for a removal) is clean, absolute
+	// and under /mnt/data or /tmp (the pool checked it). It returns the interpreter's answer with req.ID, whose
 	// Error says whether the operation itself failed (the interpreter stays
 	// usable then). Like Run, an error means no valid answer could be had:
 	// the interpreter died, broke protocol, or ctx ended; the pool then kills

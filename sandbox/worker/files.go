@@ -19,6 +19,10 @@ import (
 // there are none to follow.
 func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	res := &wire.FileResult{ID: req.ID}
+	if kind == wire.KindRemove {
+		res.Error, res.Detail = w.scratch.removeFiles(req.Paths)
+		return res
+	}
 	f, mount, rel, ok := w.scratch.resolve(req.Path)
 	if !ok {
 		res.Error, res.Detail = wire.FileErrInvalid, "not under "+mountTmp+" or "+mountData
@@ -30,7 +34,7 @@ func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	case wire.KindGet:
 		res.Data, res.Size, res.Error, res.Detail = getFile(f, rel, req.Max)
 	case wire.KindList:
-		res.Files, res.Error, res.Detail = listFiles(f, mount, rel, req)
+		res.Files, res.Truncated, res.Error, res.Detail = listFiles(f, mount, rel, req)
 	}
 	return res
 }
@@ -79,6 +83,71 @@ func putFile(f *memfs.FS, rel string, data []byte) (code, detail string) {
 	return "", ""
 }
 
+// removeFiles removes what is at each path: a file, or a directory with
+// everything below it. Nothing at a path (nor a directory where a parent
+// should be) is not an error.
+func (sc *scratch) removeFiles(paths []string) (code, detail string) {
+	type target struct {
+		f   *memfs.FS
+		rel string
+	}
+	targets := make([]target, len(paths))
+	for i, p := range paths {
+		f, _, rel, ok := sc.resolve(p)
+		if !ok || rel == "" {
+			return wire.FileErrInvalid, "not below " + mountTmp + " or " + mountData
+		}
+		targets[i] = target{f, rel}
+	}
+	for _, t := range targets {
+		st, errno := t.f.Stat(t.rel)
+		switch errno {
+		case 0:
+		case experimentalsys.ENOENT, experimentalsys.ENOTDIR, experimentalsys.ENAMETOOLONG:
+			continue // nothing there
+		default:
+			return errnoCode(errno), "stat " + t.rel + ": " + errno.Error()
+		}
+		if st.Mode.IsDir() {
+			errno = removeAll(t.f, t.rel)
+		} else {
+			errno = t.f.Unlink(t.rel)
+		}
+		if errno != 0 && errno != experimentalsys.ENOENT {
+			return wire.FileErrIO, "remove " + t.rel + ": " + errno.Error()
+		}
+	}
+	return "", ""
+}
+
+// removeAll removes directory rel and everything below it. memfs has only
+// directories and regular files. It reads directories through memfs itself,
+// not IOFS: io/fs refuses names that are not UTF-8, and the guest may make
+// them.
+func removeAll(f *memfs.FS, rel string) experimentalsys.Errno {
+	d, errno := f.OpenFile(rel, experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+	if errno != 0 {
+		return errno
+	}
+	entries, errno := d.Readdir(-1)
+	d.Close()
+	if errno != 0 {
+		return errno
+	}
+	for _, e := range entries {
+		p := rel + "/" + e.Name
+		if e.Type.IsDir() {
+			errno = removeAll(f, p)
+		} else {
+			errno = f.Unlink(p)
+		}
+		if errno != 0 && errno != experimentalsys.ENOENT {
+			return errno
+		}
+	}
+	return f.Rmdir(rel)
+}
+
 func getFile(f *memfs.FS, rel string, limit int64) (data []byte, size int64, code, detail string) {
 	st, errno := f.Stat(rel)
 	switch {
@@ -98,18 +167,18 @@ func getFile(f *memfs.FS, rel string, limit int64) (data []byte, size int64, cod
 	return data, int64(len(data)), "", ""
 }
 
-// errTooMany stops a walk whose answer would exceed its bounds.
-var errTooMany = errors.New("too many files")
-
-func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []wire.FileEntry, code, detail string) {
+// listFiles lists the regular files below rel. When they are more than
+// the answer's bounds allow (req.Max files, req.MaxPathTotal bytes of
+// paths), it stops at the bound and says the listing is truncated.
+func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []wire.FileEntry, truncated bool, code, detail string) {
 	st, errno := f.Stat(rel)
 	switch {
 	case errno == experimentalsys.ENOENT:
-		return nil, wire.FileErrNotExist, "no such directory"
+		return nil, false, wire.FileErrNotExist, "no such directory"
 	case errno == experimentalsys.ENOTDIR || (errno == 0 && !st.Mode.IsDir()):
-		return nil, wire.FileErrInvalid, "not a directory"
+		return nil, false, wire.FileErrInvalid, "not a directory"
 	case errno != 0:
-		return nil, errnoCode(errno), errno.Error()
+		return nil, false, errnoCode(errno), errno.Error()
 	}
 	root := rel
 	if root == "" {
@@ -137,20 +206,18 @@ func listFiles(f *memfs.FS, mount, rel string, req *wire.FileRequest) (files []w
 		if err != nil {
 			return nil
 		}
-		total += len(full)
-		if int64(len(files)) >= req.Max || total > req.MaxPathTotal {
-			return errTooMany
+		if int64(len(files)) >= req.Max || total+len(full) > req.MaxPathTotal {
+			truncated = true
+			return fs.SkipAll
 		}
+		total += len(full)
 		files = append(files, wire.FileEntry{Path: full, Size: info.Size(), ModTimeNanos: info.ModTime().UnixNano()})
 		return nil
 	})
-	if errors.Is(err, errTooMany) {
-		return nil, wire.FileErrTooLarge, "more files than a listing carries"
-	}
 	if err != nil {
-		return nil, wire.FileErrIO, err.Error()
+		return nil, false, wire.FileErrIO, err.Error()
 	}
-	return files, "", ""
+	return files, truncated, "", ""
 }
 
 // errnoCode maps a memfs errno to the protocol's codes.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
@@ -49,8 +50,24 @@ func TestFileOps(t *testing.T) {
 	if r.Error != "" || len(r.Files) != 1 || r.Files[0].Path != "/mnt/data/a/b.bin" || r.Files[0].Size != 3 || r.Files[0].ModTimeNanos == 0 {
 		t.Errorf("list: %+v", r)
 	}
-	if r := list("/mnt/data", 0); r.Error != wire.FileErrTooLarge || r.Files != nil {
+	// More than the answer carries: some of them, and truncated.
+	if r := list("/mnt/data", 0); r.Error != "" || len(r.Files) != 0 || !r.Truncated {
 		t.Errorf("list above max: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/c.bin", Data: []byte("c")}); r.Error != "" {
+		t.Fatalf("put: %+v", r)
+	}
+	if r := list("/mnt/data", 1); r.Error != "" || len(r.Files) != 1 || !r.Truncated {
+		t.Errorf("list of 2 files, at most 1: %+v", r)
+	}
+	if r := do(wire.KindList, wire.FileRequest{Path: "/mnt/data", Max: 10, MaxPath: 64, MaxPathTotal: 20}); r.Error != "" || len(r.Files) != 1 || !r.Truncated {
+		t.Errorf("list of 2 files, at most 20 bytes of paths: %+v", r)
+	}
+	if r := list("/mnt/data", 2); r.Error != "" || len(r.Files) != 2 || r.Truncated {
+		t.Errorf("list of 2 files, at most 2: %+v", r)
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/a/c.bin"}}); r.Error != "" {
+		t.Fatalf("remove: %+v", r)
 	}
 	if r := list("/mnt/data/a/b.bin", 10); r.Error != wire.FileErrInvalid {
 		t.Errorf("list of a file: %+v", r)
@@ -77,5 +94,30 @@ func TestFileOps(t *testing.T) {
 	}
 	if r := do(wire.KindPut, wire.FileRequest{Path: "/etc/passwd"}); r.Error != wire.FileErrInvalid {
 		t.Errorf("put outside the scratch space: %+v", r)
+	}
+
+	// Remove: a tree whose names io/fs refuses (not UTF-8) goes whole, and
+	// what has nothing at it is no error.
+	before = w.scratch.budget.Used()
+	for _, name := range []string{"t/\xffdir/f", "t/\xff", "t/sub/deeper/g"} {
+		f, _, rel, _ := w.scratch.resolve("/mnt/data/" + name)
+		if err := f.MkdirAll(rel[:strings.LastIndexByte(rel, '/')], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WriteFile(rel, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/t", "/mnt/data/nope", "/mnt/data/a/b.bin/c", "/mnt/data/" + strings.Repeat("n", 300)}}); r.Error != "" {
+		t.Errorf("remove: %+v", r)
+	}
+	if used := w.scratch.budget.Used(); used != before {
+		t.Errorf("after removing the tree %d bytes are still charged", used-before)
+	}
+	if r := do(wire.KindRemove, wire.FileRequest{Paths: []string{"/mnt/data/a/b.bin", "/tmp"}}); r.Error != wire.FileErrInvalid {
+		t.Errorf("remove of a root: %+v", r)
+	}
+	if r := do(wire.KindGet, wire.FileRequest{Path: "/mnt/data/a/b.bin", Max: 10}); r.Error != "" {
+		t.Errorf("a refused remove removed a file: %+v", r)
 	}
 }

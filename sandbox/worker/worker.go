@@ -361,7 +361,7 @@ func (w *worker) loop(ctlIn io.Reader) error {
 				return err
 			}
 			continue
-		case wire.KindPut, wire.KindGet, wire.KindList:
+		case wire.KindPut, wire.KindGet, wire.KindList, wire.KindRemove:
 			if msg.File == nil {
 				return fmt.Errorf("%q message without a request", msg.Kind)
 			}

@@ -44,6 +44,7 @@ const (
 	KindPut        = "put"         // server → worker: write FileRequest.Data to Path
 	KindGet        = "get"         // server → worker: read Path, at most Max bytes
 	KindList       = "list"        // server → worker: the regular files below Path
+	KindRemove     = "remove"      // server → worker: remove what is at each of Paths
 	KindFileResult = "file_result" // worker → server
 )
 
@@ -140,6 +141,10 @@ type FileRequest struct {
 	ID   uint64 `json:"id"`
 	Path string `json:"path"`
 	Data []byte `json:"data,omitempty"` // put; base64 in JSON
+	// Paths (remove) are what to remove, each like Path and not a root
+	// itself; Path is empty then. The server sends at most
+	// MaxListPathTotal bytes of them in one request.
+	Paths []string `json:"paths,omitempty"`
 	// Max bounds the answer: get, the file's bytes; list, the files.
 	Max int64 `json:"max,omitempty"`
 	// MaxPath (list) is the longest path listed: longer ones, and names
@@ -147,7 +152,8 @@ type FileRequest struct {
 	MaxPath int `json:"max_path,omitempty"`
 	// MaxPathTotal (list) bounds the listed paths' bytes together, so the
 	// answer stays well inside a frame (JSON escapes a byte in six at
-	// worst); beyond it the answer is FileErrTooLarge.
+	// worst). A listing that reaches Max files or this bound stops there
+	// and is answered with FileResult.Truncated, never an error.
 	MaxPathTotal int `json:"max_path_total,omitempty"`
 }
 
@@ -164,6 +170,9 @@ type FileResult struct {
 	Detail string      `json:"detail,omitempty"`
 	Size   int64       `json:"size,omitempty"`  // get: the file's size (also with FileErrTooLarge)
 	Files  []FileEntry `json:"files,omitempty"` // list
+	// Truncated (list) says Files is some of the files only: there were
+	// more than Max, or their paths had more than MaxPathTotal bytes.
+	Truncated bool `json:"truncated,omitempty"`
 	// Data (get) is last so that Write can stream it; base64 in JSON.
 	Data []byte `json:"data,omitempty"`
 }
@@ -180,7 +189,7 @@ const (
 	FileErrNoSpace    = "no_space"    // the scratch space is full; nothing was left behind
 	FileErrNotExist   = "not_exist"   // no such file or directory
 	FileErrNotRegular = "not_regular" // get: a directory, a symbolic link, a FIFO, …
-	FileErrTooLarge   = "too_large"   // above Max (or MaxPathTotal)
+	FileErrTooLarge   = "too_large"   // get: above Max; any: out of descriptors
 	FileErrInvalid    = "invalid"     // a component is a file or a link, the target a directory, a name too long
 	FileErrIO         = "io"          // any other failure, in Detail
 )
