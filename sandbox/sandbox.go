@@ -50,10 +50,15 @@ type Session interface {
 	// the worker is killed and reaped before Run returns OutcomeCancelled.
 	Run(ctx context.Context, code string) (Result, error)
 	// WriteFile creates or replaces a regular file at path (absolute, under
-	// /mnt/data or /tmp; parent directories are made) with data, within the
-	// session's scratch bound: an error matching ErrScratchFull when it does
-	// not fit, ErrTooLarge above MaxFileBytes. Nothing half-written stays
-	// (neither the file nor the directories made for it).
+	// /mnt/data or /tmp) with data. What stands in its way is removed first:
+	// whatever is at path that is not a regular file (a directory with
+	// everything below it, a symbolic link, a FIFO), and whatever is not a
+	// directory where one of path's parents must be (missing parents are
+	// made). Links are never followed. It stays within the session's
+	// scratch bound: an error matching ErrScratchFull when data does not
+	// fit, ErrTooLarge above MaxFileBytes. On failure the file is not
+	// written and no directory made for it stays; what was removed to make
+	// way stays removed.
 	WriteFile(ctx context.Context, path string, data []byte) error
 	// ReadFile returns a regular file's bytes: an error matching ErrNotExist
 	// (and fs.ErrNotExist) if there is none at path (a directory or a
@@ -211,9 +216,11 @@ var ErrTooLarge = errors.New("sandbox: too large")
 var ErrNotExist = fmt.Errorf("sandbox: no such file: %w", fs.ErrNotExist)
 
 // ErrInvalidPath is matched by errors for a path the file operations refuse:
-// relative, outside /mnt/data and /tmp (".." that climbs out of them), with a
-// NUL byte or not UTF-8, through a symbolic link or a regular file, or
-// naming a directory where a file is meant. It wraps fs.ErrInvalid.
+// relative, outside /mnt/data and /tmp (".." that climbs out of them), one of
+// those roots where a file is meant, with a NUL byte or not UTF-8, longer
+// than MaxPathBytes, with a name longer than a directory entry holds (255
+// bytes; RemoveFiles finds nothing at such a path instead), or (ListFiles)
+// not naming a directory. It wraps fs.ErrInvalid.
 var ErrInvalidPath = fmt.Errorf("sandbox: invalid path: %w", fs.ErrInvalid)
 
 // LimitError reports a request outside the operator's limits.

@@ -76,14 +76,17 @@
 // never follow a symbolic link: every directory component is checked by
 // lstat and by inode after it is opened (runsc follows a final link despite
 // O_NOFOLLOW when O_DIRECTORY is given), files are opened O_NOFOLLOW and
-// must be regular. A put writes a temporary file beside the target and
-// renames it into place; when the tmpfs is full (ENOSPC: its size is the
-// scratch bound) the temporary file and any directories made for it are
-// removed. A remove unlinks what is not a directory (a link itself, never
-// its target) and empties a directory depth first from descriptors, climbing
-// back by ".." checked against the inode it came from, so a tree of any
-// depth holds at most three descriptors; each directory is made writable
-// (fchmod) before it is emptied, so a mode the code set does not stop it.
+// must be regular. A put makes way first (what is not a directory where a
+// parent must be is unlinked and a directory made; what is not a regular
+// file at the target is removed, a directory as a remove does), then writes
+// a temporary file beside the target and renames it into place; when the
+// tmpfs is full (ENOSPC: its size is the scratch bound) the temporary file
+// and any directories made for it are removed. A remove unlinks what is not
+// a directory (a link itself, never its target) and empties a directory
+// depth first from descriptors, climbing back by ".." checked against the
+// inode it came from, so a tree of any depth holds at most three
+// descriptors; each directory is made writable (fchmod) before it is
+// emptied, so a mode the code set does not stop it.
 //
 // # Measured on a 2-core bookworm VM (runsc 0.0~20221219, ptrace)
 //

@@ -187,15 +187,19 @@ def _main():
 
     def open_dirs(root, names, made=None):
         # Opens root/names... as directories, each without following a
-        # link; with made, creates the missing ones and records them.
+        # link. With made (a put), it makes way: a missing directory is
+        # made, and what is there but is not one (a file, a link, a FIFO) is
+        # unlinked and a directory made in its place; each made is recorded.
         fd = _open(root, O_DIR)
         try:
             for i, name in enumerate(names):
                 try:
                     nfd = open_dir_at(fd, name)
-                except FileNotFoundError:
-                    if made is None:
+                except OSError as e:
+                    if made is None or e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                         raise
+                    if e.errno != errno.ENOENT:
+                        _unlink(name, dir_fd=fd)
                     _mkdir(name, 0o755, dir_fd=fd)
                     made.append(root + "/" + "/".join(names[:i + 1]))
                     nfd = open_dir_at(fd, name)
@@ -337,6 +341,17 @@ def _main():
         old = _umask(0o022)  # the code may have set another
         try:
             dfd = open_dirs(root, names[:-1], made)
+            # What is at the name and is not a regular file goes first (a
+            # regular file is replaced by the rename, so a write that fails
+            # keeps it).
+            try:
+                st = _stat(names[-1], dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and S_ISDIR(st.st_mode):
+                remove_tree(dfd, names[-1])
+            elif st is not None and not S_ISREG(st.st_mode):
+                _unlink(names[-1], dir_fd=dfd)
             tmp = ".ci-put-" + _urandom(8).hex()
             wfd = _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
             try:

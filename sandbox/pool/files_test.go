@@ -240,15 +240,62 @@ with open('/mnt/data/out/result.bin', 'wb') as fh:
 			_, err := f.s.ListFiles(ctx(t), d)
 			wantErr(t, fmt.Sprintf("ListFiles(%q)", d), err, sandbox.ErrInvalidPath)
 		}
+		// A name longer than a directory entry holds is refused cleanly, in
+		// the last place or a parent's.
+		long := strings.Repeat("n", 256)
+		for _, p := range []string{"/mnt/data/" + long, "/mnt/data/" + long + "/x", "/tmp/d/" + long + "/e/f"} {
+			wantErr(t, fmt.Sprintf("WriteFile(%.20s…)", p), f.s.WriteFile(ctx(t), p, []byte("x")), sandbox.ErrInvalidPath)
+			if _, err := f.s.ReadFile(ctx(t), p, 10); err == nil {
+				t.Errorf("ReadFile(%.20s…) succeeded", p)
+			}
+		}
+		// What stands in the way of a write is replaced: a file where a
+		// parent must be, a directory where the file goes.
 		f.write("/mnt/data/f", []byte("a file"))
-		wantErr(t, "WriteFile below a file", f.s.WriteFile(ctx(t), "/mnt/data/f/g", []byte("x")), sandbox.ErrInvalidPath)
+		f.write("/mnt/data/f/g", []byte("below what was a file"))
+		if got := string(f.read("/mnt/data/f/g")); got != "below what was a file" {
+			t.Errorf("WriteFile below a file, then ReadFile: %q", got)
+		}
 		f.write("/mnt/data/dir/x", []byte("x"))
-		wantErr(t, "WriteFile over a directory", f.s.WriteFile(ctx(t), "/mnt/data/dir", []byte("x")), sandbox.ErrInvalidPath)
-		_, err := f.s.ReadFile(ctx(t), "/mnt/data/dir", 10)
+		f.write("/mnt/data/dir/sub/y", []byte("y"))
+		f.write("/mnt/data/dir", []byte("over what was a directory"))
+		if got := string(f.read("/mnt/data/dir")); got != "over what was a directory" {
+			t.Errorf("WriteFile over a directory, then ReadFile: %q", got)
+		}
+		f.write("/mnt/data/adir/x", []byte("x"))
+		_, err := f.s.ReadFile(ctx(t), "/mnt/data/adir", 10)
 		wantErr(t, "ReadFile of a directory", err, fs.ErrNotExist)
-		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/dir/x": 1, "/mnt/data/f": 6})
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/adir/x": 1, "/mnt/data/dir": 25, "/mnt/data/f/g": 21})
+		if out := f.run("import os\nprint(os.path.isdir('/mnt/data/f'), os.path.isfile('/mnt/data/dir'), os.path.exists('/mnt/data/" + long[:200] + "'))"); !strings.Contains(out, "True True False") {
+			t.Errorf("after the replacements the code sees %q", out)
+		}
 		if g := f.s.Generation(); g != 1 {
 			t.Errorf("Generation() = %d after refusals, want 1", g)
+		}
+	}},
+	{"WriteFile replaces a tree the code made", "", func(t *testing.T, f *fileSession) {
+		out := f.run(`import os
+os.makedirs('/mnt/data/t/a/b/c')
+open('/mnt/data/t/a/b/c/f', 'w').write('deep')
+os.makedirs('/mnt/data/t/ro/sub')
+open('/mnt/data/t/ro/sub/f', 'w').write('x')
+open('/mnt/data/file', 'w').write('x')
+for make in (lambda: os.chmod('/mnt/data/t/ro/sub', 0o500), lambda: os.chmod('/mnt/data/t/ro', 0o500)):
+    try:
+        make()
+    except (OSError, AttributeError, NotImplementedError) as e:
+        print('cannot:', e)`)
+		if strings.Contains(out, "cannot") && f.provider == "gvisor" {
+			t.Errorf("gVisor's guest could not make its tree: %s", out)
+		}
+		f.write("/mnt/data/t", []byte("one file"))
+		f.write("/mnt/data/file/a/b/c", []byte("three levels below a file"))
+		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/t": 8, "/mnt/data/file/a/b/c": 25})
+		if out := f.run("print(open('/mnt/data/t').read(), open('/mnt/data/file/a/b/c').read())"); !strings.Contains(out, "one file three levels below a file") {
+			t.Errorf("the code reads %q", out)
+		}
+		if g := f.s.Generation(); g != 1 {
+			t.Errorf("Generation() = %d, want 1", g)
 		}
 	}},
 	{"missing and too large", "", func(t *testing.T, f *fileSession) {
@@ -280,6 +327,14 @@ with open('/mnt/data/out/result.bin', 'wb') as fh:
 		wantFiles(t, f.list("/mnt/data"), map[string]int64{"/mnt/data/big1": int64(len(big))})
 		if out := f.run("import os\nprint(sorted(os.listdir('/mnt/data')))"); !strings.Contains(out, "['big1']") {
 			t.Errorf("the code sees %q in /mnt/data", out)
+		}
+		// A write that does not fit after making way: what was removed for
+		// it stays removed, the directories made for it do not stay.
+		f.write("/mnt/data/obst", []byte("in the way"))
+		err = f.s.WriteFile(ctx(t), "/mnt/data/obst/new/big2", big)
+		wantErr(t, "WriteFile beyond what is left, below a file", err, sandbox.ErrScratchFull)
+		if out := f.run("import os\nprint(sorted(os.listdir('/mnt/data')))"); !strings.Contains(out, "['big1']") {
+			t.Errorf("after a write that did not fit below a file the code sees %q in /mnt/data", out)
 		}
 		// Replacing with something that does not fit keeps the old file.
 		err = f.s.WriteFile(ctx(t), "/mnt/data/big1", append(big, big...)[:scratchBytes])
@@ -346,12 +401,31 @@ open('/tmp/secret', 'w').write('not through the link')`)
 				t.Errorf("ListFiles(%s) = %v, %v; want an error", d, l.Files, err)
 			}
 		}
-		err := f.s.WriteFile(ctx(t), "/mnt/data/tmplink/planted", []byte("x"))
-		if !errors.Is(err, sandbox.ErrInvalidPath) && f.provider == "gvisor" {
-			t.Errorf("WriteFile through a link: %v; want ErrInvalidPath", err)
-		}
+		// A link where a parent must be is replaced by a directory; nothing
+		// is written through it.
+		tmpBefore := f.list("/tmp")
+		f.write("/mnt/data/tmplink/planted", []byte("x"))
 		if _, err := f.s.ReadFile(ctx(t), "/tmp/planted", 10); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("WriteFile went through the link: ReadFile(/tmp/planted): %v", err)
+		}
+		wantFiles(t, f.list("/tmp"), tmpBefore)
+		if got := string(f.read("/mnt/data/tmplink/planted")); got != "x" {
+			t.Errorf("ReadFile(/mnt/data/tmplink/planted) = %q", got)
+		}
+		if got := string(f.read("/tmp/secret")); got != "not through the link" {
+			t.Errorf("the link's target changed: /tmp/secret holds %q", got)
+		}
+		if out := f.run("import os\nprint(os.path.islink('/mnt/data/tmplink'), os.path.isdir('/mnt/data/tmplink'), os.path.exists('/tmp/planted'))"); !strings.Contains(out, "False True False") {
+			t.Errorf("after writing below the link the code sees %q", out)
+		}
+		f.write("/mnt/data/usrlink/lib/os-release", []byte("mine"))
+		if out := f.run("import os\nprint(os.path.islink('/mnt/data/usrlink'), open('/mnt/data/usrlink/lib/os-release').read(), os.path.exists('/usr/lib/os-release'))"); !strings.Contains(out, "False mine") {
+			t.Errorf("after writing below the link to /usr the code sees %q", out)
+		}
+		// A FIFO where the file goes is replaced (where the guest has them).
+		f.write("/mnt/data/fifo", []byte("no longer a fifo"))
+		if got := string(f.read("/mnt/data/fifo")); got != "no longer a fifo" {
+			t.Errorf("ReadFile(/mnt/data/fifo) = %q", got)
 		}
 		// Writing at a link's name replaces the link, not its target.
 		f.write("/mnt/data/link", []byte("mine"))

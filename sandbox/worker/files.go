@@ -15,8 +15,8 @@ import (
 
 // file answers one of the server's file operations on the scratch space.
 // The memfs budget the guest's own writes are charged to bounds them: a
-// put that does not fit is refused whole. memfs has no symbolic links, so
-// there are none to follow.
+// put that does not fit is refused whole. memfs has no symbolic links (nor
+// FIFOs), so there are none to follow: only directories and regular files.
 func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	res := &wire.FileResult{ID: req.ID}
 	if kind == wire.KindRemove {
@@ -39,9 +39,13 @@ func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 	return res
 }
 
-// putFile makes rel's missing parents and writes data all or nothing. When
-// it fails, the directories it made are removed again, so a file that does
-// not fit leaves nothing behind.
+// putFile writes data to rel all or nothing, after making way for it:
+// a file where one of rel's parents must be is removed and a directory made
+// in its place, missing parents are made, and a directory at rel is removed
+// with everything below it (memfs has nothing but directories and regular
+// files). When the write fails, the directories it made are removed again,
+// so a file that does not fit leaves nothing behind; what was removed to
+// make way stays removed.
 func putFile(f *memfs.FS, rel string, data []byte) (code, detail string) {
 	if rel == "" {
 		return wire.FileErrInvalid, "is a directory"
@@ -56,27 +60,40 @@ func putFile(f *memfs.FS, rel string, data []byte) (code, detail string) {
 	dir := ""
 	for _, name := range parts[:len(parts)-1] {
 		dir = path.Join(dir, name)
-		switch errno := f.Mkdir(dir, 0o755); errno {
-		case 0:
-			made = append(made, dir)
-		case experimentalsys.EEXIST:
-			if st, errno := f.Stat(dir); errno != 0 || !st.Mode.IsDir() {
+		st, errno := f.Stat(dir)
+		switch {
+		case errno == 0 && st.Mode.IsDir():
+			continue
+		case errno == 0:
+			if errno := f.Unlink(dir); errno != 0 {
 				undo()
-				return wire.FileErrInvalid, dir + " is not a directory"
+				return errnoCode(errno), "unlink " + dir + ": " + errno.Error()
 			}
-		default:
+		case errno != experimentalsys.ENOENT:
+			undo()
+			return errnoCode(errno), "stat " + dir + ": " + errno.Error()
+		}
+		if errno := f.Mkdir(dir, 0o755); errno != 0 {
 			undo()
 			return errnoCode(errno), "mkdir " + dir + ": " + errno.Error()
 		}
+		made = append(made, dir)
+	}
+	switch st, errno := f.Stat(rel); {
+	case errno == 0 && st.Mode.IsDir():
+		if errno := removeAll(f, rel); errno != 0 {
+			undo()
+			return errnoCode(errno), "remove " + rel + ": " + errno.Error()
+		}
+	case errno != 0 && errno != experimentalsys.ENOENT:
+		undo()
+		return errnoCode(errno), "stat " + rel + ": " + errno.Error()
 	}
 	if err := f.WriteFile(rel, data, 0o644); err != nil {
 		undo()
 		var errno experimentalsys.Errno
 		if !errors.As(err, &errno) {
 			return wire.FileErrIO, err.Error()
-		}
-		if errno == experimentalsys.EISDIR {
-			return wire.FileErrInvalid, "is a directory"
 		}
 		return errnoCode(errno), err.Error()
 	}

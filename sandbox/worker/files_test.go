@@ -86,14 +86,25 @@ func TestFileOps(t *testing.T) {
 	if _, errno := w.scratch.tmp.Stat("x"); errno == 0 {
 		t.Error("a refused put left its directory behind")
 	}
-	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/b.bin/c", Data: nil}); r.Error != wire.FileErrInvalid {
-		t.Errorf("put below a file: %+v", r)
-	}
-	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a", Data: nil}); r.Error != wire.FileErrInvalid {
-		t.Errorf("put over a directory: %+v", r)
-	}
 	if r := do(wire.KindPut, wire.FileRequest{Path: "/etc/passwd"}); r.Error != wire.FileErrInvalid {
 		t.Errorf("put outside the scratch space: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/" + strings.Repeat("n", 256) + "/x"}); r.Error != wire.FileErrInvalid {
+		t.Errorf("put below a name too long: %+v", r)
+	}
+	// What stands in the way is replaced: a file where a parent must be,
+	// a directory (with everything below it) where the file goes.
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/b.bin/c", Data: []byte("c")}); r.Error != "" {
+		t.Errorf("put below a file: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a", Data: []byte("a")}); r.Error != "" {
+		t.Errorf("put over a directory: %+v", r)
+	}
+	if r := list("/mnt/data", 10); r.Error != "" || len(r.Files) != 1 || r.Files[0].Path != "/mnt/data/a" || r.Files[0].Size != 1 {
+		t.Errorf("after the replacements: %+v", r)
+	}
+	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/a/b.bin", Data: []byte{0, 1, 0xff}}); r.Error != "" {
+		t.Fatalf("put: %+v", r)
 	}
 
 	// Remove: a tree whose names io/fs refuses (not UTF-8) goes whole, and

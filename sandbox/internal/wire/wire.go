@@ -41,7 +41,7 @@ const (
 	// File operations on the scratch space, between runs (the guest is
 	// idle). Each request carries a FileRequest and is answered by one
 	// KindFileResult.
-	KindPut        = "put"         // server → worker: write FileRequest.Data to Path
+	KindPut        = "put"         // server → worker: write FileRequest.Data to Path, replacing what is in the way
 	KindGet        = "get"         // server → worker: read Path, at most Max bytes
 	KindList       = "list"        // server → worker: the regular files below Path
 	KindRemove     = "remove"      // server → worker: remove what is at each of Paths
@@ -190,7 +190,7 @@ const (
 	FileErrNotExist   = "not_exist"   // no such file or directory
 	FileErrNotRegular = "not_regular" // get: a directory, a symbolic link, a FIFO, …
 	FileErrTooLarge   = "too_large"   // get: above Max; any: out of descriptors
-	FileErrInvalid    = "invalid"     // a component is a file or a link, the target a directory, a name too long
+	FileErrInvalid    = "invalid"     // a name too long; list: not a directory (a file, a link)
 	FileErrIO         = "io"          // any other failure, in Detail
 )
 
