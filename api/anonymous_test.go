@@ -26,28 +26,6 @@ var noCredential = []struct {
 	{"empty api-key", http.Header{"Api-Key": {""}}},
 }
 
-// rawDo sends a request with exactly the headers given.
-func (e *env) rawDo(method, path string, h http.Header, contentType string, body io.Reader) (int, []byte) {
-	e.t.Helper()
-	req, err := http.NewRequest(method, e.url+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, data
-}
-
 // TestAnonymousRejected: with the default api.anonymous (reject), a
 // request without a credential gets OpenAI's 401 on every endpoint and
 // makes nothing — before, all such requests shared one owner and could
@@ -72,7 +50,7 @@ func TestAnonymousRejected(t *testing.T) {
 				if ep.body != "" {
 					body = strings.NewReader(ep.body)
 				}
-				status, got := e.rawDo(ep.method, ep.path, nc.header, ep.ctype, body)
+				status, _, got := e.rawDo(ep.method, ep.path, nc.header, ep.ctype, body)
 				checkError(t, status, got, http.StatusUnauthorized, "", "You didn't provide an API key.")
 				var er apiError
 				_ = json.Unmarshal(got, &er)
@@ -97,7 +75,7 @@ func TestAnonymousRejected(t *testing.T) {
 // whichever way it lacks it — and still apart from keyed callers.
 func TestAnonymousShared(t *testing.T) {
 	e := newEnv(t, func(c *api.Config) { c.Anonymous = api.AnonymousShared })
-	status, body := e.rawDo("POST", "/v1/containers", http.Header{}, "application/json", strings.NewReader(`{"name":"laptop"}`))
+	status, _, body := e.rawDo("POST", "/v1/containers", http.Header{}, "application/json", strings.NewReader(`{"name":"laptop"}`))
 	if status != http.StatusOK {
 		t.Fatalf("create without a key: %d %s", status, body)
 	}
@@ -106,7 +84,7 @@ func TestAnonymousShared(t *testing.T) {
 		t.Fatalf("create: %s", body)
 	}
 	for _, nc := range noCredential {
-		if status, body := e.rawDo("GET", "/v1/containers/"+c.ID, nc.header, "", nil); status != http.StatusOK {
+		if status, _, body := e.rawDo("GET", "/v1/containers/"+c.ID, nc.header, "", nil); status != http.StatusOK {
 			t.Errorf("%s: GET the shared container: %d %s", nc.name, status, body)
 		}
 	}

@@ -80,16 +80,26 @@ func (e *env) client(key string) *openai.Client {
 	return &c
 }
 
-// do sends a raw request with a bearer credential and returns the status,
-// headers and body.
+// do sends a raw request with a bearer credential ("" for none) and
+// returns the status, headers and body.
 func (e *env) do(method, path, key, contentType string, body io.Reader) (int, http.Header, []byte) {
+	e.t.Helper()
+	h := http.Header{}
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	return e.rawDo(method, path, h, contentType, body)
+}
+
+// rawDo sends a request with exactly the headers given.
+func (e *env) rawDo(method, path string, h http.Header, contentType string, body io.Reader) (int, http.Header, []byte) {
 	e.t.Helper()
 	req, err := http.NewRequest(method, e.url+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -222,7 +223,7 @@ func (c *container) mirror(ctx context.Context, h *held) error {
 			}
 		}
 		var write []store.File
-		for _, p := range sortedKeys(want) {
+		for _, p := range slices.Sorted(maps.Keys(want)) {
 			f, r := want[p], h.files[p]
 			st, listed := have[p]
 			switch {
@@ -294,7 +295,7 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 
 	// What the code deleted: recorded files the interpreter no longer has.
 	// A truncated listing may just not show them; those are asked for.
-	for _, p := range sortedKeys(h.files) {
+	for _, p := range slices.Sorted(maps.Keys(h.files)) {
 		r := h.files[p]
 		if _, ok := have[p]; ok {
 			continue
@@ -382,15 +383,6 @@ func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.Fil
 
 func stampOf(fi sandbox.FileInfo) fileStamp {
 	return fileStamp{size: fi.Size, mod: fi.ModTime.UnixNano()}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // fail drops an interpreter whose session broke.
