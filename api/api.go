@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,6 +48,12 @@ type Config struct {
 	// MaxUploadBytes bounds one uploaded file; larger uploads get a 413.
 	// Default 64MiB.
 	MaxUploadBytes int64
+	// Create, when set, stores a container POST /v1/containers makes
+	// instead of the store's PutContainer: the containers manager's
+	// Create, which makes room at the owner_containers quota by recycling
+	// the caller's least recently used idle auto container, as a response
+	// would.
+	Create func(ctx context.Context, c store.Container) error
 	// Anonymous is AnonymousReject (default) or AnonymousShared.
 	Anonymous string
 	// FilesSource is FilesLocal (default), FilesUpstream or FilesOff.

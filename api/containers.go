@@ -113,7 +113,11 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	now := s.now().Unix()
 	c.CreatedAt, c.LastActiveAt = now, now
-	if err := s.st.PutContainer(r.Context(), c); err != nil {
+	create := s.st.PutContainer
+	if s.cfg.Create != nil {
+		create = s.cfg.Create
+	}
+	if err := create(r.Context(), c); err != nil {
 		s.storeError(w, r, err, "", "container", c.ID)
 		return
 	}

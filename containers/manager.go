@@ -71,7 +71,7 @@ type Manager struct {
 	// claims counts the responses that have a container open, from before
 	// it is looked up or created until the response closes it: such a
 	// container is in use even before its first run, and never deleted to
-	// make room (createAuto).
+	// make room (Create).
 	claims map[string]int
 }
 
@@ -188,7 +188,7 @@ func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, clai
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
 			claim(c.ID)
-			if err := m.createAuto(ctx, c); err != nil {
+			if err := m.Create(ctx, c); err != nil {
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
 			fresh = true
@@ -217,13 +217,16 @@ func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, clai
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
 }
 
-// createAuto stores a container made by {"type": "auto"}. Every response
-// of an auto tool makes one, so a busy caller (one API key behind a whole
-// application) reaches store.limits.owner_containers long before the
-// first ones expire: then the least recently used of its auto containers
-// is deleted to make room, as an expiry would have done later. Containers
-// the caller made through the Containers API are never deleted this way.
-func (m *Manager) createAuto(ctx context.Context, c store.Container) error {
+// Create stores a new container — an auto one, or one made through the
+// Containers API (api.Config.Create) — making room at the caller's
+// owner_containers quota by deleting its least recently used auto container
+// that no response has in use, as an expiry would have done later.
+// Containers the caller made through the Containers API are never deleted
+// this way: when only those fill the quota, the QuotaError stands. Every
+// response of an auto tool makes a container, so a busy caller (one API
+// key behind a whole application) reaches the quota long before the first
+// ones expire.
+func (m *Manager) Create(ctx context.Context, c store.Container) error {
 	// Responses of one caller create at once: two can pick the same
 	// container to delete, and only one of them then finds room. Whoever
 	// finds none picks again, a bounded number of times.

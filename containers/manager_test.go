@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
@@ -415,5 +419,61 @@ func TestReleasedInterpreterServesTheQueue(t *testing.T) {
 	a2 := open(t, f.m, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
 	if r := run(t, a2, "print('x' in globals())"); r.Stdout != "False\n" {
 		t.Fatalf("a's next response: %q", r.Stdout)
+	}
+}
+
+// TestExplicitCreateRecyclesAuto: a caller whose responses' auto containers
+// fill owner_containers can still make one through POST /v1/containers
+// (the official client over real HTTP): the least recently used idle auto
+// container makes room, as for a response. One a response has open, and
+// one made through the API, never do; with only those left the create is
+// OpenAI's 400.
+func TestExplicitCreateRecyclesAuto(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	l := store.DefaultLimits()
+	l.OwnerContainers = 3
+	st := memory.New(l, clk.now)
+	t.Cleanup(func() { st.Close() })
+	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
+	t.Cleanup(func() { m.Close() })
+	srv, err := api.New(api.Config{Create: m.Create, AuthHeaders: authHeaders(), Now: clk.now}, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("sk-busy"), option.WithMaxRetries(0))
+	owner, _ := caller("sk-busy")
+	ctx := context.Background()
+
+	var autos []string
+	for range 2 {
+		clk.add(time.Second)
+		c := open(t, m, interceptor.ContainerSpec{Owner: owner})
+		autos = append(autos, c.ID())
+		c.Close()
+	}
+	clk.add(time.Second)
+	inUse := open(t, m, interceptor.ContainerSpec{Owner: owner}) // a response has it open
+	mine, err := client.Containers.New(ctx, openai.ContainerNewParams{Name: "explicit"})
+	if err != nil {
+		t.Fatalf("create at the quota with idle auto containers: %v", err)
+	}
+	if _, err := st.GetContainer(ctx, owner, autos[0]); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the least recently used auto container was not recycled (%v)", err)
+	}
+	if _, err := client.Containers.New(ctx, openai.ContainerNewParams{Name: "second"}); err != nil {
+		t.Fatalf("second create: %v", err)
+	}
+	// Left: the open auto container and the two made through the API.
+	_, err = client.Containers.New(ctx, openai.ContainerNewParams{Name: "third"})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.Contains(ae.Message, "owner_containers") {
+		t.Fatalf("create with only an open auto container and the API's: %v, want OpenAI's 400 quota error", err)
+	}
+	for _, id := range []string{inUse.ID(), mine.ID} {
+		if _, err := st.GetContainer(ctx, owner, id); err != nil {
+			t.Errorf("container %s is gone: %v", id, err)
+		}
 	}
 }

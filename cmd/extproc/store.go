@@ -11,6 +11,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 	"github.com/codeinterp/codeinterp/store/redis"
@@ -54,8 +55,13 @@ func apiConfig(cfg *config.Config) api.Config {
 }
 
 // startAPI serves the Containers and Files APIs on api.listen.
-func startAPI(cfg *config.Config, st store.Store, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
-	h, err := api.New(apiConfig(cfg), st, log)
+// Creates go through the containers manager, so an explicit create at the
+// owner_containers quota recycles an idle auto container as a response's
+// does.
+func startAPI(cfg *config.Config, st store.Store, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+	ac := apiConfig(cfg)
+	ac.Create = mgr.Create
+	h, err := api.New(ac, st, log)
 	if err != nil {
 		return nil, nil, err
 	}
