@@ -85,6 +85,13 @@ type Interceptor struct {
 	// mode_override) or "synthetic" (BUFFERED bodies; the whole stream is
 	// made after the loop).
 	Streaming string `json:"streaming"`
+	// CallStatus is the status clients get on a code_interpreter_call:
+	// "openai" ("completed" for every call that ended — a Python
+	// exception, a time, memory or output limit, a call not run — with the
+	// reason in its logs, as OpenAI's hosted tool and its clients' schemas
+	// have it) or "detailed" ("failed" for an exception or crash,
+	// "incomplete" for a limit). The model is told the detail either way.
+	CallStatus string `json:"call_status"`
 }
 
 // Upstream is where follow-up inference goes.
@@ -228,6 +235,7 @@ func Default() *Config {
 			MaxMemoryLimit:   1 * GiB,
 			InputFiles:       "pass",
 			Streaming:        "live",
+			CallStatus:       "openai",
 		},
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",

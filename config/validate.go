@@ -230,6 +230,11 @@ func (c *Config) validateInputFiles(v *validator) {
 	default:
 		v.add("interceptor.streaming", "%q is not one of live, synthetic", c.Interceptor.Streaming)
 	}
+	switch c.Interceptor.CallStatus {
+	case "openai", "detailed":
+	default:
+		v.add("interceptor.call_status", "%q is not one of openai, detailed", c.Interceptor.CallStatus)
+	}
 }
 
 func (c *Config) validateSandbox(v *validator) {

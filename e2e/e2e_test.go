@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/filter"
+	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
@@ -365,8 +366,10 @@ func TestParallelCalls(t *testing.T) {
 	}
 }
 
-// TestPythonError: an exception fails the call; the model sees the
-// traceback and answers.
+// TestPythonError: the model sees the exception's traceback and answers;
+// the client gets the call "completed" with the traceback in its logs, as
+// OpenAI's hosted tool reports it (interceptor.call_status: openai, the
+// default), or "failed" with call_status: detailed.
 func TestPythonError(t *testing.T) {
 	sh := loadShapes(t)
 	var m *model
@@ -387,9 +390,24 @@ func TestPythonError(t *testing.T) {
 			t.Fatal(err)
 		}
 		ci := ciCalls(r)[0]
-		if ci.Status != responses.ResponseCodeInterpreterToolCallStatusFailed || !strings.Contains(ci.Outputs[0].Logs, "ZeroDivisionError") {
+		if ci.Status != responses.ResponseCodeInterpreterToolCallStatusCompleted || !strings.Contains(ci.Outputs[0].Logs, "ZeroDivisionError") {
 			t.Errorf("stream=%v: call %+v", stream, ci)
 		}
+	}
+	var dm *model
+	d := newStack(t, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{dm.call("1/0")}}
+		}
+		return reply{items: []string{dm.message("division by zero")}}
+	}, stackOptions{interceptor: interceptor.Config{CallStatus: interceptor.CallStatusDetailed}})
+	dm = d.model
+	r, _, err := ask(context.Background(), t, d, ciParams("divide", true), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := ciCalls(r)[0]; ci.Status != responses.ResponseCodeInterpreterToolCallStatusFailed {
+		t.Errorf("call_status: detailed: %+v", ci)
 	}
 	s.drained(t)
 	if s.codeRuns("error") != 2 {
@@ -397,8 +415,9 @@ func TestPythonError(t *testing.T) {
 	}
 }
 
-// TestTimeout: a run over the wall-time limit is stopped; the call is
-// incomplete and the model hears why.
+// TestTimeout: a run over the wall-time limit is stopped; the model hears
+// why, and so does the client in the call's logs (a "completed" call, as
+// OpenAI's clients expect).
 func TestTimeout(t *testing.T) {
 	sh := loadShapes(t)
 	var m *model
@@ -416,8 +435,9 @@ func TestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ci := ciCalls(r)[0]; ci.Status != responses.ResponseCodeInterpreterToolCallStatusIncomplete {
-		t.Errorf("status %s, want incomplete", ci.Status)
+	if ci := ciCalls(r)[0]; ci.Status != responses.ResponseCodeInterpreterToolCallStatusCompleted ||
+		!strings.Contains(ci.Outputs[0].Logs, "spinning") || !strings.Contains(ci.Outputs[0].Logs, "[incomplete: the run hit the time limit") {
+		t.Errorf("call %+v, want completed with the output so far and the reason in its logs", ci)
 	}
 	s.drained(t)
 	if s.codeRuns("timeout") != 1 {

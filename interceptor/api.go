@@ -81,7 +81,21 @@ type Config struct {
 	// (default) sends them on unchanged, InputFilesNote replaces each with
 	// a text note saying where the file is (for models that reject files).
 	InputFiles string
+	// CallStatus is the status clients get on a code_interpreter_call:
+	// CallStatusOpenAI (default) says "completed" for every call that
+	// ended, whatever the code did, as OpenAI's hosted tool does (its
+	// clients' schemas — the Agents SDK's — admit no other final status),
+	// with the reason in the call's logs; CallStatusDetailed says "failed"
+	// for a Python exception or a crash and "incomplete" for a limit or a
+	// call not run. The model is told the detailed status either way.
+	CallStatus string
 }
+
+// The call_status modes.
+const (
+	CallStatusOpenAI   = "openai"
+	CallStatusDetailed = "detailed"
+)
 
 // The input_files modes.
 const (
@@ -99,6 +113,7 @@ func DefaultConfig() Config {
 		MaxMemoryBytes:   1 << 30,
 		FollowUp:         FollowUpAuto,
 		InputFiles:       InputFilesPass,
+		CallStatus:       CallStatusOpenAI,
 	}
 }
 
@@ -125,6 +140,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.InputFiles == "" {
 		c.InputFiles = InputFilesPass
+	}
+	if c.CallStatus == "" {
+		c.CallStatus = d.CallStatus
 	}
 	return c
 }

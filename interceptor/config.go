@@ -32,5 +32,10 @@ func (c Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("input_files: %q is not one of pass, note", c.InputFiles))
 	}
+	switch c.CallStatus {
+	case CallStatusOpenAI, CallStatusDetailed:
+	default:
+		errs = append(errs, fmt.Errorf("call_status: %q is not one of openai, detailed", c.CallStatus))
+	}
 	return errors.Join(errs...)
 }

@@ -78,12 +78,20 @@ func appendImageOutput(dst []byte, mediaType string, data []byte) []byte {
 // sandbox.Result does not say where in the text an image appeared, so the
 // images come first: that reproduces the recorded calls whose text is the
 // cell's value, the usual way a chart cell ends.
-func appendOutputs(dst []byte, c *call) []byte {
+//
+// note, when set, is a last line of the logs saying why the call did not
+// complete (interceptor.call_status: openai).
+func appendOutputs(dst []byte, c *call, note string) []byte {
 	dst = append(dst, '[')
-	if c.argErr != "" || c.notRun != "" {
-		return append(dst, ']') // nothing ran, nothing to show
-	}
 	first := true
+	if c.argErr != "" || c.notRun != "" {
+		if note != "" { // nothing ran: the note is all there is
+			dst = append(dst, `{"type":"logs","logs":`...)
+			dst = appendString(dst, note)
+			dst = append(dst, '}')
+		}
+		return append(dst, ']')
+	}
 	for _, img := range c.res.Images {
 		mt, ok := imageMediaType(img)
 		if !ok {
@@ -95,7 +103,14 @@ func appendOutputs(dst []byte, c *call) []byte {
 		first = false
 		dst = appendImageOutput(dst, mt, img.Data)
 	}
-	if s := logs(c); s != "" {
+	s := logs(c)
+	if note != "" {
+		if s != "" && !strings.HasSuffix(s, "\n") {
+			s += "\n"
+		}
+		s += note
+	}
+	if s != "" {
 		if !first {
 			dst = append(dst, ',')
 		}

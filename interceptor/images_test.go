@@ -56,8 +56,12 @@ func decodeDataURL(t testing.TB, url string) []byte {
 }
 
 // ciLoop is a finished loop's state as ciItem reads it.
-func ciLoop(include bool) *loop {
-	return &loop{x: &Exchange{req: request{includeOutputs: include}}, containerID: "cntr_img"}
+func ciLoop(include bool) *loop { return ciLoopStatus(include, CallStatusOpenAI) }
+
+// ciLoopStatus is ciLoop with interceptor.call_status set.
+func ciLoopStatus(include bool, callStatus string) *loop {
+	ic := &Interceptor{cfg: Config{CallStatus: callStatus}}
+	return &loop{x: &Exchange{ic: ic, req: request{includeOutputs: include}}, containerID: "cntr_img"}
 }
 
 // TestCodeInterpreterCallImageOutputs: outputs with and without include,
@@ -73,27 +77,30 @@ func TestCodeInterpreterCallImageOutputs(t *testing.T) {
 		name    string
 		include bool
 		c       call
-		status  string
+		status  string // with call_status: detailed
 		outputs string
+		// openaiOutputs are the outputs with call_status: openai, whose
+		// status is always "completed", where they differ.
+		openaiOutputs string
 	}{
 		{"not included: null", false,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "x\n", Images: []sandbox.Image{img(p1)}}},
-			"completed", `null`},
+			"completed", `null`, ""},
 		{"image before the logs", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "'/mnt/data/plot.png'", Images: []sandbox.Image{img(p1)}}},
-			"completed", `[` + imgOut(u1) + `,{"type":"logs","logs":"'/mnt/data/plot.png'"}]`},
+			"completed", `[` + imgOut(u1) + `,{"type":"logs","logs":"'/mnt/data/plot.png'"}]`, ""},
 		{"no text: no logs entry", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Images: []sandbox.Image{img(p1)}}},
-			"completed", `[` + imgOut(u1) + `]`},
+			"completed", `[` + imgOut(u1) + `]`, ""},
 		{"nothing at all", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted}},
-			"completed", `[]`},
+			"completed", `[]`, ""},
 		{"several images in order, then stdout and stderr", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "done", Stderr: "UserWarning: w\n", Images: []sandbox.Image{img(p2), img(p1), img(p2)}}},
-			"completed", `[` + imgOut(u2) + `,` + imgOut(u1) + `,` + imgOut(u2) + `,{"type":"logs","logs":"done\nUserWarning: w\n"}]`},
+			"completed", `[` + imgOut(u2) + `,` + imgOut(u1) + `,` + imgOut(u2) + `,{"type":"logs","logs":"done\nUserWarning: w\n"}]`, ""},
 		{"exception after a figure keeps the figure", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeError, Stderr: "ValueError\n", Images: []sandbox.Image{img(p1)}}},
-			"failed", `[` + imgOut(u1) + `,{"type":"logs","logs":"ValueError\n"}]`},
+			"failed", `[` + imgOut(u1) + `,{"type":"logs","logs":"ValueError\n"}]`, ""},
 		{"missing or odd media types are sniffed; non-images and empty data dropped", true,
 			call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Images: []sandbox.Image{
 				{Data: p1},
@@ -102,44 +109,61 @@ func TestCodeInterpreterCallImageOutputs(t *testing.T) {
 				{MediaType: "text/html", Data: []byte("<html>not an image</html>")},
 				{MediaType: "image/png"},
 			}}},
-			"completed", `[` + imgOut(u1) + `,` + imgOut(u2) + `,` + imgOut(u1) + `]`},
+			"completed", `[` + imgOut(u1) + `,` + imgOut(u2) + `,` + imgOut(u1) + `]`, ""},
 		{"bad arguments: nothing ran", true,
 			call{argErr: "the arguments are missing", res: sandbox.Result{Images: []sandbox.Image{img(p1)}}},
-			"failed", `[]`},
+			"failed", `[]`, `[{"type":"logs","logs":"[not run: invalid arguments (the arguments are missing)]"}]`},
 		{"not run", true,
 			call{notRun: "a limit", res: sandbox.Result{Images: []sandbox.Image{img(p1)}}},
-			"incomplete", `[]`},
+			"incomplete", `[]`, `[{"type":"logs","logs":"[not run: a limit]"}]`},
+		{"time limit", true,
+			call{res: sandbox.Result{Outcome: sandbox.OutcomeTimeout, Stdout: "partial", Detail: "30s"}},
+			"incomplete", `[{"type":"logs","logs":"partial"}]`,
+			`[{"type":"logs","logs":"partial\n[incomplete: the run hit the time limit and was stopped; variables from earlier calls are lost (30s)]"}]`},
+		{"memory limit, no output", true,
+			call{res: sandbox.Result{Outcome: sandbox.OutcomeMemoryLimit}},
+			"incomplete", `[]`,
+			`[{"type":"logs","logs":"[incomplete: the run hit the memory limit and was stopped; variables from earlier calls are lost]"}]`},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := tc.c
-			c.ciID, c.code = "ci_img", "plot()"
-			item := ciLoop(tc.include).ciItem(&c)
-			want := `{"id":"ci_img","type":"code_interpreter_call","status":"` + tc.status + `","code":"plot()","container_id":"cntr_img","outputs":` + tc.outputs + `}`
-			if item != want {
-				t.Fatalf("item\n got %.400s\nwant %.400s", item, want)
-			}
-			// A client's view: openai-go's union gives each image's URL.
-			var ci responses.ResponseCodeInterpreterToolCall
-			if err := ci.UnmarshalJSON([]byte(item)); err != nil {
-				t.Fatal(err)
-			}
-			var wantImgs [][]byte
-			for _, im := range c.res.Images {
-				if _, ok := imageMediaType(im); ok && c.argErr == "" && c.notRun == "" && tc.include {
-					wantImgs = append(wantImgs, im.Data)
+		for _, mode := range []string{CallStatusDetailed, CallStatusOpenAI} {
+			t.Run(tc.name+" "+mode, func(t *testing.T) {
+				c := tc.c
+				c.ciID, c.code = "ci_img", "plot()"
+				item := ciLoopStatus(tc.include, mode).ciItem(&c)
+				status, outputs := tc.status, tc.outputs
+				if mode == CallStatusOpenAI {
+					status = "completed"
+					if tc.openaiOutputs != "" {
+						outputs = tc.openaiOutputs
+					}
 				}
-			}
-			var gotImgs [][]byte
-			for _, o := range ci.Outputs {
-				if v, ok := o.AsAny().(responses.ResponseCodeInterpreterToolCallOutputImage); ok {
-					gotImgs = append(gotImgs, decodeDataURL(t, v.URL))
+				want := `{"id":"ci_img","type":"code_interpreter_call","status":"` + status + `","code":"plot()","container_id":"cntr_img","outputs":` + outputs + `}`
+				if item != want {
+					t.Fatalf("item\n got %.400s\nwant %.400s", item, want)
 				}
-			}
-			if !slices.EqualFunc(gotImgs, wantImgs, bytes.Equal) {
-				t.Fatalf("openai-go decoded %d images, want %d (bytes must round-trip)", len(gotImgs), len(wantImgs))
-			}
-		})
+				// A client's view: openai-go's union gives each image's URL.
+				var ci responses.ResponseCodeInterpreterToolCall
+				if err := ci.UnmarshalJSON([]byte(item)); err != nil {
+					t.Fatal(err)
+				}
+				var wantImgs [][]byte
+				for _, im := range c.res.Images {
+					if _, ok := imageMediaType(im); ok && c.argErr == "" && c.notRun == "" && tc.include {
+						wantImgs = append(wantImgs, im.Data)
+					}
+				}
+				var gotImgs [][]byte
+				for _, o := range ci.Outputs {
+					if v, ok := o.AsAny().(responses.ResponseCodeInterpreterToolCallOutputImage); ok {
+						gotImgs = append(gotImgs, decodeDataURL(t, v.URL))
+					}
+				}
+				if !slices.EqualFunc(gotImgs, wantImgs, bytes.Equal) {
+					t.Fatalf("openai-go decoded %d images, want %d (bytes must round-trip)", len(gotImgs), len(wantImgs))
+				}
+			})
+		}
 	}
 }
 

@@ -503,29 +503,8 @@ func modelOutput(c *call, imagesShown bool) string {
 	}
 	r := c.res
 	b.WriteString(ciStatus(c))
-	switch r.Outcome {
-	case sandbox.OutcomeCompleted:
-	case sandbox.OutcomeError:
-		b.WriteString(": a Python exception was raised (traceback in stderr)")
-	case sandbox.OutcomeTimeout:
-		b.WriteString(": the run hit the time limit and was stopped; variables from earlier calls are lost")
-	case sandbox.OutcomeMemoryLimit:
-		b.WriteString(": the run hit the memory limit and was stopped; variables from earlier calls are lost")
-	case sandbox.OutcomeOutputTruncated:
-		b.WriteString(": the code ran to its end, but its output was cut at the size limit")
-	case sandbox.OutcomeCapacity:
-		b.WriteString(": the code did not run")
-	case sandbox.OutcomeRejected:
-		b.WriteString(": the code was refused before running")
-	case sandbox.OutcomeCrashed:
-		b.WriteString(": the interpreter crashed; variables from earlier calls are lost")
-	case sandbox.OutcomeCancelled:
-		b.WriteString(": the run was cancelled")
-	default:
-		b.WriteString(": " + strings.ReplaceAll(string(r.Outcome), "_", " "))
-	}
-	if r.Detail != "" {
-		b.WriteString(" (" + oneLine(r.Detail) + ")")
+	if why := outcomeReason(r); why != "" {
+		b.WriteString(": " + why)
 	}
 	b.WriteByte('\n')
 	switch {
@@ -546,6 +525,53 @@ func modelOutput(c *call, imagesShown bool) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// outcomeReason says why a run ended as it did, with the sandbox's detail;
+// "" for a run that completed.
+func outcomeReason(r sandbox.Result) string {
+	var why string
+	switch r.Outcome {
+	case sandbox.OutcomeCompleted:
+		return ""
+	case sandbox.OutcomeError:
+		why = "a Python exception was raised (traceback in stderr)"
+	case sandbox.OutcomeTimeout:
+		why = "the run hit the time limit and was stopped; variables from earlier calls are lost"
+	case sandbox.OutcomeMemoryLimit:
+		why = "the run hit the memory limit and was stopped; variables from earlier calls are lost"
+	case sandbox.OutcomeOutputTruncated:
+		why = "the code ran to its end, but its output was cut at the size limit"
+	case sandbox.OutcomeCapacity:
+		why = "the code did not run"
+	case sandbox.OutcomeRejected:
+		why = "the code was refused before running"
+	case sandbox.OutcomeCrashed:
+		why = "the interpreter crashed; variables from earlier calls are lost"
+	case sandbox.OutcomeCancelled:
+		why = "the run was cancelled"
+	default:
+		why = strings.ReplaceAll(string(r.Outcome), "_", " ")
+	}
+	if r.Detail != "" {
+		why += " (" + oneLine(r.Detail) + ")"
+	}
+	return why
+}
+
+// statusNote is the last line of a call's logs that says why it did not
+// complete, for clients told "completed" (interceptor.call_status: openai);
+// "" when it completed or a Python traceback already says it.
+func statusNote(c *call) string {
+	switch {
+	case c.argErr != "":
+		return "[not run: invalid arguments (" + c.argErr + ")]"
+	case c.notRun != "":
+		return "[not run: " + c.notRun + "]"
+	case c.res.Outcome == sandbox.OutcomeCompleted, c.res.Outcome == sandbox.OutcomeError:
+		return ""
+	}
+	return "[" + ciStatus(c) + ": " + outcomeReason(c.res) + "]"
 }
 
 func section(b *strings.Builder, name, text string, truncated bool) {

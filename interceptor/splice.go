@@ -121,11 +121,17 @@ func (l *loop) annotate(msg gjson.Result, images []ContainerFile) string {
 // ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
 // returns, with its fields in OpenAI's order.
 func (l *loop) ciItem(c *call) string {
+	status, note := ciStatus(c), ""
+	if l.x.ic.cfg.CallStatus == CallStatusOpenAI && status != "completed" {
+		// OpenAI's clients know no other final status: the reason goes
+		// in the logs.
+		status, note = "completed", statusNote(c)
+	}
 	outputs := "null"
 	if l.x.req.includeOutputs {
-		outputs = string(appendOutputs(nil, c))
+		outputs = string(appendOutputs(nil, c, note))
 	}
-	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(ciStatus(c)) +
+	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(status) +
 		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + outputs + `}`
 }
 

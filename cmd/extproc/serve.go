@@ -272,10 +272,12 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		FunctionName:     cfg.Interceptor.FunctionName,
 		MaxRounds:        cfg.Interceptor.MaxRounds,
 		MaxParallelCalls: cfg.Interceptor.MaxParallelCalls,
+		MaxToolCalls:     cfg.Interceptor.MaxToolCalls,
 		MaxMemoryBytes:   int64(cfg.Interceptor.MaxMemoryLimit),
 		FollowUp:         interceptor.FollowUpMode(cfg.Interceptor.FollowUp),
 		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
 		InputFiles:       cfg.Interceptor.InputFiles,
+		CallStatus:       cfg.Interceptor.CallStatus,
 	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr))
 	if err != nil {
 		return nil, err
