@@ -130,11 +130,16 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 		// A run that ended its interpreter took its files along: they
 		// are not the code's deletions, and the next run's mirror gives
 		// the new interpreter the container's files.
-		changed, note := c.collect(ctx, h, gen)
+		changed, note, dirty := c.collect(ctx, h, gen)
 		out.Changed = changed
-		if err := c.mirror(ctx, h); err != nil && h.sess.Generation() == gen {
-			m.log.Warn("making the interpreter's files match the store after a run failed", zap.String("container_id", c.meta.ID), zap.Error(err))
-			note = joinNotes(note, "the interpreter's /mnt/data could not be made to match the container's files: "+strings.TrimPrefix(err.Error(), "containers: "))
+		// What was not kept leaves now, so the two agree after the run;
+		// when everything was kept, the interpreter holds only container
+		// files and the next run's mirror adds what the API added.
+		if dirty {
+			if err := c.mirror(ctx, h); err != nil && h.sess.Generation() == gen {
+				m.log.Warn("making the interpreter's files match the store after a run failed", zap.String("container_id", c.meta.ID), zap.Error(err))
+				note = joinNotes(note, "the interpreter's /mnt/data could not be made to match the container's files: "+strings.TrimPrefix(err.Error(), "containers: "))
+			}
 		}
 		if note != "" {
 			out.Stderr += "\n[" + note + "]\n"
@@ -269,19 +274,20 @@ func (c *container) mirror(ctx context.Context, h *held) error {
 // deletes from the store what it deleted. It changes nothing when the
 // interpreter did not survive the run (gen is the one that ran): its files
 // went with it, and are not the code's deletions. note is one line for the
-// model about what could not be kept, or "".
-func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string) {
+// model about what could not be kept, or ""; dirty is set when the
+// interpreter may hold files the store does not (what was not kept).
+func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string, dirty bool) {
 	m := c.m
 	l, err := h.sess.ListFiles(ctx, DataDir)
 	if h.sess.Generation() != gen {
-		return nil, ""
+		return nil, "", false
 	}
 	if err != nil {
-		return nil, "the files the code wrote could not be listed: " + err.Error()
+		return nil, "the files the code wrote could not be listed: " + err.Error(), true
 	}
 	stored, err := c.allFiles(ctx)
 	if err != nil {
-		return nil, "the files the code wrote could not be stored: " + err.Error()
+		return nil, "the files the code wrote could not be stored: " + err.Error(), true
 	}
 	byPath := make(map[string]store.File, len(stored))
 	for _, f := range stored {
@@ -304,7 +310,7 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 			continue
 		}
 		if h.sess.Generation() != gen {
-			return nil, ""
+			return nil, "", false
 		}
 		delete(h.files, p)
 		// Only the version the interpreter had: one the API put there
@@ -332,7 +338,7 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 		}
 		data, err := h.sess.ReadFile(ctx, p, min(m.cfg.MaxFileBytes, sandbox.MaxFileBytes))
 		if h.sess.Generation() != gen {
-			return changed, nk.note()
+			return changed, nk.note(), false
 		}
 		if err != nil {
 			nk.add(p, keepReason(err))
@@ -355,7 +361,7 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 		changed = append(changed, toRef(f))
 	}
 	nk.truncated = l.Truncated
-	return changed, nk.note()
+	return changed, nk.note(), nk.n > 0 || nk.truncated
 }
 
 // exists asks the interpreter whether a regular file is at p (true when it
