@@ -285,6 +285,18 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 	if err != nil {
 		return nil, "the files the code wrote could not be listed: " + err.Error(), true
 	}
+	have := make(map[string]fileStamp, len(l.Files))
+	touched := l.Truncated || len(l.Files) != len(h.files)
+	for _, fi := range l.Files {
+		st := stampOf(fi)
+		have[fi.Path] = st
+		if r, ok := h.files[fi.Path]; !ok || !r.stamped || r.stamp != st {
+			touched = true
+		}
+	}
+	if !touched {
+		return nil, "", false // the code wrote and deleted nothing in /mnt/data
+	}
 	stored, err := c.allFiles(ctx)
 	if err != nil {
 		return nil, "the files the code wrote could not be stored: " + err.Error(), true
@@ -292,10 +304,6 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 	byPath := make(map[string]store.File, len(stored))
 	for _, f := range stored {
 		byPath[f.Path] = f
-	}
-	have := make(map[string]fileStamp, len(l.Files))
-	for _, fi := range l.Files {
-		have[fi.Path] = stampOf(fi)
 	}
 	var nk notKept
 

@@ -46,7 +46,7 @@ type fixture struct {
 	clock *clock
 }
 
-func newFixture(t *testing.T, opts ...func(*pool.Config)) *fixture {
+func newFixture(t testing.TB, opts ...func(*pool.Config)) *fixture {
 	t.Helper()
 	clk := &clock{t: time.Now()}
 	st := memory.New(store.DefaultLimits(), clk.now)

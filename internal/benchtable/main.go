@@ -46,6 +46,8 @@ var ratios = []struct{ label, num, den, unit string }{
 	{"fresh sessions/s: restored, 1 per worker ÷ python.wasm cold start (baseline)", "FreshSessions/snapshot-1-per-worker", "FreshSessions/baseline-python.wasm-cold-start", "sessions/s"},
 	{"fresh sessions/s: restored, 8 per worker ÷ python.wasm cold start (baseline)", "FreshSessions/snapshot-8-per-worker", "FreshSessions/baseline-python.wasm-cold-start", "sessions/s"},
 	{"sympy session: python.wasm cold start importing sympy (baseline) ÷ restored session with sympy imported (median)", "SympyImportColdStart", "SympySession/import-sympy", "ms-p50"},
+	{"warm print(25) in a container, no files (mirror + collect) ÷ in a bare session (baseline)", "WarmRun/container-0files", "WarmRun/session", "ns/op"},
+	{"warm print(25) in a container with 50 files ÷ in a bare session (baseline)", "WarmRun/container-50files", "WarmRun/session", "ns/op"},
 }
 
 // targets are the project's stated goals, checked against this run.
