@@ -552,6 +552,28 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// TestExecWithoutCgroupNamespace runs the wasm image as a Kubernetes node
+// on cgroup v1 runs a pod: without a private cgroup namespace, so the
+// container sees its own cgroup subtree mounted at /sys/fs/cgroup while
+// /proc/PID/cgroup names groups from the host's root. The pool used to
+// refuse every session there ("pid 23 is in memory:/libpod_parent/…/
+// codeinterp/wasm-1-…, want /codeinterp/wasm-1-…").
+func TestExecWithoutCgroupNamespace(t *testing.T) {
+	ref := image(t, "wasm")
+	p := loadPod(t, variants[0].manifest)
+	var opts []string
+	for _, a := range p.runArgs(t) {
+		if a == "--cgroupns=private" {
+			a = "--cgroupns=host"
+		}
+		opts = append(opts, a)
+	}
+	res := runExec(t, opts, ref, "--provider", "wasm", "-c", "print(sum(range(10)))")
+	if res.Status != "completed" || res.Stdout != "45\n" {
+		t.Fatalf("exec with the host's cgroup namespace: status %q stdout %q stderr %q", res.Status, res.Stdout, res.Stderr)
+	}
+}
+
 // TestManifestCapabilities runs the wasm image with exactly what the wasm
 // manifest grants, which --privileged (needed here for writable cgroups)
 // would override: its capabilities, no privilege escalation, podman's

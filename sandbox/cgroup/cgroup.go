@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -99,6 +100,9 @@ type v1Driver struct {
 	hierarchy  cgroup1.Hierarchy
 	memRoot    string // the memory hierarchy's mount, for files containerd does not read
 	memswFiles bool
+	// roots are the cgroups each required controller's mount shows as its
+	// "/" (mountRoot), so Verify can compare with /proc/PID/cgroup.
+	roots map[string]string
 }
 
 func openV1(parent string) (Driver, error) {
@@ -111,12 +115,22 @@ func openV1(parent string) (Driver, error) {
 	}
 	var picked []cgroup1.Subsystem
 	var memRoot string
+	roots := map[string]string{}
 	for _, s := range all {
 		if slices.Contains(required, string(s.Name())) {
 			picked = append(picked, s)
-			if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
+			p, ok := s.(interface{ Path(string) string })
+			if !ok {
+				return nil, fmt.Errorf("%w: v1 %s has no mount point", ErrUnavailable, s.Name())
+			}
+			if s.Name() == cgroup1.Memory {
 				memRoot = p.Path("/")
 			}
+			root, err := mountRootOf(p.Path("/"))
+			if err != nil {
+				return nil, fmt.Errorf("%w: v1 %s: %v", ErrUnavailable, s.Name(), err)
+			}
+			roots[string(s.Name())] = root
 		}
 	}
 	if len(picked) != len(required) {
@@ -132,6 +146,7 @@ func openV1(parent string) (Driver, error) {
 		hierarchy:  func() ([]cgroup1.Subsystem, error) { return picked, nil },
 		memRoot:    memRoot,
 		memswFiles: err == nil,
+		roots:      roots,
 	}, nil
 }
 
@@ -158,7 +173,7 @@ func (d *v1Driver) New(name string, l Limits) (Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: create %s: %w", p, err)
 	}
-	return &v1Group{cg: cg, path: p, memRoot: d.memRoot}, nil
+	return &v1Group{cg: cg, path: p, memRoot: d.memRoot, roots: d.roots}, nil
 }
 
 func cpuV1(cpus float64) *specs.LinuxCPU {
@@ -171,6 +186,7 @@ type v1Group struct {
 	cg      cgroup1.Cgroup
 	path    string
 	memRoot string
+	roots   map[string]string
 }
 
 func (g *v1Group) Path() string { return g.path }
@@ -189,8 +205,8 @@ func (g *v1Group) Verify(pid int) error {
 	}
 	for _, c := range required {
 		got, ok := memberships[c]
-		if !ok || got != g.path {
-			return fmt.Errorf("cgroup v1: pid %d is in %s:%q, want %q", pid, c, got, g.path)
+		if want := path.Join(g.roots[c], g.path); !ok || got != want {
+			return fmt.Errorf("cgroup v1: pid %d is in %s:%q, want %q", pid, c, got, want)
 		}
 	}
 	return nil
@@ -220,6 +236,7 @@ func (g *v1Group) Delete() error {
 
 type v2Driver struct {
 	mount, parent string
+	root          string // what the mount shows as "/" (mountRoot)
 }
 
 func openV2(parent string) (Driver, error) {
@@ -232,11 +249,19 @@ func openV2(parent string) (Driver, error) {
 	default:
 		return nil, fmt.Errorf("%w: no cgroup2 mount", ErrUnavailable)
 	}
-	return openV2At(mount, parent)
+	d, err := openV2At(mount, parent)
+	if err != nil {
+		return nil, err
+	}
+	if d.root, err = mountRootOf(mount); err != nil {
+		return nil, fmt.Errorf("%w: cgroup2 at %s: %v", ErrUnavailable, mount, err)
+	}
+	return d, nil
 }
 
-// openV2At opens the unified hierarchy mounted at mount.
-func openV2At(mount, parent string) (Driver, error) {
+// openV2At opens the unified hierarchy mounted at mount, which shows the
+// hierarchy's root ("/"; openV2 reads what a real mount shows).
+func openV2At(mount, parent string) (*v2Driver, error) {
 	b, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -252,7 +277,7 @@ func openV2At(mount, parent string) (Driver, error) {
 		return nil, fmt.Errorf("%w: cgroup2 at %s lacks controllers %v (they are bound to v1 on this host; have %v)",
 			ErrUnavailable, mount, missing, have)
 	}
-	return &v2Driver{mount: mount, parent: parent}, nil
+	return &v2Driver{mount: mount, parent: parent, root: "/"}, nil
 }
 
 func (d *v2Driver) Version() string { return "v2" }
@@ -279,7 +304,7 @@ func (d *v2Driver) New(name string, l Limits) (Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v2: create %s: %w", p, err)
 	}
-	return &v2Group{m: m, dir: filepath.Join(d.mount, p), path: p}, nil
+	return &v2Group{m: m, dir: filepath.Join(d.mount, p), path: p, root: d.root}, nil
 }
 
 // enableV2 turns the required controllers on in every ancestor's
@@ -355,6 +380,7 @@ func writeSubtreeOnce(dir string) error {
 type v2Group struct {
 	m         *cgroup2.Manager
 	dir, path string
+	root      string
 }
 
 func (g *v2Group) Path() string { return g.path }
@@ -371,8 +397,8 @@ func (g *v2Group) Verify(pid int) error {
 	if err != nil {
 		return err
 	}
-	if got := memberships[""]; got != g.path {
-		return fmt.Errorf("cgroup v2: pid %d is in %q, want %q", pid, got, g.path)
+	if got, want := memberships[""], path.Join(g.root, g.path); got != want {
+		return fmt.Errorf("cgroup v2: pid %d is in %q, want %q", pid, got, want)
 	}
 	return nil
 }
@@ -401,6 +427,69 @@ func (g *v2Group) Delete() error {
 }
 
 // ---------------------------------------------------------------- helpers
+
+// mountRootOf is mountRoot of the cgroup file system mounted at mountpoint,
+// read from this process's mountinfo.
+func mountRootOf(mountpoint string) (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return mountRoot(f, mountpoint)
+}
+
+// mountRoot is the cgroup that a cgroup file system mounted at mountpoint
+// shows as its "/", from a mountinfo listing: "/" on the host and in a
+// private cgroup namespace, but the container's own cgroup where a
+// container sees its subtree bind-mounted without a namespace of its own
+// (podman --cgroupns=host, a Kubernetes pod on a cgroup v1 node). There
+// /proc/PID/cgroup names groups from the hierarchy's real root, so a group
+// made at mountpoint/codeinterp/x is root/codeinterp/x there.
+func mountRoot(mountinfo io.Reader, mountpoint string) (string, error) {
+	root, found := "", false
+	sc := bufio.NewScanner(mountinfo)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		f := strings.Fields(sc.Text())
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 6 || sep+1 >= len(f) {
+			continue
+		}
+		if fs := f[sep+1]; (fs != "cgroup" && fs != "cgroup2") || unescapeMountinfo(f[4]) != mountpoint {
+			continue
+		}
+		// A later mount at the same point hides the earlier one.
+		root, found = unescapeMountinfo(f[3]), true
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	if !found {
+		return "", fmt.Errorf("no cgroup file system is mounted at %s", mountpoint)
+	}
+	return root, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
 
 // readProcCgroup maps each controller of /proc/PID/cgroup to its path; the
 // unified hierarchy's entry has the key "".
