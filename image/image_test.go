@@ -559,18 +559,22 @@ func TestExec(t *testing.T) {
 // refuse every session there ("pid 23 is in memory:/libpod_parent/…/
 // codeinterp/wasm-1-…, want /codeinterp/wasm-1-…").
 func TestExecWithoutCgroupNamespace(t *testing.T) {
-	ref := image(t, "wasm")
-	p := loadPod(t, variants[0].manifest)
-	var opts []string
-	for _, a := range p.runArgs(t) {
-		if a == "--cgroupns=private" {
-			a = "--cgroupns=host"
-		}
-		opts = append(opts, a)
-	}
-	res := runExec(t, opts, ref, "--provider", "wasm", "-c", "print(sum(range(10)))")
-	if res.Status != "completed" || res.Stdout != "45\n" {
-		t.Fatalf("exec with the host's cgroup namespace: status %q stdout %q stderr %q", res.Status, res.Stdout, res.Stderr)
+	for i, variant := range []string{"wasm", "gvisor"} {
+		t.Run(variant, func(t *testing.T) {
+			ref := image(t, variant)
+			p := loadPod(t, variants[i].manifest)
+			var opts []string
+			for _, a := range p.runArgs(t) {
+				if a == "--cgroupns=private" {
+					a = "--cgroupns=host"
+				}
+				opts = append(opts, a)
+			}
+			res := runExec(t, opts, ref, "--provider", variant, "-c", "print(sum(range(10)))")
+			if res.Status != "completed" || res.Stdout != "45\n" {
+				t.Fatalf("exec with the host's cgroup namespace: status %q stdout %q stderr %q", res.Status, res.Stdout, res.Stderr)
+			}
+		})
 	}
 }
 
