@@ -144,6 +144,12 @@ func (p bundleParams) spec() *specs.Spec {
 	for _, b := range hostBinds() {
 		mounts = append(mounts, specs.Mount{Destination: b.path, Type: "bind", Source: b.path, Options: ro})
 	}
+	// /usr is the host's whole: its /usr/local is whatever the operator
+	// installed (a toolchain, the server binary in the gVisor image, pip
+	// packages Debian's python3 would import). An empty read-only tmpfs
+	// hides it, so what the sandbox sees does not depend on it.
+	mounts = append(mounts, specs.Mount{Destination: "/usr/local", Type: "tmpfs", Source: "tmpfs",
+		Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0755", "size=4k"}})
 	// Each tmpfs may hold ScratchBytes; both live in the sentry's memory,
 	// so the cgroup's memory limit bounds their sum with everything else.
 	size := "size=" + strconv.FormatInt(max(p.scratchBytes, 1<<20), 10)

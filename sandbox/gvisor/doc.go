@@ -23,7 +23,8 @@
 //     shared read-only root holding only the merged-usr symlinks, mount
 //     points and a synthetic /etc/passwd and /etc/group with one user;
 //     read-only binds of /usr, /etc/alternatives (Debian's BLAS), /etc/
-//     ld.so.cache, /etc/fonts and /etc/matplotlibrc; tmpfs /tmp and
+//     ld.so.cache, /etc/fonts and /etc/matplotlibrc, with the host's
+//     /usr/local hidden under an empty read-only tmpfs; tmpfs /tmp and
 //     /mnt/data (nosuid, nodev) of Limits.ScratchBytes each (both live in
 //     the sentry's memory, so the cgroup bounds their sum with the rest);
 //     pid, network, ipc, uts (hostname "sandbox") and mount namespaces; uid

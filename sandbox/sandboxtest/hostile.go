@@ -113,6 +113,16 @@ func hostileCorpus() []hostileCase {
 		{name: "read the host's /etc/passwd", code: "print(open('/etc/passwd').read())", want: outcomes{"wasm": {failed}, "gvisor": {completed}},
 			check: all(stdoutLacks("root:"), stdoutLacks("/bin/bash"))},
 		{name: "list /root", code: "import os\nprint(os.listdir('/root'))", want: both(failed)},
+		// The host's /usr/local holds what its operator installed (a Go
+		// toolchain here, the server binary in the gVisor image): none of
+		// it may show. The WASM guest's /usr/local/lib is its own stdlib.
+		{name: "look into the host's /usr/local", code: "import os\nprint(sorted(os.listdir('/usr/local')))",
+			want: outcomes{"wasm": {completed, failed}, "gvisor": {completed}},
+			check: func(t *testing.T, provider string, r sandbox.Result) {
+				if want := map[string]string{"wasm": "['lib']\n", "gvisor": "[]\n"}[provider]; r.Outcome == completed && r.Stdout != want {
+					t.Errorf("/usr/local in the guest: %q, want %q", r.Stdout, want)
+				}
+			}},
 		{name: "list /home", code: "import os\nprint(os.listdir('/home'))", want: both(failed)},
 		{name: "read /proc/1/environ", code: "print(open('/proc/1/environ', 'rb').read())", want: outcomes{"wasm": {failed}, "gvisor": {completed, failed}},
 			check: all(stdoutLacks(canaryValue), stdoutLacks("/root"))},
