@@ -258,17 +258,25 @@ func TestUpstreamFileIDs(t *testing.T) {
 	}
 }
 
-// TestAutoContainersRecycled: a caller whose auto containers reach
-// owner_containers still gets a container for its next response: the least
-// recently used auto container makes room; one made through the API stays.
-func TestAutoContainersRecycled(t *testing.T) {
+// quotaFixture is a store whose callers may hold owner containers, and a
+// manager over it and a real sandbox.
+func quotaFixture(t *testing.T, owner int) (*clock, *memory.Store, *containers.Manager) {
+	t.Helper()
 	clk := &clock{t: time.Now()}
 	l := store.DefaultLimits()
-	l.OwnerContainers = 3
+	l.OwnerContainers = owner
 	st := memory.New(l, clk.now)
 	t.Cleanup(func() { st.Close() })
 	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
 	t.Cleanup(func() { m.Close() })
+	return clk, st, m
+}
+
+// TestAutoContainersRecycled: a caller whose auto containers reach
+// owner_containers still gets a container for its next response: the least
+// recently used auto container makes room; one made through the API stays.
+func TestAutoContainersRecycled(t *testing.T) {
+	clk, st, m := quotaFixture(t, 3)
 	ctx := context.Background()
 	if err := st.PutContainer(ctx, store.Container{ID: "cntr_mine", Owner: "o", Name: "analysis",
 		CreatedAt: clk.now().Unix(), LastActiveAt: clk.now().Unix(), ExpiresAfterMinutes: 20}); err != nil {
@@ -296,13 +304,7 @@ func TestAutoContainersRecycled(t *testing.T) {
 // another response of the same caller (the load run lost such containers
 // to "store: not found" mid-response).
 func TestAutoContainerInUseNeverRecycled(t *testing.T) {
-	clk := &clock{t: time.Now()}
-	l := store.DefaultLimits()
-	l.OwnerContainers = 2
-	st := memory.New(l, clk.now)
-	t.Cleanup(func() { st.Close() })
-	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
-	t.Cleanup(func() { m.Close() })
+	clk, st, m := quotaFixture(t, 2)
 	ctx := context.Background()
 	a := open(t, m, interceptor.ContainerSpec{Owner: "o"}) // opened, not yet run
 	clk.add(time.Second)
@@ -429,13 +431,7 @@ func TestReleasedInterpreterServesTheQueue(t *testing.T) {
 // one made through the API, never do; with only those left the create is
 // OpenAI's 400.
 func TestExplicitCreateRecyclesAuto(t *testing.T) {
-	clk := &clock{t: time.Now()}
-	l := store.DefaultLimits()
-	l.OwnerContainers = 3
-	st := memory.New(l, clk.now)
-	t.Cleanup(func() { st.Close() })
-	m := containers.New(containers.Config{Now: clk.now}, st, sandboxtest.New(t), nil)
-	t.Cleanup(func() { m.Close() })
+	clk, st, m := quotaFixture(t, 3)
 	srv, err := api.New(api.Config{Create: m.Create, AuthHeaders: authHeaders(), Now: clk.now}, st, nil)
 	if err != nil {
 		t.Fatal(err)
