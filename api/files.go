@@ -398,13 +398,12 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, f
 	return f, nil
 }
 
-// uploadName checks the filename a client gave an upload: the base name
-// (mime/multipart already dropped any directories), at most max bytes
-// (store.CheckFilename says what else).
+// uploadName checks the filename a client gave an upload: its base name
+// (mime/multipart drops a path's directories, not a Windows path's a
+// browser may send), at most max bytes (store.CheckFilename says what
+// else).
 func uploadName(fn string, max int) (string, *Error) {
-	if i := strings.LastIndexByte(fn, '\\'); i >= 0 {
-		fn = fn[i+1:] // a Windows path sent by a browser
-	}
+	fn = store.BaseName(fn)
 	if err := store.CheckFilename(fn, max); err != nil {
 		return "", invalid("file", "invalid_value", "Invalid value for 'file': the part needs a filename of 1-%d bytes of UTF-8 without '/' or control, format or line-separator characters, got %q: %v.", max, fn, err)
 	}

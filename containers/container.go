@@ -91,32 +91,22 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 	}
 	h := c.h
 	h.runMu.Lock()
-	defer func() { h.runMu.Unlock() }() // h may be replaced below
+	defer func() { h.runMu.Unlock() }() // prepare may replace h
 
 	// A container that existed before this response, whose interpreter
 	// this server did not hold (another replica ran it, or it was closed
 	// to make room), starts with its files but without its variables.
 	reset := !c.ran && !c.fresh && c.opened
-	err := c.mirror(ctx, h)
-	if errors.Is(err, sandbox.ErrScratchFull) && h.ranGen == h.sess.Generation() {
-		// The code's own scratch files (/tmp) take the room the
-		// container's files need; a fresh interpreter has all of it.
-		m.log.Info("replacing an interpreter whose scratch space cannot take the container's files", zap.String("container_id", c.meta.ID), zap.Error(err))
-		c.fail(h)
-		if herr := c.hold(ctx); herr != nil {
-			return interceptor.RunResult{}, herr
-		}
-		h.runMu.Unlock()
-		h = c.h
-		h.runMu.Lock()
-		reset = true
-		err = c.mirror(ctx, h)
-	}
-	if err != nil {
+	h, replaced, err := c.prepare(ctx, h)
+	switch {
+	case errors.Is(err, errHold):
+		return interceptor.RunResult{}, err
+	case err != nil:
 		m.log.Warn("copying the container's files into the interpreter failed", zap.String("container_id", c.meta.ID), zap.Error(err))
 		return interceptor.RunResult{Result: sandbox.Result{Outcome: sandbox.OutcomeRejected,
 			Detail: "the container's files could not be copied into the interpreter, so the code did not run: " + strings.TrimPrefix(err.Error(), "containers: ")}}, nil
 	}
+	reset = reset || replaced
 	gen := h.sess.Generation()
 	res, err := h.sess.Run(ctx, code)
 	if err != nil {
@@ -126,21 +116,12 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 	c.ran = true
 	h.ranGen = gen
 	out := interceptor.RunResult{Result: res, Reset: reset || res.StateLost}
+	// A run that ended its interpreter took its files along: they are not
+	// the code's deletions, and the next run's mirror gives the new
+	// interpreter the container's files.
 	if !interpreterEnded(res.Outcome) {
-		// A run that ended its interpreter took its files along: they
-		// are not the code's deletions, and the next run's mirror gives
-		// the new interpreter the container's files.
-		changed, note, dirty := c.collect(ctx, h, gen)
-		out.Changed = changed
-		// What was not kept leaves now, so the two agree after the run;
-		// when everything was kept, the interpreter holds only container
-		// files and the next run's mirror adds what the API added.
-		if dirty {
-			if err := c.mirror(ctx, h); err != nil && h.sess.Generation() == gen {
-				m.log.Warn("making the interpreter's files match the store after a run failed", zap.String("container_id", c.meta.ID), zap.Error(err))
-				note = joinNotes(note, "the interpreter's /mnt/data could not be made to match the container's files: "+strings.TrimPrefix(err.Error(), "containers: "))
-			}
-		}
+		var note string
+		out.Changed, note = c.settle(ctx, h, gen)
 		if note != "" {
 			out.Stderr += "\n[" + note + "]\n"
 		}
@@ -154,6 +135,48 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 		out.Images = append(out.Images, toRef(f))
 	}
 	return out, nil
+}
+
+// errHold marks prepare's failure to get an interpreter at all (capacity):
+// the run's error, not a copy-in that failed.
+var errHold = errors.New("containers: no interpreter")
+
+// prepare mirrors the store into h before a run. When the code's own
+// scratch files (/tmp) take the room the container's files need, it
+// replaces h by a fresh interpreter, which has all of it, and says so;
+// the caller holds h.runMu, and then the new one's.
+func (c *container) prepare(ctx context.Context, h *held) (*held, bool, error) {
+	err := c.mirror(ctx, h)
+	if !errors.Is(err, sandbox.ErrScratchFull) || h.ranGen != h.sess.Generation() {
+		return h, false, err
+	}
+	c.m.log.Info("replacing an interpreter whose scratch space cannot take the container's files", zap.String("container_id", c.meta.ID), zap.Error(err))
+	c.fail(h)
+	if err := c.hold(ctx); err != nil {
+		return h, false, fmt.Errorf("%w: %w", errHold, err)
+	}
+	h.runMu.Unlock()
+	h = c.h
+	h.runMu.Lock()
+	return h, true, c.mirror(ctx, h)
+}
+
+// settle is the store's side of a run that left its interpreter alive:
+// what the code wrote and deleted is collected, and what was not kept
+// leaves /mnt/data now, so the two agree after the run (when everything
+// was kept the interpreter holds only container files, and the next run's
+// mirror adds what the API added meanwhile). note is one line for the
+// model, or "".
+func (c *container) settle(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string) {
+	changed, note, dirty := c.collect(ctx, h, gen)
+	if !dirty {
+		return changed, note
+	}
+	if err := c.mirror(ctx, h); err != nil && h.sess.Generation() == gen {
+		c.m.log.Warn("making the interpreter's files match the store after a run failed", zap.String("container_id", c.meta.ID), zap.Error(err))
+		note = joinNotes(note, "the interpreter's /mnt/data could not be made to match the container's files: "+strings.TrimPrefix(err.Error(), "containers: "))
+	}
+	return changed, note
 }
 
 // interpreterEnded reports whether a run with outcome o surely ended its

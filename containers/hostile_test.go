@@ -204,9 +204,9 @@ const listing = `import os
 _seen = sorted(os.path.join(d, n) for d, _, ns in os.walk('/mnt/data') for n in ns if os.path.isfile(os.path.join(d, n)))
 print(len(_seen)); print('\n'.join(_seen[:20]))`
 
-func (e *hostileEnv) wantListing(r interceptor.RunResult, want ...string) {
+func (e *hostileEnv) wantListing(stdout string, want ...string) {
 	e.t.Helper()
-	got := strings.TrimSpace(r.Stdout)
+	got := strings.TrimSpace(stdout)
 	exp := strings.TrimSpace(fmt.Sprintf("%d\n%s", len(want), strings.Join(want, "\n")))
 	if got != exp {
 		e.t.Errorf("/mnt/data as the code sees it:\n%s\nwant:\n%s", got, exp)
@@ -273,7 +273,7 @@ func hostileContainerCases() []hostileCase {
 			c.Close()
 			for round := 4; round <= 6; round++ {
 				rs := e.respond(id, listing+"\nprint(open('/mnt/data/x/y').read())")
-				e.wantListing(interceptor.RunResult{Result: sandbox.Result{Stdout: strings.TrimSuffix(rs[0].Stdout, "two\n")}}, "/mnt/data/x/y")
+				e.wantListing(strings.TrimSuffix(rs[0].Stdout, "two\n"), "/mnt/data/x/y")
 				if !strings.HasSuffix(rs[0].Stdout, "two\n") {
 					e.t.Errorf("round %d: %q", round, rs[0].Stdout)
 				}
@@ -283,7 +283,7 @@ func hostileContainerCases() []hostileCase {
 			e.respond(id, "import shutil\nshutil.rmtree('/mnt/data/x')\nopen('/mnt/data/x', 'w').write('three')")
 			c = e.open(id)
 			e.run(c, "import os\nos._exit(3)")
-			e.wantListing(e.ok(c, listing), "/mnt/data/x")
+			e.wantListing(e.ok(c, listing).Stdout, "/mnt/data/x")
 			if got := e.paths(id); strings.Join(got, ",") != "/mnt/data/x" {
 				e.t.Errorf("store: %q, want only /mnt/data/x", got)
 			}
@@ -316,7 +316,7 @@ func hostileContainerCases() []hostileCase {
 			if err := e.st.DeleteFile(context.Background(), e.owner, id, first.ID); err != nil {
 				e.t.Fatal(err)
 			}
-			e.wantListing(e.ok(c, listing), "/mnt/data/second.csv")
+			e.wantListing(e.ok(c, listing).Stdout, "/mnt/data/second.csv")
 			c.Close()
 			e.upload(id, "second.csv", []byte("b\n3\n")) // replaced: same path and id, new bytes
 			e.upload(id, "third.csv", []byte("c\n"))

@@ -4,10 +4,12 @@
 // sandbox.Session) its variables live on too. It implements
 // interceptor.Containers.
 //
-// Before each run the manager makes sure the interpreter has the
-// container's files (a fresh interpreter gets all of them); after the run
-// it stores what the code created or changed under /mnt/data as container
-// files (source "assistant"), and the run's images as container files too.
+// The store is the truth for /mnt/data: before each run the interpreter's
+// /mnt/data is made to match the container's files (what the API added,
+// replaced or deleted reaches even a held interpreter); after the run the
+// store takes what the code created, changed or deleted there (source
+// "assistant"), and the run's images as container files too, and what it
+// cannot keep is removed again, named in one note.
 // Interpreters of idle containers count against the sandbox's capacity:
 // when a new one is needed and none is free, the least recently used idle
 // interpreter is closed (its files stay; the next run there starts a fresh
@@ -470,15 +472,10 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// safeName is a file name's base without path separators or NUL.
+// safeName is a file name's base without NUL ("file" when none is left):
+// names are checked where they arrive, this is the last guard.
 func safeName(name string) string {
-	name = path.Base(strings.ReplaceAll(name, "\\", "/"))
-	name = strings.Map(func(r rune) rune {
-		if r == 0 || r == '/' {
-			return -1
-		}
-		return r
-	}, name)
+	name = strings.ReplaceAll(store.BaseName(name), "\x00", "")
 	if name == "" || name == "." || name == ".." {
 		name = "file"
 	}

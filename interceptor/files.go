@@ -166,7 +166,7 @@ func decodeInputFile(param string, p gjson.Result) (*InputFile, *APIError) {
 	}
 	// The file becomes /mnt/data/<base name>: the name is held to what a
 	// file system and a reader can take, as uploads are.
-	base := name[strings.LastIndexAny(name, "/\\")+1:]
+	base := store.BaseName(name)
 	if err := store.CheckFilename(base, store.MaxNameBytes); err != nil {
 		return nil, invalid(param+".filename", "invalid_value", "Invalid value for '%s.filename': %v.", param, err)
 	}

@@ -349,6 +349,10 @@ func NewID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// BaseName is the last element of a file name a client sent, which may be
+// a path, a Windows one too: what follows the last '/' or '\'.
+func BaseName(name string) string { return name[strings.LastIndexAny(name, "/\\")+1:] }
+
 // MaxNameBytes is the longest file name a file system holds (Linux's
 // NAME_MAX): a container file's every path component is at most this.
 const MaxNameBytes = 255
