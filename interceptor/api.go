@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // Upstream performs one follow-up inference: it POSTs a Responses-API
@@ -89,6 +90,10 @@ type Config struct {
 	// for a Python exception or a crash and "incomplete" for a limit or a
 	// call not run. The model is told the detailed status either way.
 	CallStatus string
+	// History says how a request continuing a stored response (one of
+	// ours, WithResponses) reaches the model server: HistoryAuto
+	// (default), HistoryUpstream or HistoryExpand.
+	History HistoryMode
 }
 
 // The call_status modes.
@@ -114,6 +119,7 @@ func DefaultConfig() Config {
 		FollowUp:         FollowUpAuto,
 		InputFiles:       InputFilesPass,
 		CallStatus:       CallStatusOpenAI,
+		History:          HistoryAuto,
 	}
 }
 
@@ -143,6 +149,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CallStatus == "" {
 		c.CallStatus = d.CallStatus
+	}
+	if c.History == "" {
+		c.History = d.History
 	}
 	return c
 }
@@ -189,6 +198,7 @@ type Interceptor struct {
 	cfg        Config
 	provider   sandbox.Provider
 	containers Containers // nil: a fresh session per response
+	responses  store.Responses // nil: responses are not kept (WithResponses)
 	log        *zap.Logger
 	fn         functionTool // the rewritten tool, pre-rendered
 }
@@ -238,6 +248,11 @@ type Exchange struct {
 	// owner is the caller's owner hash (NewExchange): sessions of one
 	// owner may share an interpreter process (sandbox.sessions_per_worker).
 	owner string
+	// respID is the response's id of ours ("resp_…"; "" without a
+	// response store: the model server's id is shown), hist what history
+	// resolution did to the request.
+	respID string
+	hist   history
 }
 
 // Close releases the exchange's container when the exchange ends without

@@ -37,5 +37,10 @@ func (c Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("call_status: %q is not one of openai, detailed", c.CallStatus))
 	}
+	switch c.History {
+	case HistoryAuto, HistoryUpstream, HistoryExpand:
+	default:
+		errs = append(errs, fmt.Errorf("history: %q is not one of auto, upstream, expand", c.History))
+	}
 	return errors.Join(errs...)
 }

@@ -214,10 +214,20 @@ type Caller struct {
 // tells the model which files it has. An unknown container or file is a
 // 404, an expired container a 400 "Container is expired.", as OpenAI
 // answers.
+//
+// With a response store (WithResponses) it first resolves the request's
+// history against the caller's stored responses (previous_response_id,
+// item_reference, replayed calls without outputs; see HistoryMode), and an
+// intercepted response gets an id of this server's.
 func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byte) (*Exchange, error) {
-	x, err := i.rewriteRequest(body)
+	resolved, h, err := i.resolveHistory(ctx, caller.Owner, body)
+	if err != nil {
+		return nil, err
+	}
+	x, err := i.rewriteRequest(resolved)
 	if x != nil {
 		x.owner = caller.Owner
+		x.adopt(h, resolved)
 	}
 	if err != nil || !x.req.intercepted || i.containers == nil {
 		return x, err
@@ -228,6 +238,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 		return nil, &APIError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Message: store.NoCredentialMessage}
 	}
 	d := x.req.container
+	d.reuse = append(h.reuse, d.reuse...)
 	c, err := i.containers.Open(ctx, ContainerSpec{
 		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
 		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs,

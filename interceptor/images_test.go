@@ -130,7 +130,7 @@ func TestCodeInterpreterCallImageOutputs(t *testing.T) {
 			t.Run(tc.name+" "+mode, func(t *testing.T) {
 				c := tc.c
 				c.ciID, c.code = "ci_img", "plot()"
-				item := ciLoopStatus(tc.include, mode).ciItem(&c)
+				item := ciLoopStatus(tc.include, mode).ciItem(&c, tc.include)
 				status, outputs := tc.status, tc.outputs
 				if mode == CallStatusOpenAI {
 					status = "completed"
@@ -206,7 +206,7 @@ func TestImageOutputsMatchOpenAIRecording(t *testing.T) {
 		}
 		l := ciLoop(true)
 		l.containerID = ref.Get("container_id").Str
-		if got := l.ciItem(recordedCI(t, ref)); got != ref.Raw {
+		if got := l.ciItem(recordedCI(t, ref), true); got != ref.Raw {
 			t.Fatalf("our item differs from OpenAI's\n got %.300s … %s\nwant %.300s … %s", got, tail(got), ref.Raw, tail(ref.Raw))
 		}
 	})
@@ -228,7 +228,7 @@ func TestImageOutputsMatchOpenAIRecording(t *testing.T) {
 		for _, ref := range refs {
 			l := ciLoop(true)
 			l.containerID = ref.Get("container_id").Str
-			got := gjson.Parse(l.ciItem(recordedCI(t, ref)))
+			got := gjson.Parse(l.ciItem(recordedCI(t, ref), true))
 			if k, wk := keys(got), keys(ref); !slices.Equal(k, wk) {
 				t.Errorf("item fields %v, OpenAI's %v", k, wk)
 			}
@@ -245,7 +245,7 @@ func TestImageOutputsMatchOpenAIRecording(t *testing.T) {
 		// outputs are [image, logs], exactly what we produce.
 		l := ciLoop(true)
 		l.containerID = refs[0].Get("container_id").Str
-		if got := gjson.Get(l.ciItem(recordedCI(t, refs[0])), "outputs"); !jsonEqual(got, refs[0].Get("outputs")) {
+		if got := gjson.Get(l.ciItem(recordedCI(t, refs[0]), true), "outputs"); !jsonEqual(got, refs[0].Get("outputs")) {
 			t.Errorf("outputs differ from OpenAI's for the first call")
 		}
 		// The second printed a warning before plt.show(): OpenAI interleaves
@@ -345,7 +345,7 @@ func TestReplayedImagesBecomeText(t *testing.T) {
 	c := ciLoop(true)
 	call := &call{ciID: "ci_r", code: "plot()", res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "'/mnt/data/a.png'",
 		Images: []sandbox.Image{{MediaType: "image/png", Data: testPNG(t, 8, 8)}}}}
-	item := c.ciItem(call)
+	item := c.ciItem(call, true)
 	body := `{"model":"m","tools":[{"type":"code_interpreter","container":{"type":"auto"}}],"input":[` + item +
 		`,{"id":"ci_u","type":"code_interpreter_call","status":"completed","code":"x","container_id":"c","outputs":[{"type":"image","url":"https://example.invalid/i.png"}]}]}`
 	x, err := ic.RewriteRequest([]byte(body))
@@ -375,7 +375,7 @@ func TestSSEImageOutputs(t *testing.T) {
 	p := testPNG(t, 7, 5)
 	c := &call{ciID: "ci_s", code: "plt.show()", res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "shown\n",
 		Images: []sandbox.Image{{MediaType: "image/png", Data: p}}}}
-	item := ciLoop(true).ciItem(c)
+	item := ciLoop(true).ciItem(c, true)
 	final := `{"id":"resp_s","object":"response","created_at":1,"status":"completed","model":"m","output":[` + item +
 		`,{"id":"msg_s","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"Here it is."}]}]}`
 	body := synthesizeSSE([]byte(final), true)
@@ -426,7 +426,7 @@ func TestSSEImageOutputs(t *testing.T) {
 	}
 
 	// Without include the item is added and done with null outputs.
-	item = ciLoop(false).ciItem(c)
+	item = ciLoop(false).ciItem(c, false)
 	for _, e := range parseSSE(t, string(synthesizeSSE([]byte(`{"id":"r","object":"response","status":"completed","output":[`+item+`]}`), false))) {
 		if e.Data.Get("item.type").Str == "code_interpreter_call" && e.Data.Get("item.outputs").Type != gjson.Null {
 			t.Errorf("%s: outputs %s, want null", e.Name, e.Data.Get("item.outputs").Raw)

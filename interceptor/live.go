@@ -159,61 +159,34 @@ type liveStream struct {
 	rs       *roundState    // the round being streamed or run
 	finished map[int]string // client-visible output_item.done items by spliced index, for response.failed
 	held     []*heldMessage // messages whose ending waits for their citations
+	body     io.Reader      // the upstream answer being read
 }
 
-// failure is an upstream problem that ends the client's stream with an
-// error event (not a Go error of StreamResponse).
-type failure struct{ code, msg, param string }
+// failure is an upstream problem that ends the loop with an error for the
+// client (not a Go error of CompleteResponse or StreamResponse): a live
+// stream's error event, a buffered response's error answer — the model
+// server's own when body is set (a follow-up answered with an error).
+type failure struct {
+	code, msg, param string
+	status           int
+	header           http.Header
+	body             []byte
+}
 
 func (f *failure) Error() string { return f.code + ": " + f.msg }
 
 func (s *liveStream) run(ctx context.Context, body io.Reader) error {
-	var rounds []*round
+	s.body = body
 	l := s.l
-	for {
-		rd, err := s.streamRound(ctx, body, len(rounds) == 0)
-		if err != nil {
-			return s.end(ctx, err)
-		}
-		rounds = append(rounds, rd)
-		more := l.turn(ctx, rd, s)
-		if s.out.err != nil {
-			return s.out.err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.base += len(rd.items)
-		if !more {
-			break
-		}
-		l.followUps++
-		req := l.followUpBody(rounds)
-		st, _, b, err := s.up.CreateResponseStream(ctx, req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			l.log.Warn("follow-up request failed", zap.Int("round", l.followUps), zap.Error(err))
-			return s.end(ctx, &failure{code: "upstream_unavailable",
-				msg: "The upstream model server could not be reached for follow-up round " + strconv.Itoa(l.followUps) + "."})
-		}
-		stop := context.AfterFunc(ctx, func() { _ = b.Close() })
-		if st < 200 || st > 299 {
-			eb, _ := io.ReadAll(io.LimitReader(b, 1<<20))
-			stop()
-			_ = b.Close()
-			l.log.Warn("follow-up answered with an error", zap.Int("round", l.followUps), zap.Int("status", st))
-			code, msg, param := upstreamErrorFields(st, eb)
-			return s.end(ctx, &failure{code: code, msg: msg, param: param})
-		}
-		body = closeOnReturn{b, stop}
+	rounds, err := l.drive(ctx, s)
+	if err != nil {
+		return s.end(ctx, err)
 	}
-	final := l.finish(ctx, rounds)
 	// One response, one id: the client bound the stream to the id that
 	// response.created announced (openai-go's accumulator rejects a terminal
-	// with another), so it stays, where the buffered path shows the last
-	// round's id.
+	// with another), so it stays: this server's own id with a response
+	// store, else the first round's.
+	final := l.splice(rounds, false)
 	if id := s.opening.Get("id"); id.Type == gjson.String {
 		final = editObject(string(final), set("id", id.Raw))
 	}
@@ -225,6 +198,40 @@ func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	}
 	s.out.sw.event(terminalEvent(gjson.GetBytes(final, "status").Str), kv{"response", string(final)})
 	return s.out.flush()
+}
+
+// The roundSource of the live path.
+
+func (s *liveStream) read(ctx context.Context, first bool) (*round, error) {
+	return s.streamRound(ctx, s.body, first)
+}
+
+func (s *liveStream) hooks() callHooks { return s }
+
+func (s *liveStream) turned(rd *round) error {
+	if s.out.err != nil {
+		return s.out.err
+	}
+	s.base += len(rd.items)
+	return nil
+}
+
+func (s *liveStream) send(ctx context.Context, round int, req []byte) error {
+	st, hdr, b, err := s.up.CreateResponseStream(ctx, req)
+	if err != nil {
+		s.l.log.Warn("follow-up request failed", zap.Int("round", round), zap.Error(err))
+		return unreachable(round)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = b.Close() })
+	if st < 200 || st > 299 {
+		eb, _ := io.ReadAll(io.LimitReader(b, 1<<20))
+		stop()
+		_ = b.Close()
+		s.l.log.Warn("follow-up answered with an error", zap.Int("round", round), zap.Int("status", st))
+		return errorAnswer(st, hdr, eb)
+	}
+	s.body = closeOnReturn{b, stop}
+	return nil
 }
 
 // closeOnReturn is a follow-up's body: streamRound closes it when the
@@ -313,7 +320,7 @@ func (s *liveStream) start(c *call) error {
 func (s *liveStream) done(c *call) error {
 	oi := kv{"output_index", strconv.Itoa(s.base + c.index)}
 	s.out.sw.event("response.code_interpreter_call.completed", kv{"item_id", jsonString(c.ciID)}, oi)
-	item := s.l.ciItem(c)
+	item := s.l.ciItem(c, s.l.x.req.includeOutputs)
 	s.finished[s.base+c.index] = item
 	s.out.sw.event("response.output_item.done", kv{"item", item}, oi)
 	return s.out.flush()

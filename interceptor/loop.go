@@ -149,41 +149,119 @@ func (x *Exchange) newLoop(up Upstream) *loop {
 	return l
 }
 
-func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
+// roundSource is where the loop's rounds come from: the buffered path
+// parses whole upstream answers, the live path streams them to the client
+// as they arrive. drive is the one loop over either.
+type roundSource interface {
+	// read reads the pending upstream answer as a round (first: the
+	// answer to the client's own request). An upstream that cannot be
+	// used is a *failure.
+	read(ctx context.Context, first bool) (*round, error)
+	// hooks tells the client about each call as it runs (nil: nothing).
+	hooks() callHooks
+	// turned is told of each round after its calls ran; its error (the
+	// client is gone) ends the loop.
+	turned(rd *round) error
+	// send sends a follow-up request; read reads its answer. A transport
+	// failure or an error answer is a *failure.
+	send(ctx context.Context, round int, body []byte) error
+}
+
+// drive runs the round → turn → follow-up loop over src until the model
+// answers, then learns the container's files and stores the response
+// (remember). It returns the rounds; an error is a *failure for the
+// client, or the context's or the client's writer's.
+func (l *loop) drive(ctx context.Context, src roundSource) ([]*round, error) {
 	var rounds []*round
 	for {
-		rd, err := l.x.ic.parseRound(body)
+		rd, err := src.read(ctx, len(rounds) == 0)
 		if err != nil {
-			l.log.Warn("unusable upstream response", zap.Int("round", l.followUps), zap.Error(err))
-			return l.fail(http.StatusBadGateway, "server_error", "bad_upstream_response",
-				"The upstream model server returned a response this server could not read."), nil
+			return rounds, err
 		}
 		rounds = append(rounds, rd)
-		more := l.turn(ctx, rd, nil)
+		more := l.turn(ctx, rd, src.hooks())
+		if err := src.turned(rd); err != nil {
+			return rounds, err
+		}
 		if err := ctx.Err(); err != nil && len(rd.calls) > 0 {
-			return nil, err
+			return rounds, err
 		}
 		if !more {
 			break
 		}
 		l.followUps++
-		req := l.followUpBody(rounds)
-		st, hdr, b, err := l.up.CreateResponse(ctx, req)
-		if err != nil {
+		if err := src.send(ctx, l.followUps, l.followUpBody(rounds)); err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, ctxErr
+				return rounds, ctxErr
 			}
-			l.log.Warn("follow-up request failed", zap.Int("round", l.followUps), zap.Error(err))
-			return l.fail(http.StatusBadGateway, "server_error", "upstream_unavailable",
-				"The upstream model server could not be reached for follow-up round "+strconv.Itoa(l.followUps)+"."), nil
+			return rounds, err
 		}
-		if st < 200 || st > 299 {
-			l.log.Warn("follow-up answered with an error", zap.Int("round", l.followUps), zap.Int("status", st))
-			return l.upstreamError(st, hdr, b), nil
-		}
-		body = b
 	}
-	final := l.finish(ctx, rounds)
+	l.learnFiles(ctx)
+	l.remember(ctx, rounds)
+	return rounds, nil
+}
+
+// unreachable is the failure of a follow-up that got no answer.
+func unreachable(round int) *failure {
+	return &failure{status: http.StatusBadGateway, code: "upstream_unavailable",
+		msg: "The upstream model server could not be reached for follow-up round " + strconv.Itoa(round) + "."}
+}
+
+// errorAnswer is the failure of a follow-up answered with an error.
+func errorAnswer(status int, header http.Header, body []byte) *failure {
+	code, msg, param := upstreamErrorFields(status, body)
+	return &failure{status: status, header: header, body: body, code: code, msg: msg, param: param}
+}
+
+// bufferedRounds is the buffered path's roundSource: whole JSON answers.
+type bufferedRounds struct {
+	l    *loop
+	up   Upstream
+	body []byte
+}
+
+func (b *bufferedRounds) read(_ context.Context, _ bool) (*round, error) {
+	rd, err := b.l.x.ic.parseRound(b.body)
+	if err != nil {
+		b.l.log.Warn("unusable upstream response", zap.Int("round", b.l.followUps), zap.Error(err))
+		return nil, &failure{status: http.StatusBadGateway, code: "bad_upstream_response",
+			msg: "The upstream model server returned a response this server could not read."}
+	}
+	return rd, nil
+}
+
+func (b *bufferedRounds) hooks() callHooks { return nil }
+
+func (b *bufferedRounds) turned(*round) error { return nil }
+
+func (b *bufferedRounds) send(ctx context.Context, round int, body []byte) error {
+	st, hdr, answer, err := b.up.CreateResponse(ctx, body)
+	if err != nil {
+		b.l.log.Warn("follow-up request failed", zap.Int("round", round), zap.Error(err))
+		return unreachable(round)
+	}
+	if st < 200 || st > 299 {
+		b.l.log.Warn("follow-up answered with an error", zap.Int("round", round), zap.Int("status", st))
+		return errorAnswer(st, hdr, answer)
+	}
+	b.body = answer
+	return nil
+}
+
+func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
+	rounds, err := l.drive(ctx, &bufferedRounds{l: l, up: l.up, body: body})
+	if err != nil {
+		var f *failure
+		if !errors.As(err, &f) {
+			return nil, err
+		}
+		if f.body != nil {
+			return l.upstreamError(f.status, f.header, f.body), nil
+		}
+		return l.fail(f.status, "server_error", f.code, f.msg), nil
+	}
+	final := l.splice(rounds, false)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
 		res.ContentType = ContentTypeSSE
@@ -232,9 +310,9 @@ func (l *loop) turn(ctx context.Context, rd *round, hooks callHooks) (followUp b
 	return !rd.clientCalls
 }
 
-// finish ends the loop: it learns the container's files (for citations) and
-// splices the rounds into the client's response object.
-func (l *loop) finish(ctx context.Context, rounds []*round) []byte {
+// learnFiles learns the container's files when the loop ends, for the
+// citations of the splice.
+func (l *loop) learnFiles(ctx context.Context) {
 	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
 	if ctr := l.x.ctr; ctr != nil {
 		if files, err := ctr.Files(ctx); err == nil {
@@ -244,7 +322,6 @@ func (l *loop) finish(ctx context.Context, rounds []*round) []byte {
 			}
 		}
 	}
-	return l.splice(rounds)
 }
 
 // stopReason says why the calls of rd may not run at all, or "".

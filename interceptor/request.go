@@ -29,6 +29,8 @@ type request struct {
 	clientToolChoice string // raw "tool_choice", "" when absent
 	clientPrevID     string // raw "previous_response_id", "" when absent
 	conversation     bool   // the request continues a stored conversation
+	storeOff         bool   // "store": false: the response is not kept
+	clientInput      string // raw "input" of the body RewriteRequest read
 	input            string // the upstream request's input as a raw JSON array
 	toolChoice       string // raw tool_choice as sent upstream, "" when absent
 	includeOutputs   bool
@@ -223,6 +225,8 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	if pr := root.get("previous_response_id"); pr.Exists() {
 		r.clientPrevID = pr.Raw
 	}
+	r.storeOff = root.get("store").Type == gjson.False
+	r.clientInput = root.get("input").Raw
 	if c := root.get("conversation"); c.Exists() && c.Type != gjson.Null {
 		r.conversation = true
 	}

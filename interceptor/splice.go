@@ -10,14 +10,16 @@ import (
 // splice builds the client's response: the last round's response object
 // with every round's output items, our calls shown as code_interpreter_call
 // items, usage summed and the request echo fields as the client sent them.
-func (l *loop) splice(rounds []*round) []byte {
+// outputs fills every call's outputs whatever the request's include said
+// (for the response store).
+func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	first, last := rounds[0], rounds[len(rounds)-1]
 	var items []string
 	var shownImages []ContainerFile // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
 			if c := rd.callAt[idx]; c != nil {
-				items = append(items, l.ciItem(c))
+				items = append(items, l.ciItem(c, outputs || l.x.req.includeOutputs))
 				shownImages = append(shownImages, c.images...)
 				continue
 			}
@@ -53,6 +55,10 @@ func (l *loop) splice(rounds []*round) []byte {
 // The spliced response and the live stream's opening events share it.
 func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
 	req := &l.x.req
+	if l.x.respID != "" {
+		// One response, one id of ours, for every round and both paths.
+		edits = append(edits, set("id", jsonString(l.x.respID)))
+	}
 	if last.Get("tools").Exists() {
 		edits = append(edits, set("tools", req.clientTools))
 	}
@@ -120,19 +126,19 @@ func (l *loop) annotate(msg gjson.Result, images []ContainerFile) string {
 
 // ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
 // returns, with its fields in OpenAI's order.
-func (l *loop) ciItem(c *call) string {
+func (l *loop) ciItem(c *call, outputs bool) string {
 	status, note := ciStatus(c), ""
 	if l.x.ic.cfg.CallStatus == CallStatusOpenAI && status != "completed" {
 		// OpenAI's clients know no other final status: the reason goes
 		// in the logs.
 		status, note = "completed", statusNote(c)
 	}
-	outputs := "null"
-	if l.x.req.includeOutputs {
-		outputs = string(appendOutputs(nil, c, note))
+	out := "null"
+	if outputs {
+		out = string(appendOutputs(nil, c, note))
 	}
 	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(status) +
-		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + outputs + `}`
+		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + out + `}`
 }
 
 // sumUsage adds up every integer in the rounds' usage objects (tokens and

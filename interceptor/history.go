@@ -1,0 +1,294 @@
+package interceptor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/store"
+)
+
+// This file is the request side of conversations: a request that continues
+// one of this server's stored responses (previous_response_id), references
+// its items (item_reference) or replays its code_interpreter_call items
+// without their outputs is given what the model really saw, from the store
+// (WithResponses). The response side — storing what a response made — is
+// remember, in remember.go.
+
+// HistoryMode says how a request continuing one of our responses reaches
+// the model server.
+type HistoryMode string
+
+// The history modes.
+const (
+	// HistoryAuto uses the model server's own state when it stored the
+	// response's last round (and owes it nothing), else expands.
+	HistoryAuto HistoryMode = "auto"
+	// HistoryUpstream maps our response id to the model server's id of
+	// the response's last round.
+	HistoryUpstream HistoryMode = "upstream"
+	// HistoryExpand sends the conversation itself: every earlier request's
+	// input and every response's items as the model saw them (code calls
+	// as function_call and function_call_output pairs), for model servers
+	// that keep no state.
+	HistoryExpand HistoryMode = "expand"
+)
+
+// WithResponses keeps the responses this server makes in r (unless a
+// request says "store": false) and resolves previous_response_id,
+// item_reference and replayed calls against it. Every intercepted response
+// then gets an id of this server's ("resp_…"), the same for buffered and
+// live answers.
+func WithResponses(r store.Responses) Option { return func(i *Interceptor) { i.responses = r } }
+
+// history is what resolveHistory did to a request.
+type history struct {
+	changed bool
+	// prevRaw is the client's previous_response_id (raw JSON), which the
+	// response echoes; prev is our stored response it names, or nil.
+	prevRaw string
+	prev    *store.Response
+	// expanded is how many items at the head of the upstream input are
+	// the expanded conversation (not this request's own input).
+	expanded int
+	// clientInput is the request's input items as the client sent them.
+	clientInput []string
+	// reuse are containers of the responses continued or referenced,
+	// newest first, for a container of type auto.
+	reuse []string
+}
+
+// historyMarkers are in every request resolveHistory may change; their
+// absence keeps the pass-through path free of parsing. Each starts with a
+// rare byte, as fastMarker does.
+var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), []byte(`_interpreter_call"`), escapeMarker}
+
+func mayUseHistory(body []byte) bool {
+	for _, m := range historyMarkers {
+		if bytes.Contains(body, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveHistory rewrites body against the owner's stored responses. It
+// returns body unchanged (h.changed false) when nothing in it is ours.
+func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []byte) ([]byte, *history, error) {
+	h := &history{}
+	if i.responses == nil || owner == "" || !mayUseHistory(body) || !gjson.ValidBytes(body) {
+		return body, h, nil
+	}
+	doc := string(body)
+	root := gjson.Parse(doc)
+	if !root.IsObject() {
+		return body, h, nil
+	}
+	input := root.Get("input")
+	var edits []edit
+	var prefix []string
+
+	if pr := root.Get("previous_response_id"); pr.Type == gjson.String && pr.Str != "" {
+		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Not ours (or gone): the model server's business.
+		case err != nil:
+			i.log.Error("response store lookup failed", zap.Error(err))
+			return nil, nil, storeUnavailable()
+		default:
+			if c := root.Get("conversation"); c.Exists() && c.Type != gjson.Null {
+				return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "mutually_exclusive_parameters",
+					Message: "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'."}
+			}
+			h.prev, h.prevRaw, h.changed = &rec, pr.Raw, true
+			if rec.ContainerID != "" {
+				h.reuse = append(h.reuse, rec.ContainerID)
+			}
+			if i.useUpstream(rec) {
+				edits = append(edits, set("previous_response_id", jsonString(rec.UpstreamID)))
+			} else {
+				items, err := i.expand(ctx, owner, rec)
+				if err != nil {
+					return nil, nil, err
+				}
+				prefix = items
+				edits = append(edits, del("previous_response_id"))
+			}
+		}
+	}
+
+	own, changed, reuse, err := i.resolveItems(ctx, owner, input)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.reuse = append(h.reuse, reuse...)
+	if !h.changed && !changed {
+		return body, h, nil
+	}
+	h.changed = true
+	h.clientInput = inputItems(input)
+	h.expanded = len(prefix)
+	all := append(prefix, own...)
+	edits = append(edits, set("input", string(appendArray(nil, all))))
+	out := editObject(doc, edits...)
+	if max := i.cfg.MaxBodyBytes; max > 0 && len(out) > max && len(body) <= max {
+		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id", Code: "context_too_large",
+			Message: sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
+	}
+	return out, h, nil
+}
+
+// adopt records what history resolution did to the request of x, whose
+// body was resolved: the client's previous_response_id is what the
+// response echoes, a request changed only by its history is Modified, and
+// an intercepted response gets an id of ours.
+func (x *Exchange) adopt(h *history, resolved []byte) {
+	x.hist = *h
+	if h.changed {
+		if h.prev != nil {
+			x.req.clientPrevID = h.prevRaw
+		}
+		if !x.req.modified {
+			x.req.modified, x.req.upstream = true, resolved
+		}
+	}
+	if x.ic.responses != nil && x.req.intercepted {
+		x.respID = newID("resp_", 25)
+	}
+}
+
+// useUpstream reports whether a continuation of rec goes through the model
+// server's own state.
+func (i *Interceptor) useUpstream(rec store.Response) bool {
+	switch i.cfg.History {
+	case HistoryUpstream:
+		return rec.UpstreamID != ""
+	case HistoryExpand:
+		return false
+	}
+	return rec.UpstreamID != "" && rec.UpstreamStored
+}
+
+// expand is the conversation up to and including rec, as the model saw it.
+func (i *Interceptor) expand(ctx context.Context, owner string, rec store.Response) ([]string, error) {
+	chain, err := i.responses.GetResponses(ctx, owner, rec.History)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
+			Message: "Previous response with id '" + rec.ID + "' continues a conversation of which an earlier response was deleted or has expired; its history cannot be rebuilt."}
+	case err != nil:
+		i.log.Error("response store lookup failed", zap.Error(err))
+		return nil, storeUnavailable()
+	}
+	chain = append(chain, rec)
+	var out []string
+	for _, r := range chain {
+		for _, m := range r.ModelInput {
+			out = append(out, string(m))
+		}
+		for _, it := range r.Items {
+			for _, m := range it.Model {
+				out = append(out, string(m))
+			}
+		}
+	}
+	return out, nil
+}
+
+// resolveItems replaces, in the request's input, every item_reference to
+// an item of ours and every replayed code_interpreter_call of ours that
+// lacks its outputs by what the model saw of that item. Other items are
+// kept as they are.
+func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjson.Result) (items []string, changed bool, reuse []string, err error) {
+	if !input.IsArray() {
+		if input.Type == gjson.String {
+			return []string{userMessage(input.Raw)}, false, nil, nil
+		}
+		return nil, false, nil, nil
+	}
+	input.ForEach(func(_, it gjson.Result) bool {
+		id, ok := resolvable(it)
+		if !ok {
+			items = append(items, it.Raw)
+			return true
+		}
+		rec, e := i.responses.FindItem(ctx, owner, id)
+		if errors.Is(e, store.ErrNotFound) {
+			items = append(items, it.Raw)
+			return true
+		}
+		if e != nil {
+			i.log.Error("response store lookup failed", zap.Error(e))
+			err = storeUnavailable()
+			return false
+		}
+		for _, ri := range rec.Items {
+			if ri.ID != id {
+				continue
+			}
+			for _, m := range ri.Model {
+				items = append(items, string(m))
+			}
+			changed = true
+			if rec.ContainerID != "" {
+				reuse = append([]string{rec.ContainerID}, reuse...)
+			}
+			break
+		}
+		return true
+	})
+	return items, changed, reuse, err
+}
+
+// resolvable says whether an input item may stand for a stored item of
+// ours, and its id: an item_reference, or a code_interpreter_call replayed
+// without outputs (null, [] or missing: what the Agents SDK and LangChain
+// send back).
+func resolvable(it gjson.Result) (string, bool) {
+	id := it.Get("id")
+	if id.Type != gjson.String || id.Str == "" {
+		return "", false
+	}
+	switch it.Get("type").Str {
+	case "item_reference":
+		return id.Str, true
+	case "code_interpreter_call":
+		o := it.Get("outputs")
+		return id.Str, !o.Exists() || o.Type == gjson.Null || (o.IsArray() && len(o.Array()) == 0)
+	}
+	return "", false
+}
+
+func inputItems(input gjson.Result) []string {
+	switch {
+	case input.IsArray():
+		return arrayElems(input.Raw)
+	case input.Type == gjson.String:
+		return []string{userMessage(input.Raw)}
+	}
+	return nil
+}
+
+func userMessage(content string) string {
+	return string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", content)))
+}
+
+func storeUnavailable() *APIError {
+	return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "The response store is unavailable; try again later."}
+}
+
+// rawItems converts raw JSON strings to the store's form.
+func rawItems(items []string) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for k, s := range items {
+		out[k] = json.RawMessage(s)
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/store"
+)
+
+// remember keeps a finished response in the response store (WithResponses)
+// unless the request said "store": false: what the client got (with every
+// call's outputs), what the model saw of each item, and the model server's
+// id behind it. Both paths call it once, after the splice. A failure to
+// store is logged; the client still gets its response.
+func (l *loop) remember(ctx context.Context, rounds []*round) {
+	x := l.x
+	rs := x.ic.responses
+	if rs == nil || x.respID == "" || x.req.storeOff || x.owner == "" || len(rounds) == 0 {
+		return
+	}
+	obj := l.splice(rounds, true)
+	last := rounds[len(rounds)-1]
+	rec := store.Response{
+		ID:          x.respID,
+		Owner:       x.owner,
+		CreatedAt:   time.Now(),
+		UpstreamID:  last.id,
+		ContainerID: l.storedContainer(),
+		Object:      json.RawMessage(obj),
+		ModelInput:  rawItems(arrayElems(x.req.input)[x.hist.expanded:]),
+		Items:       l.modelItems(rounds),
+	}
+	// The model server can continue its last round only when it kept it
+	// and owes it nothing: a round whose calls were answered to the client
+	// alone (a limit stopped the loop, or the turn also called the
+	// client's tools) ends its chain at an unanswered function_call.
+	rec.UpstreamStored = last.stored && len(last.calls) == 0
+	if p := x.hist.prev; p != nil {
+		rec.Previous = p.ID
+		rec.History = append(append([]string(nil), p.History...), p.ID)
+	}
+	rec.Input = rawItems(withIDs(x.hist.clientInput, x.req.clientInput))
+	if err := rs.PutResponse(ctx, rec); err != nil {
+		l.log.Warn("response not stored: it cannot be continued or read back", zap.String("response_id", rec.ID), zap.Error(err))
+	}
+}
+
+// storedContainer is the container a continuation may reuse: a kept
+// container's id, "" for an unnamed session.
+func (l *loop) storedContainer() string {
+	if l.x.ctr != nil {
+		return l.x.ctr.ID()
+	}
+	return ""
+}
+
+// modelItems pairs each output item the client saw with what the model
+// saw of it: our calls as the model's function_call and the
+// function_call_output it was (or, for a continuation, is to be) answered
+// with.
+func (l *loop) modelItems(rounds []*round) []store.ResponseItem {
+	var out []store.ResponseItem
+	for _, rd := range rounds {
+		outputs := functionOutputs(rd, l.x.req.includeOutputs)
+		for idx, it := range rd.items {
+			if c := rd.callAt[idx]; c != nil {
+				k := indexOf(rd.calls, c)
+				out = append(out, store.ResponseItem{ID: c.ciID, Model: rawItems([]string{it.Raw, outputs[k]})})
+				continue
+			}
+			if it.Get("type").Str == "function_call_output" {
+				continue
+			}
+			out = append(out, store.ResponseItem{ID: it.Get("id").Str, Model: rawItems([]string{it.Raw})})
+		}
+	}
+	return out
+}
+
+func indexOf(calls []*call, c *call) int {
+	for k, d := range calls {
+		if d == c {
+			return k
+		}
+	}
+	return -1
+}
+
+// withIDs is the request's input items for input_items: each with an id,
+// as OpenAI lists them (an item the client sent without one gets one).
+// items is the client's input when history resolution saw it, else raw is
+// the upstream input of this request (no history prefix in that case).
+func withIDs(items []string, raw string) []string {
+	if items == nil {
+		items = inputItems(gjson.Parse(raw))
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		v := gjson.Parse(it)
+		if !v.IsObject() || v.Get("id").Str != "" {
+			out = append(out, it)
+			continue
+		}
+		typ := v.Get("type").Str
+		if typ == "" && v.Get("role").Exists() {
+			typ = "message"
+		}
+		prefix := "msg_"
+		if typ != "message" {
+			prefix = strings.SplitN(typ, "_", 2)[0] + "_"
+		}
+		out = append(out, string(editObject(it, set("id", jsonString(newID(prefix, 25))))))
+	}
+	return out
+}
