@@ -197,7 +197,7 @@ type Result struct {
 type Interceptor struct {
 	cfg        Config
 	provider   sandbox.Provider
-	containers Containers // nil: a fresh session per response
+	containers Containers      // nil: a fresh session per response
 	responses  store.Responses // nil: responses are not kept (WithResponses)
 	log        *zap.Logger
 	fn         functionTool // the rewritten tool, pre-rendered
