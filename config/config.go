@@ -15,6 +15,7 @@ type Config struct {
 	Sandbox     Sandbox     `json:"sandbox"`
 	API         API         `json:"api"`
 	Store       Store       `json:"store"`
+	Responses   Responses   `json:"responses"`
 	Files       Files       `json:"files"`
 	Logging     Logging     `json:"logging"`
 	Metrics     Metrics     `json:"metrics"`
@@ -92,6 +93,13 @@ type Interceptor struct {
 	// have it) or "detailed" ("failed" for an exception or crash,
 	// "incomplete" for a limit). The model is told the detail either way.
 	CallStatus string `json:"call_status"`
+	// History is how a request continuing one of this server's stored
+	// responses (previous_response_id) reaches the model server:
+	// "upstream" names the model server's own id of the response's last
+	// round; "expand" sends the conversation itself (for model servers
+	// that keep no state: Ollama, a vLLM without a store); "auto" uses the
+	// model server's state when it stored the response, else expands.
+	History string `json:"history"`
 }
 
 // Upstream is where follow-up inference goes.
@@ -236,6 +244,7 @@ func Default() *Config {
 			InputFiles:       "pass",
 			Streaming:        "live",
 			CallStatus:       "openai",
+			History:          "auto",
 		},
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",
@@ -272,11 +281,12 @@ func Default() *Config {
 				MaxImageBytes: 8 * MiB,
 			},
 		},
-		API:     defaultAPI(),
-		Store:   defaultStore(),
-		Files:   defaultFiles(),
-		Logging: Logging{Level: "info", Format: "json"},
-		Metrics: Metrics{Enabled: true, Path: "/metrics"},
+		API:       defaultAPI(),
+		Store:     defaultStore(),
+		Responses: defaultResponses(),
+		Files:     defaultFiles(),
+		Logging:   Logging{Level: "info", Format: "json"},
+		Metrics:   Metrics{Enabled: true, Path: "/metrics"},
 	}
 }
 

@@ -49,6 +49,7 @@ func (c *Config) Validate() error {
 	c.validateInputFiles(v)
 	c.validateAPI(v)
 	c.validateStore(v)
+	c.validateResponses(v)
 	c.validateFiles(v)
 	c.validateLogging(v)
 	return errors.Join(v.errs...)

@@ -202,6 +202,8 @@ type app struct {
 	// store is the one store of the process: the API serves it and the
 	// interceptor's containers live in it.
 	store store.Store
+	// responses keeps the responses the interceptor made.
+	responses responseStore
 	// containers holds the interpreters of containers between responses.
 	containers *containers.Manager
 	api        *http.Server
@@ -237,6 +239,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	defer func() {
 		if err != nil {
 			_ = st.Close()
+		}
+	}()
+	rs, err := newResponses(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = rs.Close()
 		}
 	}()
 	p, err := newProvider(ctx, cfg, self, false, log.Named("sandbox"))
@@ -278,7 +289,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
 		InputFiles:       cfg.Interceptor.InputFiles,
 		CallStatus:       cfg.Interceptor.CallStatus,
-	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr))
+		History:          interceptor.HistoryMode(cfg.Interceptor.History),
+	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs))
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +329,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -445,9 +457,12 @@ func (a *app) shutdown(timeout time.Duration) {
 	if err := a.provider.Close(); err != nil {
 		a.log.Warn("closing the sandbox", zap.Error(err))
 	}
-	// Last: nothing uses the store any more.
+	// Last: nothing uses the stores any more.
 	if err := a.store.Close(); err != nil {
 		a.log.Warn("closing the store", zap.Error(err))
+	}
+	if err := a.responses.Close(); err != nil {
+		a.log.Warn("closing the response store", zap.Error(err))
 	}
 }
 

@@ -39,6 +39,34 @@ func newStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	return nil, fmt.Errorf("store.backend: %q is not one of memory, redis", c.Backend)
 }
 
+// responseStore is the response store of the process, with its Close.
+type responseStore interface {
+	store.Responses
+	Close() error
+}
+
+// newResponses opens the response store in the store's backend: Redis
+// with store.backend redis (so every replica continues every response),
+// else in process.
+func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error) {
+	limits := cfg.ResponseLimits()
+	if cfg.Store.Backend == config.StoreRedis {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rs, err := redis.NewResponses(cctx, cfg.Store.RedisURL, limits, nil)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis_url: %w", err)
+		}
+		return rs, nil
+	}
+	return inProcess{memory.NewResponses(limits, nil)}, nil
+}
+
+// inProcess is an in-process response store, which holds nothing to close.
+type inProcess struct{ *memory.Responses }
+
+func (inProcess) Close() error { return nil }
+
 // apiConfig maps the configuration onto the API server's.
 func apiConfig(cfg *config.Config) api.Config {
 	return api.Config{
