@@ -86,9 +86,14 @@ type model struct {
 	gate func(request int, event string)
 	// sent records, per request, when each streamed event left (benchmarks).
 	sent map[int][]sentEvent
+	// stateless makes a model server that keeps nothing (Ollama, a vLLM
+	// without a store): it refuses previous_response_id with OpenAI's 400
+	// and its responses say "store": false.
+	stateless bool
 
 	mu       sync.Mutex
 	stored   map[string][]gjson.Result // response id → conversation incl. its output
+	issued   map[string]gjson.Result   // id → every output item the model produced
 	requests []modelRequest
 	busy     time.Duration // total time spent answering, for benchmarks
 }
@@ -105,7 +110,7 @@ type modelRequest struct {
 }
 
 func newModel(t testing.TB, sh shapes, s script) *model {
-	m := &model{t: t, sh: sh, script: s, stored: map[string][]gjson.Result{}}
+	m := &model{t: t, sh: sh, script: s, stored: map[string][]gjson.Result{}, issued: map[string]gjson.Result{}}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.srv.Close)
 	return m
@@ -141,6 +146,16 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 	index := len(m.requests)
 	m.requests = append(m.requests, modelRequest{r.Header.Clone(), body, c})
 	m.mu.Unlock()
+	if prev := gjson.GetBytes(body, "previous_response_id").Str; m.stateless && prev != "" {
+		// What OpenAI answers for an id it does not have.
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"message": "Previous response with id '" + prev + "' not found.", "type": "invalid_request_error",
+			"param": "previous_response_id", "code": "previous_response_not_found"}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(b)
+		return
+	}
 	if problem != "" {
 		m.t.Errorf("model server: bad request from the gateway: %s\nbody: %s", problem, body)
 		writeError(w, 400, "invalid_request_error", problem)
@@ -154,7 +169,10 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := m.response(c, rep.items)
-	if c.req.Get("store").Type != gjson.False {
+	m.mu.Lock()
+	gjson.Get(resp, "output").ForEach(func(_, it gjson.Result) bool { m.issued[it.Get("id").Str] = it; return true })
+	m.mu.Unlock()
+	if c.req.Get("store").Type != gjson.False && !m.stateless {
 		conv := append([]gjson.Result(nil), c.items...)
 		gjson.Get(resp, "output").ForEach(func(_, it gjson.Result) bool { conv = append(conv, it); return true })
 		m.mu.Lock()
@@ -332,7 +350,7 @@ func (m *model) response(c *convo, items []string) string {
 	set("id", newID("resp_"))
 	set("created_at", now)
 	set("completed_at", now)
-	set("store", c.req.Get("store").Type != gjson.False)
+	set("store", c.req.Get("store").Type != gjson.False && !m.stateless)
 	if p := c.req.Get("previous_response_id"); p.Exists() {
 		setRaw("previous_response_id", p.Raw)
 	} else {

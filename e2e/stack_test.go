@@ -50,6 +50,8 @@ type stackOptions struct {
 	synthetic bool
 	// eventDelay paces the scripted model's event streams.
 	eventDelay time.Duration
+	// stateless: the scripted model keeps no responses (model.stateless).
+	stateless bool
 }
 
 // stack is the whole path: client → devproxy → ext_proc gRPC → filter →
@@ -69,6 +71,7 @@ func newStack(t testing.TB, sh shapes, s script, o stackOptions) *stack {
 	t.Helper()
 	m := newModel(t, sh, s)
 	m.live, m.eventDelay = !o.synthetic, o.eventDelay
+	m.stateless = o.stateless
 	st := newStackWithUpstream(t, sh, m.URL(), o)
 	st.model = m
 	return st
