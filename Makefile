@@ -1,6 +1,7 @@
 # codeinterp — every target does its own set-up through its dependencies.
 #   make demo    the main job: server + sandbox + scripted model, a real code_interpreter_call
-#   make test    every test (needs root: cgroups; builds the CPython-WASI runtime first)
+#   make test    every test (needs root: cgroups; builds the CPython-WASI runtime first;
+#                the JS clients' tests need node and npm: make node-deps)
 #   make bench   benchmarks → docs/benchmarks.md
 #   make lint    gofmt, go vet, staticcheck
 #   make image   the OCI image, with podman (VARIANT=gvisor: the gVisor one;
@@ -17,12 +18,12 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor redis deps build test bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor redis node node-deps deps build test bench lint demo clean image image-test image-reproducible
 
 all: build
 
 # Toolchain pieces that come from Debian (the runtime script installs its own).
-setup: deps runtime gvisor redis
+setup: deps runtime gvisor redis node
 
 deps:
 	$(GO) mod download
@@ -41,10 +42,31 @@ gvisor:
 redis:
 	bash runtime/install-redis.sh
 
+# Node.js and npm for the JS client tests (e2e/node): Debian's nodejs and
+# npm when node or npm is missing; a machine that has both (from any
+# source: NodeSource's nodejs bundles npm and conflicts with Debian's npm
+# package) is left alone.
+node:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+	  echo "node: $$(node --version), npm $$(npm --version)"; \
+	else \
+	  test "$$(id -u)" = 0 || { echo "node: node or npm is missing; run as root (apt-get install nodejs npm)" >&2; exit 1; }; \
+	  echo "node: apt-get install nodejs npm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; \
+	fi
+
+# The pinned JS clients (e2e/node/package-lock.json) for e2e/node_test.go;
+# npm ci runs again only when the lock file or package.json changed.
+NODE_STAMP = e2e/node/node_modules/.installed
+node-deps: node $(NODE_STAMP)
+$(NODE_STAMP): e2e/node/package-lock.json e2e/node/package.json
+	npm ci --prefix e2e/node --no-audit --no-fund
+	@touch $@
+
 build: deps
 	$(GO) build -o bin/extproc ./cmd/extproc
 
-test: setup
+test: setup node-deps
 	$(GO) test $(TESTFLAGS) ./...
 
 # Micro-benchmarks run for a time; the sandbox and end-to-end ones for a
