@@ -68,6 +68,18 @@ type Config struct {
 	FileLifetime time.Duration
 	// Now is the clock (tests inject one). Default time.Now.
 	Now func() time.Time
+
+	// Responses, when set, serves the responses the interceptor stored:
+	// GET and DELETE /v1/responses/{id}, GET …/input_items. An id the
+	// caller has none for goes to ResponsesUpstreamURL (the model server's
+	// Responses endpoint, e.g. http://127.0.0.1:10001/v1/responses) with
+	// the ForwardHeaders of the caller's request, through HTTPClient
+	// (default http.DefaultClient); without that URL it is a 404.
+	Responses            store.Responses
+	ResponsesUpstreamURL string
+	ForwardHeaders       []string
+	UpstreamHeaders      map[string]string // added after the forwarded ones, as on follow-ups
+	HTTPClient           *http.Client
 }
 
 // Server is the HTTP handler of the Containers and Files APIs.
@@ -199,6 +211,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methods = map[string]handler{http.MethodGet: s.getContainerFile, http.MethodDelete: s.deleteContainerFile}
 	case len(seg) == 5 && seg[0] == "containers" && seg[2] == "files" && seg[4] == "content":
 		methods = map[string]handler{http.MethodGet: s.containerFileContent}
+	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 2:
+		methods = map[string]handler{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse}
+	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 3 && seg[2] == "input_items":
+		methods = map[string]handler{http.MethodGet: s.listInputItems}
 	case seg[0] == "files" && len(seg) <= 3 && (len(seg) < 3 || seg[2] == "content"):
 		if s.cfg.FilesSource != FilesLocal {
 			s.filesUnavailable(w)

@@ -364,7 +364,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, mgr, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, mgr, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err

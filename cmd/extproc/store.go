@@ -86,9 +86,17 @@ func apiConfig(cfg *config.Config) api.Config {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
+	// Stored responses: ours from rs, the model server's through the
+	// upstream (the Envoy listener without the filter), with the caller's
+	// credential as follow-ups carry it.
+	ac.Responses = rs
+	ac.ResponsesUpstreamURL = cfg.Upstream.URL
+	ac.ForwardHeaders = cfg.Upstream.ForwardHeaders
+	ac.UpstreamHeaders = cfg.Upstream.Headers
+	ac.HTTPClient = &http.Client{Timeout: cfg.Upstream.Timeout}
 	h, err := api.New(ac, st, log)
 	if err != nil {
 		return nil, nil, err
