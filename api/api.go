@@ -215,6 +215,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methods = map[string]handler{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse}
 	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 3 && seg[2] == "input_items":
 		methods = map[string]handler{http.MethodGet: s.listInputItems}
+	case seg[0] == "responses" && s.cfg.Responses != nil && s.cfg.ResponsesUpstreamURL != "":
+		// Any other path below /v1/responses is the model server's.
+		s.passResponses(w, r)
+		return
 	case seg[0] == "files" && len(seg) <= 3 && (len(seg) < 3 || seg[2] == "content"):
 		if s.cfg.FilesSource != FilesLocal {
 			s.filesUnavailable(w)
@@ -239,6 +243,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ids = append(ids, seg[3])
 	}
 	h, ok := methods[r.Method]
+	if !ok && seg[0] == "responses" && s.cfg.ResponsesUpstreamURL != "" {
+		s.passResponses(w, r)
+		return
+	}
 	if !ok {
 		allow := make([]string, 0, len(methods))
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {

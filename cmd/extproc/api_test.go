@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +25,8 @@ import (
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
 )
 
 // failingProc fails every ext_proc stream: a request that reaches the
@@ -46,7 +51,15 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := api.New(apiConfig(cfg), st, zaptest.NewLogger(t))
+	ac := apiConfig(cfg)
+	rs := memory.NewResponses(cfg.ResponseLimits(), nil)
+	ac.Responses = rs
+	owner, _ := store.Owner(http.Header{"Authorization": {"Bearer sk-dev"}}, cfg.API.AuthHeaders)
+	if err := rs.PutResponse(context.Background(), store.Response{ID: "resp_dev", Owner: owner,
+		Object: json.RawMessage(`{"id":"resp_dev","object":"response","created_at":1,"status":"completed","model":"m","output":[]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(ac, st, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +119,13 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 	if string(data) != "hello" || resp.Header.Get("Content-Disposition") != `attachment; filename="file.txt"; filename*=UTF-8''hello.txt` {
 		t.Fatalf("content %q %q", data, resp.Header.Get("Content-Disposition"))
 	}
+	// A stored response is the API's; creating one goes through the filter.
+	if r, err := c.Responses.Get(ctx, "resp_dev", responses.ResponseGetParams{}); err != nil || r.ID != "resp_dev" {
+		t.Fatalf("stored response through the proxy: %v %v", r, err)
+	}
+	if _, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "m"}); err == nil {
+		t.Fatal("POST /v1/responses skipped the filter")
+	}
 	// Any other path takes the default route, through the (failing) filter.
 	if _, err := c.Models.List(ctx); err == nil {
 		t.Fatal("a model route skipped the filter")
@@ -113,7 +133,7 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 
 	// files.source: upstream leaves /v1/files to the upstream.
 	cfg.Files.Source = config.FilesUpstream
-	if r := devRoutes(cfg, apiURL.Host); len(r) != 1 || r[0].PathSeparatedPrefix != "/v1/containers" {
+	if r := devRoutes(cfg, apiURL.Host); len(r) != 2 || r[0].PathSeparatedPrefix != "/v1/containers" || r[1].Prefix != "/v1/responses/" {
 		t.Fatalf("upstream files routes: %+v", r)
 	}
 	if r := devRoutes(cfg, ""); r != nil {

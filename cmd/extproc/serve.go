@@ -180,8 +180,9 @@ func runDev(ctx context.Context, args []string) error {
 }
 
 // devRoutes is the dev proxy's route table, as deploy/envoy/envoy.yaml's:
-// /v1/containers, and /v1/files unless the upstream serves it
-// (files.source: upstream), go to the API without the ext_proc filter.
+// /v1/containers, /v1/files unless the upstream serves it (files.source:
+// upstream) and /v1/responses/… (stored responses) go to the API without
+// the ext_proc filter.
 func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	if apiAddr == "" {
 		return nil
@@ -191,7 +192,9 @@ func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	if cfg.Files.Source != config.FilesUpstream {
 		routes = append(routes, devproxy.Route{Name: "files", PathSeparatedPrefix: "/v1/files", Cluster: cluster, ExtProcDisabled: true})
 	}
-	return routes
+	// Stored responses; POST /v1/responses itself takes the default route
+	// through the filter.
+	return append(routes, devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: cluster, ExtProcDisabled: true})
 }
 
 // app is the running server: the store, sandbox pool, interceptor,

@@ -223,7 +223,7 @@ func TestGatewayManifestsAgainstCRDsBroken(t *testing.T) {
 			"this policy can only have a targetRefs[*].kind"},
 		{"CEL: no target", "extension-policy.yaml", "  targetRefs:\n  - group: gateway.networking.k8s.io\n    kind: HTTPRoute\n    name: llm-responses\n", "",
 			"either targetRef or targetRefs must be used"},
-		{"route path must be absolute", "gateway.yaml", "        value: /v1/responses", "        value: v1/responses", "value"},
+		{"route path must be absolute", "gateway.yaml", "        value: /v1/responses\n", "        value: v1/responses\n", "value"},
 		{"listener port range", "gateway.yaml", "    port: 80\n", "    port: 70000\n", "port"},
 	}
 	for _, tt := range cases {
