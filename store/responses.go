@@ -54,7 +54,9 @@ type Response struct {
 // ResponseItem is one output item of a stored response.
 type ResponseItem struct {
 	// ID is the item's id as the client saw it ("ci_…", "msg_…", "rs_…"),
-	// "" when it had none. FindItem looks items up by it.
+	// "" when it had none. FindItem looks items up by it; an id that is
+	// not ValidID is kept but not indexed (FindItem reports such an id not
+	// found, as it does every id that is not ValidID).
 	ID string `json:"id,omitempty"`
 	// Model is what the model server saw of the item, in order: for a
 	// code_interpreter_call the model's function_call and the
@@ -85,10 +87,12 @@ func (r Response) Size() int64 {
 // concurrent use; each method is atomic. A response of another owner, an
 // expired or a deleted one does not exist (ErrNotFound).
 type Responses interface {
-	// PutResponse stores r (ExpiresAt defaults to CreatedAt + TTL; r.ID
-	// must be ValidID). A response larger than ResponseLimits.ResponseBytes,
+	// PutResponse stores r (ExpiresAt defaults to CreatedAt + TTL; r.ID,
+	// Previous and History must be ValidIDs). A response larger than ResponseLimits.ResponseBytes,
 	// or a History longer than MaxHistory, is a *QuotaError and nothing is
-	// stored. Storing an id again replaces it (its items' index too).
+	// stored. Storing an id again replaces it (its items' index too). A
+	// response already expired is not stored: it replaces a stored one by
+	// nothing.
 	PutResponse(ctx context.Context, r Response) error
 	// GetResponse returns one response.
 	GetResponse(ctx context.Context, owner, id string) (Response, error)
