@@ -25,6 +25,10 @@
 // repeat items). Touching a container refreshes the TTLs of its c:, cp:,
 // cl: and every f: key.
 //
+// Stored responses (Responses, a store.Responses) keep their own keys
+// under the same owner prefix — resp:, respidx:, respitem: — laid out in
+// Responses' doc.
+//
 // # Expiry and quotas
 //
 // Expiry is the store's decision, taken against its injected clock (tests

@@ -39,11 +39,27 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Option configures New.
-type Option func(*Store)
+// Option configures New and NewClient, and NewResponses and
+// NewResponsesClient: one set of options for both stores, which may share
+// one Redis.
+type Option func(*options)
+
+// options are what Options set.
+type options struct {
+	prefix string
+}
 
 // WithPrefix sets the key prefix (default DefaultPrefix).
-func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// apply returns the options opts set over the defaults.
+func apply(opts []Option) options {
+	o := options{prefix: DefaultPrefix}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
 
 // New connects to the Redis at url (redis://[user:pass@]host:port/db, or
 // rediss:// for TLS) and checks it answers PING. limits bound what the
@@ -67,10 +83,7 @@ func NewClient(ctx context.Context, rdb goredis.UniversalClient, limits store.Li
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{rdb: rdb, prefix: DefaultPrefix, limits: limits, now: now, scripts: newScripts()}
-	for _, opt := range opts {
-		opt(s)
-	}
+	s := &Store{rdb: rdb, prefix: apply(opts).prefix, limits: limits, now: now, scripts: newScripts()}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("store/redis: ping: %w", err)
 	}
@@ -85,17 +98,20 @@ func (s *Store) Close() error {
 	return s.rdb.Close()
 }
 
-// ownerPrefix is the prefix of all of owner's keys. The owner is the hash
-// tag (one Cluster slot per owner); an owner that is not a plain token
-// (Owner's hashes are) is hashed, so no owner string can reach into
-// another owner's keys.
-func (s *Store) ownerPrefix(owner string) string {
+// ownerPrefix is the prefix of all of owner's keys.
+func (s *Store) ownerPrefix(owner string) string { return ownerPrefix(s.prefix, owner) }
+
+// ownerPrefix is the prefix of all of owner's keys under prefix, Store's
+// and Responses' alike. The owner is the hash tag (one Cluster slot per
+// owner); an owner that is not a plain token (Owner's hashes are) is
+// hashed, so no owner string can reach into another owner's keys.
+func ownerPrefix(prefix, owner string) string {
 	tag := owner
 	if !plainToken(owner) {
 		sum := sha256.Sum256([]byte(owner))
 		tag = "h_" + hex.EncodeToString(sum[:16])
 	}
-	return s.prefix + "{" + tag + "}:"
+	return prefix + "{" + tag + "}:"
 }
 
 func plainToken(s string) bool {
@@ -141,10 +157,13 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, owner string, now t
 // wrap turns Redis' out-of-memory refusal into a QuotaError (the store is
 // full: a client error to report, not a server fault) that still says what
 // Redis said, and wraps anything else.
-func (s *Store) wrap(ctx context.Context, err error) error {
+func (s *Store) wrap(ctx context.Context, err error) error { return wrap(ctx, s.rdb, err) }
+
+// wrap is Store.wrap over rdb (Responses' too).
+func wrap(ctx context.Context, rdb goredis.UniversalClient, err error) error {
 	var re goredis.Error
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
-		q := &store.QuotaError{Limit: store.LimitStoreMemory, Max: s.maxMemory(ctx)}
+		q := &store.QuotaError{Limit: store.LimitStoreMemory, Max: maxMemory(ctx, rdb)}
 		return fmt.Errorf("%w (redis: %v)", q, err)
 	}
 	return fmt.Errorf("store/redis: %w", err)
@@ -152,8 +171,8 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 
 // maxMemory is Redis' maxmemory, best effort (managed Redis may forbid
 // CONFIG): 0 when unknown.
-func (s *Store) maxMemory(ctx context.Context) int64 {
-	v, err := s.rdb.ConfigGet(ctx, "maxmemory").Result()
+func maxMemory(ctx context.Context, rdb goredis.UniversalClient) int64 {
+	v, err := rdb.ConfigGet(ctx, "maxmemory").Result()
 	if err != nil {
 		return 0
 	}
