@@ -194,8 +194,8 @@ func runNodeCase(t *testing.T, sh shapes, node string, c nodeCase, stateless boo
 		t.Fatalf("%s.mjs printed no JSON report (%v):\n%s\nstderr:\n%s", c.script, err, stdout.String(), stderr.String())
 	}
 	t.Logf("what the client decoded:\n%s", stdout.String())
+	checkModelViews(t, m, stateless) // the cause first
 	checkClientTurns(t, c, &rep)
-	checkModelViews(t, m, stateless)
 }
 
 // checkClientTurns: the client decoded each turn's calls, their code,
