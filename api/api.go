@@ -80,6 +80,9 @@ type Config struct {
 	ForwardHeaders       []string
 	UpstreamHeaders      map[string]string // added after the forwarded ones, as on follow-ups
 	HTTPClient           *http.Client
+	// Conversations, when set, serves OpenAI's Conversations API
+	// (/v1/conversations…).
+	Conversations store.Conversations
 }
 
 // Server is the HTTP handler of the Containers and Files APIs.
@@ -215,6 +218,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		methods = map[string]handler{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse}
 	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 3 && seg[2] == "input_items":
 		methods = map[string]handler{http.MethodGet: s.listInputItems}
+	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 1:
+		methods = map[string]handler{http.MethodPost: s.createConversation}
+	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 2:
+		methods = map[string]handler{http.MethodGet: s.getConversation, http.MethodPost: s.updateConversation, http.MethodDelete: s.deleteConversation}
+	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 3 && seg[2] == "items":
+		methods = map[string]handler{http.MethodGet: s.listItems, http.MethodPost: s.createItems}
+	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 4 && seg[2] == "items":
+		methods = map[string]handler{http.MethodGet: s.getItem, http.MethodDelete: s.deleteItem}
 	case seg[0] == "responses" && s.cfg.Responses != nil && s.cfg.ResponsesUpstreamURL != "":
 		// Any other path below /v1/responses is the model server's.
 		s.passResponses(w, r)
@@ -239,7 +250,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(seg) >= 2 {
 		ids = append(ids, seg[1])
 	}
-	if len(seg) >= 4 && seg[0] == "containers" {
+	if len(seg) >= 4 && (seg[0] == "containers" || seg[0] == "conversations") {
 		ids = append(ids, seg[3])
 	}
 	h, ok := methods[r.Method]

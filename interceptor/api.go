@@ -199,8 +199,10 @@ type Interceptor struct {
 	provider   sandbox.Provider
 	containers Containers      // nil: a fresh session per response
 	responses  store.Responses // nil: responses are not kept (WithResponses)
-	log        *zap.Logger
-	fn         functionTool // the rewritten tool, pre-rendered
+	// conversations keeps OpenAI's Conversations (WithConversations).
+	conversations store.Conversations
+	log           *zap.Logger
+	fn            functionTool // the rewritten tool, pre-rendered
 }
 
 // Option configures an Interceptor beyond its Config.

@@ -224,12 +224,12 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	if err != nil {
 		return nil, err
 	}
-	x, err := i.rewriteRequest(resolved)
+	x, err := i.rewrite(resolved, h.ours())
 	if x != nil {
 		x.owner = caller.Owner
 		x.adopt(h, resolved)
 	}
-	if err != nil || !x.req.intercepted || i.containers == nil {
+	if err != nil || !x.req.hasTool || i.containers == nil {
 		return x, err
 	}
 	if caller.Owner == "" {

@@ -46,6 +46,14 @@ const (
 // live answers.
 func WithResponses(r store.Responses) Option { return func(i *Interceptor) { i.responses = r } }
 
+// WithConversations keeps OpenAI's Conversations in c: a request with
+// "conversation": id (one of c's) gets the conversation's items in front of
+// its input, and its input and output are appended to it once it is
+// answered — in front of any model server.
+func WithConversations(c store.Conversations) Option {
+	return func(i *Interceptor) { i.conversations = c }
+}
+
 // history is what resolveHistory did to a request.
 type history struct {
 	changed bool
@@ -53,20 +61,30 @@ type history struct {
 	// response echoes; prev is our stored response it names, or nil.
 	prevRaw string
 	prev    *store.Response
+	// conv is our conversation the request continues ("" for none), and
+	// convIDs the ids of the items it holds.
+	conv    string
+	convIDs map[string]bool
 	// expanded is how many items at the head of the upstream input are
 	// the expanded conversation (not this request's own input).
 	expanded int
-	// clientInput is the request's input items as the client sent them.
+	// clientInput is the request's input items as the client sent them,
+	// and ownModel what the model got of each.
 	clientInput []string
+	ownModel    [][]string
 	// reuse are containers of the responses continued or referenced,
 	// newest first, for a container of type auto.
 	reuse []string
 }
 
+// ours says the request continues a response or a conversation of this
+// server's: its answer is ours to make, and to keep.
+func (h *history) ours() bool { return h.prev != nil || h.conv != "" }
+
 // historyMarkers are in every request resolveHistory may change; their
 // absence keeps the pass-through path free of parsing. Each starts with a
 // rare byte, as fastMarker does.
-var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), []byte(`_interpreter_call"`), escapeMarker}
+var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), []byte(`_interpreter_call"`), []byte(`"conversation"`), escapeMarker}
 
 func mayUseHistory(body []byte) bool {
 	for _, m := range historyMarkers {
@@ -77,11 +95,12 @@ func mayUseHistory(body []byte) bool {
 	return false
 }
 
-// resolveHistory rewrites body against the owner's stored responses. It
-// returns body unchanged (h.changed false) when nothing in it is ours.
+// resolveHistory rewrites body against the owner's stored responses and
+// conversations. It returns body unchanged (h.changed false) when nothing
+// in it is ours.
 func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []byte) ([]byte, *history, error) {
 	h := &history{}
-	if i.responses == nil || owner == "" || !mayUseHistory(body) || !gjson.ValidBytes(body) {
+	if (i.responses == nil && i.conversations == nil) || owner == "" || !mayUseHistory(body) || !gjson.ValidBytes(body) {
 		return body, h, nil
 	}
 	doc := string(body)
@@ -93,7 +112,9 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	var edits []edit
 	var prefix []string
 
-	if pr := root.Get("previous_response_id"); pr.Type == gjson.String && pr.Str != "" {
+	pr, conv := root.Get("previous_response_id"), conversationID(root.Get("conversation"))
+	var prev *store.Response
+	if pr.Type == gjson.String && pr.Str != "" && i.responses != nil {
 		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -102,25 +123,61 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 			i.log.Error("response store lookup failed", zap.Error(err))
 			return nil, nil, storeUnavailable()
 		default:
-			if c := root.Get("conversation"); c.Exists() && c.Type != gjson.Null {
-				return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "mutually_exclusive_parameters",
-					Message: "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'."}
+			prev = &rec
+		}
+	}
+	var convItems []store.ConversationItem
+	if conv != "" && i.conversations != nil {
+		items, err := i.conversations.Items(ctx, owner, conv)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// The model server's own conversation, or none: its business.
+		case err != nil:
+			i.log.Error("conversation store lookup failed", zap.Error(err))
+			return nil, nil, storeUnavailable()
+		default:
+			h.conv, convItems = conv, items
+		}
+	}
+	if (prev != nil || h.conv != "") && pr.Exists() && pr.Type != gjson.Null && conv != "" {
+		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "mutually_exclusive_parameters",
+			Message: "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'."}
+	}
+	switch {
+	case prev != nil:
+		h.prev, h.prevRaw = prev, pr.Raw
+		if prev.ContainerID != "" {
+			h.reuse = append(h.reuse, prev.ContainerID)
+		}
+		if i.useUpstream(*prev) {
+			edits = append(edits, set("previous_response_id", jsonString(prev.UpstreamID)))
+		} else {
+			items, err := i.expand(ctx, owner, *prev)
+			if err != nil {
+				return nil, nil, err
 			}
-			h.prev, h.prevRaw, h.changed = &rec, pr.Raw, true
-			if rec.ContainerID != "" {
-				h.reuse = append(h.reuse, rec.ContainerID)
-			}
-			if i.useUpstream(rec) {
-				edits = append(edits, set("previous_response_id", jsonString(rec.UpstreamID)))
-			} else {
-				items, err := i.expand(ctx, owner, rec)
-				if err != nil {
-					return nil, nil, err
-				}
-				prefix = items
-				edits = append(edits, del("previous_response_id"))
+			prefix = items
+			edits = append(edits, del("previous_response_id"))
+		}
+	case h.conv != "":
+		h.convIDs = make(map[string]bool, len(convItems))
+		for k := len(convItems) - 1; k >= 0; k-- {
+			it := convItems[k]
+			h.convIDs[it.ID] = true
+			if id := gjson.GetBytes(it.Item, "container_id").Str; id != "" && gjson.GetBytes(it.Item, "type").Str == "code_interpreter_call" {
+				h.reuse = append(h.reuse, id)
 			}
 		}
+		for _, it := range convItems {
+			if len(it.Model) == 0 {
+				prefix = append(prefix, string(it.Item))
+				continue
+			}
+			for _, m := range it.Model {
+				prefix = append(prefix, string(m))
+			}
+		}
+		edits = append(edits, del("conversation"))
 	}
 
 	own, changed, reuse, err := i.resolveItems(ctx, owner, input)
@@ -128,20 +185,39 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		return nil, nil, err
 	}
 	h.reuse = append(h.reuse, reuse...)
-	if !h.changed && !changed {
+	if !h.ours() && !changed {
 		return body, h, nil
 	}
 	h.changed = true
 	h.clientInput = inputItems(input)
+	h.ownModel = own
 	h.expanded = len(prefix)
-	all := append(prefix, own...)
+	all := prefix
+	for _, m := range own {
+		all = append(all, m...)
+	}
 	edits = append(edits, set("input", string(appendArray(nil, all))))
 	out := editObject(doc, edits...)
 	if max := i.cfg.MaxBodyBytes; max > 0 && len(out) > max && len(body) <= max {
-		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id", Code: "context_too_large",
+		param := "previous_response_id"
+		if h.conv != "" {
+			param = "conversation"
+		}
+		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_too_large",
 			Message: sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
 	}
 	return out, h, nil
+}
+
+// conversationID reads the conversation parameter: an id, or {"id": id}.
+func conversationID(c gjson.Result) string {
+	switch {
+	case c.Type == gjson.String:
+		return c.Str
+	case c.IsObject():
+		return c.Get("id").Str
+	}
+	return ""
 }
 
 // adopt records what history resolution did to the request of x, whose
@@ -158,7 +234,7 @@ func (x *Exchange) adopt(h *history, resolved []byte) {
 			x.req.modified, x.req.upstream = true, resolved
 		}
 	}
-	if x.ic.responses != nil && x.req.intercepted {
+	if (x.ic.responses != nil || h.conv != "") && x.req.intercepted {
 		x.respID = newID("resp_", 25)
 	}
 }
@@ -204,23 +280,23 @@ func (i *Interceptor) expand(ctx context.Context, owner string, rec store.Respon
 // resolveItems replaces, in the request's input, every item_reference to
 // an item of ours and every replayed code_interpreter_call of ours that
 // lacks its outputs by what the model saw of that item. Other items are
-// kept as they are.
-func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjson.Result) (items []string, changed bool, reuse []string, err error) {
+// kept as they are. items holds, per input item, what the model gets.
+func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjson.Result) (items [][]string, changed bool, reuse []string, err error) {
 	if !input.IsArray() {
 		if input.Type == gjson.String {
-			return []string{userMessage(input.Raw)}, false, nil, nil
+			return [][]string{{userMessage(input.Raw)}}, false, nil, nil
 		}
 		return nil, false, nil, nil
 	}
 	input.ForEach(func(_, it gjson.Result) bool {
 		id, ok := resolvable(it)
-		if !ok {
-			items = append(items, it.Raw)
+		if !ok || i.responses == nil {
+			items = append(items, []string{it.Raw})
 			return true
 		}
 		rec, e := i.responses.FindItem(ctx, owner, id)
 		if errors.Is(e, store.ErrNotFound) {
-			items = append(items, it.Raw)
+			items = append(items, []string{it.Raw})
 			return true
 		}
 		if e != nil {
@@ -228,19 +304,21 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 			err = storeUnavailable()
 			return false
 		}
+		model := []string{it.Raw}
 		for _, ri := range rec.Items {
-			if ri.ID != id {
-				continue
+			if ri.ID == id && len(ri.Model) > 0 {
+				model = model[:0]
+				for _, m := range ri.Model {
+					model = append(model, string(m))
+				}
+				changed = true
+				if rec.ContainerID != "" {
+					reuse = append([]string{rec.ContainerID}, reuse...)
+				}
+				break
 			}
-			for _, m := range ri.Model {
-				items = append(items, string(m))
-			}
-			changed = true
-			if rec.ContainerID != "" {
-				reuse = append([]string{rec.ContainerID}, reuse...)
-			}
-			break
 		}
+		items = append(items, model)
 		return true
 	})
 	return items, changed, reuse, err

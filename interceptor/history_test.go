@@ -342,4 +342,3 @@ func TestStoredResponseRecord(t *testing.T) {
 		t.Errorf("stored items: %+v", rec.Items)
 	}
 }
-

@@ -13,17 +13,26 @@ import (
 )
 
 // remember keeps a finished response in the response store (WithResponses)
-// unless the request said "store": false: what the client got (with every
-// call's outputs), what the model saw of each item, and the model server's
-// id behind it. Both paths call it once, after the splice. A failure to
+// unless the request said "store": false — what the client got (with every
+// call's outputs), what the model saw of each item, the model server's id
+// behind it — and appends its input and output to the conversation it
+// continues. Both paths call it once, after their last round. A failure to
 // store is logged; the client still gets its response.
 func (l *loop) remember(ctx context.Context, rounds []*round) {
 	x := l.x
-	rs := x.ic.responses
-	if rs == nil || x.respID == "" || x.req.storeOff || x.owner == "" || len(rounds) == 0 {
+	keep := x.ic.responses != nil && x.respID != "" && !x.req.storeOff
+	if (!keep && x.hist.conv == "") || x.owner == "" || len(rounds) == 0 {
 		return
 	}
 	obj := l.splice(rounds, true)
+	items := l.modelItems(rounds)
+	input := withIDs(x.hist.clientInput, x.req.clientInput)
+	if x.hist.conv != "" {
+		l.appendToConversation(ctx, input, obj, items)
+	}
+	if !keep {
+		return
+	}
 	last := rounds[len(rounds)-1]
 	rec := store.Response{
 		ID:          x.respID,
@@ -32,8 +41,9 @@ func (l *loop) remember(ctx context.Context, rounds []*round) {
 		UpstreamID:  last.id,
 		ContainerID: l.storedContainer(),
 		Object:      json.RawMessage(obj),
+		Input:       rawItems(input),
 		ModelInput:  rawItems(arrayElems(x.req.input)[x.hist.expanded:]),
-		Items:       l.modelItems(rounds),
+		Items:       items,
 	}
 	// The model server can continue its last round only when it kept it
 	// and owes it nothing: a round whose calls were answered to the client
@@ -44,9 +54,37 @@ func (l *loop) remember(ctx context.Context, rounds []*round) {
 		rec.Previous = p.ID
 		rec.History = append(append([]string(nil), p.History...), p.ID)
 	}
-	rec.Input = rawItems(withIDs(x.hist.clientInput, x.req.clientInput))
-	if err := rs.PutResponse(ctx, rec); err != nil {
+	if err := x.ic.responses.PutResponse(ctx, rec); err != nil {
 		l.log.Warn("response not stored: it cannot be continued or read back", zap.String("response_id", rec.ID), zap.Error(err))
+	}
+}
+
+// appendToConversation appends the request's input items (those the
+// conversation does not hold yet) and the response's output items to its
+// conversation, all at once.
+func (l *loop) appendToConversation(ctx context.Context, input []string, obj []byte, items []store.ResponseItem) {
+	x := l.x
+	var add []store.ConversationItem
+	for k, it := range input {
+		id := gjson.Get(it, "id").Str
+		if x.hist.convIDs[id] || gjson.Get(it, "type").Str == "item_reference" {
+			continue
+		}
+		ci := store.ConversationItem{ID: id, Item: json.RawMessage(it)}
+		if k < len(x.hist.ownModel) {
+			ci.Model = rawItems(x.hist.ownModel[k])
+		}
+		add = append(add, ci)
+	}
+	out := gjson.GetBytes(obj, "output").Array()
+	for k, it := range items {
+		if k >= len(out) || it.ID == "" || x.hist.convIDs[it.ID] {
+			continue
+		}
+		add = append(add, store.ConversationItem{ID: it.ID, Item: json.RawMessage(out[k].Raw), Model: it.Model})
+	}
+	if err := x.ic.conversations.AppendItems(ctx, x.owner, x.hist.conv, add); err != nil {
+		l.log.Warn("conversation not updated: this turn is not in it", zap.String("conversation_id", x.hist.conv), zap.Error(err))
 	}
 }
 

@@ -20,6 +20,7 @@ const includeOutputs = "code_interpreter_call.outputs"
 // the loop and the splice need from it.
 type request struct {
 	intercepted  bool
+	hasTool      bool // the request declares the code_interpreter tool (intercepted without it: history of ours)
 	modified     bool
 	clientStream bool
 	live         bool   // the client's stream is live (StreamLive): the upstream streams too
@@ -54,8 +55,15 @@ var fastMarker = []byte("_interpreter")
 var escapeMarker = []byte(`\u`)
 
 func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
+	return i.rewrite(body, false)
+}
+
+// rewrite is rewriteRequest; own says the request continues a response or
+// a conversation of ours (resolveHistory), so its answer is this server's
+// to make and keep — intercepted with or without the tool.
+func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	pass := &Exchange{ic: i, req: request{upstream: body}}
-	if !bytes.Contains(body, fastMarker) && !bytes.Contains(body, escapeMarker) {
+	if !own && !bytes.Contains(body, fastMarker) && !bytes.Contains(body, escapeMarker) {
 		return pass, nil
 	}
 	doc := string(body)
@@ -68,7 +76,7 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	tools := root.get("tools")
 	hasTool := hasNativeTool(tools)
 	input := root.get("input")
-	if !hasTool && !mayReplayCalls(input) {
+	if !hasTool && !own && !mayReplayCalls(input) {
 		return pass, nil
 	}
 	if !gjson.Valid(doc) {
@@ -81,7 +89,7 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 		return pass, nil
 	}
 	newInput, changed := i.rewriteInput(input)
-	if !hasTool && !changed {
+	if !hasTool && !own && !changed {
 		return pass, nil
 	}
 	if i.cfg.MaxBodyBytes > 0 && len(body) > i.cfg.MaxBodyBytes {
@@ -93,15 +101,15 @@ func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
 	}
 	r := request{modified: true, obfuscate: true}
 	var edits []edit
-	if hasTool {
-		r.intercepted = true
+	if hasTool || own {
+		r.intercepted, r.hasTool = true, hasTool
 		te, err := i.rewriteTools(&r, root, tools)
 		if err != nil {
 			return nil, err
 		}
 		edits = append(edits, te...)
 	}
-	if r.intercepted && i.containers != nil {
+	if r.hasTool && i.containers != nil {
 		r.container.reuse = replayedContainers(input)
 		in := input
 		if changed {
@@ -207,7 +215,10 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	edits := []edit{set("tools", string(appendArray(nil, out)))}
+	var edits []edit
+	if tools.Exists() {
+		edits = append(edits, set("tools", string(appendArray(nil, out))))
+	}
 
 	// tool_choice: forcing the native tool becomes forcing our function.
 	if tc := root.get("tool_choice"); tc.Exists() {

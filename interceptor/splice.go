@@ -59,7 +59,10 @@ func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
 		// One response, one id of ours, for every round and both paths.
 		edits = append(edits, set("id", jsonString(l.x.respID)))
 	}
-	if last.Get("tools").Exists() {
+	if c := l.x.hist.conv; c != "" {
+		edits = append(edits, set("conversation", `{"id":`+jsonString(c)+`}`))
+	}
+	if last.Get("tools").Exists() && req.clientTools != "" {
 		edits = append(edits, set("tools", req.clientTools))
 	}
 	if tc := last.Get("tool_choice"); tc.Exists() {

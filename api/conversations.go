@@ -1,0 +1,405 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/codeinterp/codeinterp/store"
+)
+
+// This file is OpenAI's Conversations API over Config.Conversations:
+// POST /v1/conversations, GET/POST/DELETE /v1/conversations/{id}, and
+// POST/GET /v1/conversations/{id}/items, GET/DELETE …/items/{item_id}.
+// The interceptor reads a conversation's items in front of a response's
+// input and appends each response to it (interceptor.WithConversations),
+// so conversations work in front of any model server.
+
+// OpenAI's bounds (design/conversations.md §3).
+const (
+	maxCreateItems     = 20
+	maxMetadataPairs   = 16
+	maxMetadataKeyLen  = 64
+	maxMetadataValLen  = 512
+	conversationObject = "conversation"
+)
+
+type conversationJSON struct {
+	ID        string          `json:"id"`
+	Object    string          `json:"object"`
+	CreatedAt int64           `json:"created_at"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+func conversationOf(c store.Conversation) conversationJSON {
+	md := c.Metadata
+	if len(md) == 0 || string(md) == "null" {
+		md = json.RawMessage(`{}`)
+	}
+	return conversationJSON{ID: c.ID, Object: conversationObject, CreatedAt: c.CreatedAt, Metadata: md}
+}
+
+// createConversation is POST /v1/conversations.
+func (s *Server) createConversation(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+	m, e := readJSONObject(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	for k := range m {
+		if k != "items" && k != "metadata" {
+			writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+			return
+		}
+	}
+	md, e := checkMetadata(m["metadata"])
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var items []store.ConversationItem
+	if raw, ok := m["items"]; ok && string(raw) != "null" {
+		if items, e = s.conversationItems(r, owner, raw); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
+	c := store.Conversation{ID: newConversationID(), Owner: owner, CreatedAt: s.now().Unix(), Metadata: md}
+	if err := s.cfg.Conversations.PutConversation(r.Context(), c, items); err != nil {
+		s.conversationError(w, r, err, c.ID)
+		return
+	}
+	writeJSON(w, http.StatusOK, conversationOf(c))
+}
+
+// getConversation is GET /v1/conversations/{id}.
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+	if err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, conversationOf(c))
+}
+
+// updateConversation is POST /v1/conversations/{id}: {"metadata": …},
+// required (null clears it). The new metadata replaces the old.
+func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	m, e := readJSONObject(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	raw, ok := m["metadata"]
+	if !ok {
+		writeError(w, invalid("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'."))
+		return
+	}
+	for k := range m {
+		if k != "metadata" {
+			writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+			return
+		}
+	}
+	md, e := checkMetadata(raw)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+	if err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	c.Metadata = md
+	if err := s.cfg.Conversations.PutConversation(r.Context(), c, nil); err != nil {
+		s.conversationError(w, r, err, c.ID)
+		return
+	}
+	writeJSON(w, http.StatusOK, conversationOf(c))
+}
+
+// deleteConversation is DELETE /v1/conversations/{id}.
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	if err := s.cfg.Conversations.DeleteConversation(r.Context(), owner, ids[0]); err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, deletedObject{ID: ids[0], Object: "conversation.deleted", Deleted: true})
+}
+
+// createItems is POST /v1/conversations/{id}/items: {"items": […]}, at
+// most 20; the answer lists the items created.
+func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	m, e := readJSONObject(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	raw, ok := m["items"]
+	if !ok {
+		writeError(w, invalid("items", "missing_required_parameter", "Missing required parameter: 'items'."))
+		return
+	}
+	items, e := s.conversationItems(r, owner, raw)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if err := s.cfg.Conversations.AppendItems(r.Context(), owner, ids[0], items); err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
+	writeJSON(w, http.StatusOK, newList(shownItems(items, inc), itemID, false))
+}
+
+// listItems is GET /v1/conversations/{id}/items.
+func (s *Server) listItems(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	o, e := listOptions(r, 20, 100)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	page, more, err := s.cfg.Conversations.ListItems(r.Context(), owner, ids[0], o)
+	if err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
+	writeJSON(w, http.StatusOK, newList(shownItems(page, inc), itemID, more))
+}
+
+// getItem is GET /v1/conversations/{id}/items/{item_id}.
+func (s *Server) getItem(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	it, err := s.cfg.Conversations.GetItem(r.Context(), owner, ids[0], ids[1])
+	if err != nil {
+		s.itemError(w, r, err, ids[0], ids[1])
+		return
+	}
+	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(shownItems([]store.ConversationItem{it}, inc)[0])
+}
+
+// deleteItem is DELETE /v1/conversations/{id}/items/{item_id}; the answer
+// is the conversation, as OpenAI's is.
+func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+	if err := s.cfg.Conversations.DeleteItem(r.Context(), owner, ids[0], ids[1]); err != nil {
+		s.itemError(w, r, err, ids[0], ids[1])
+		return
+	}
+	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+	if err != nil {
+		s.conversationError(w, r, err, ids[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, conversationOf(c))
+}
+
+// conversationItems reads the items of a create: at most 20 objects, each
+// given an id (and a status) when it has none, an easy message
+// ({"role","content"}) as the message item it stands for, and an
+// item_reference to an item of one of the caller's stored responses as
+// that item.
+func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMessage) ([]store.ConversationItem, *Error) {
+	v := gjson.ParseBytes(raw)
+	if !v.IsArray() {
+		return nil, invalidType("items", "an array of items", raw)
+	}
+	arr := v.Array()
+	if len(arr) > maxCreateItems {
+		return nil, invalid("items", "array_above_max_length", "Invalid 'items': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", maxCreateItems, len(arr))
+	}
+	out := make([]store.ConversationItem, 0, len(arr))
+	seen := map[string]bool{}
+	for k, it := range arr {
+		param := "items[" + itoa(k) + "]"
+		ci, e := s.conversationItem(r, owner, param, it)
+		if e != nil {
+			return nil, e
+		}
+		if seen[ci.ID] {
+			return nil, invalid(param+".id", "duplicate_item", "Duplicate item id '%s'.", ci.ID)
+		}
+		seen[ci.ID] = true
+		out = append(out, ci)
+	}
+	return out, nil
+}
+
+func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson.Result) (store.ConversationItem, *Error) {
+	if !it.IsObject() {
+		return store.ConversationItem{}, invalid(param, "invalid_type", "Invalid type for '%s': expected an item object.", param)
+	}
+	typ := it.Get("type").Str
+	if typ == "item_reference" || (typ == "" && it.Get("id").Exists() && !it.Get("role").Exists()) {
+		return s.referencedItem(r, owner, param, it.Get("id").Str)
+	}
+	doc := it.Raw
+	if typ == "" {
+		if !it.Get("role").Exists() {
+			return store.ConversationItem{}, invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
+		}
+		typ = "message"
+		doc, _ = sjson.Set(doc, "type", typ)
+	}
+	if typ == "message" {
+		if c := it.Get("content"); c.Type == gjson.String {
+			part := "input_text"
+			if it.Get("role").Str == "assistant" {
+				part = "output_text"
+			}
+			doc, _ = sjson.SetRaw(doc, "content", `[{"type":"`+part+`","text":`+c.Raw+`}]`)
+		}
+		if !it.Get("status").Exists() {
+			doc, _ = sjson.Set(doc, "status", "completed")
+		}
+	}
+	id := it.Get("id").Str
+	switch {
+	case !it.Get("id").Exists() || it.Get("id").Type == gjson.Null:
+		id = newItemID(typ)
+		doc, _ = sjson.Set(doc, "id", id)
+	case !store.ValidID(id):
+		return store.ConversationItem{}, invalid(param+".id", "invalid_value", "Invalid '%s.id': expected an ID that contains letters, numbers, underscores, or dashes.", param)
+	}
+	return store.ConversationItem{ID: id, Item: json.RawMessage(doc)}, nil
+}
+
+// referencedItem is an item_reference of a create: the caller's stored
+// response item, with what the model saw of it.
+func (s *Server) referencedItem(r *http.Request, owner, param, id string) (store.ConversationItem, *Error) {
+	notFound := notFound(param+".id", "Item with id '%s' not found.", id)
+	if s.cfg.Responses == nil || !store.ValidID(id) {
+		return store.ConversationItem{}, notFound
+	}
+	rec, err := s.cfg.Responses.FindItem(r.Context(), owner, id)
+	if err != nil {
+		return store.ConversationItem{}, notFound
+	}
+	var item json.RawMessage
+	gjson.GetBytes(rec.Object, "output").ForEach(func(_, o gjson.Result) bool {
+		if o.Get("id").Str == id {
+			item = json.RawMessage(o.Raw)
+			return false
+		}
+		return true
+	})
+	if item == nil {
+		return store.ConversationItem{}, notFound
+	}
+	ci := store.ConversationItem{ID: id, Item: item}
+	for _, ri := range rec.Items {
+		if ri.ID == id {
+			ci.Model = ri.Model
+		}
+	}
+	return ci, nil
+}
+
+// shownItems are items as a client reads them: outputs of
+// code_interpreter_calls only when asked to include them.
+func shownItems(items []store.ConversationItem, include bool) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for k, it := range items {
+		out[k] = it.Item
+		if !include && gjson.GetBytes(it.Item, "type").Str == "code_interpreter_call" && gjson.GetBytes(it.Item, "outputs").Type != gjson.Null {
+			if b, err := sjson.SetRawBytes(slices.Clone([]byte(it.Item)), "outputs", []byte("null")); err == nil {
+				out[k] = b
+			}
+		}
+	}
+	return out
+}
+
+func itemID(it json.RawMessage) string { return gjson.GetBytes(it, "id").Str }
+
+// checkMetadata validates OpenAI's metadata: null, or an object of at most
+// 16 string values, keys ≤ 64 and values ≤ 512 characters.
+func checkMetadata(raw json.RawMessage) (json.RawMessage, *Error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	v := gjson.ParseBytes(raw)
+	if !v.IsObject() {
+		return nil, invalidType("metadata", "an object", raw)
+	}
+	n := 0
+	var e *Error
+	v.ForEach(func(k, val gjson.Result) bool {
+		n++
+		switch {
+		case n > maxMetadataPairs:
+			e = invalid("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties.", maxMetadataPairs)
+		case utf8.RuneCountInString(k.Str) > maxMetadataKeyLen:
+			e = invalid("metadata", "invalid_value", "Invalid 'metadata': keys are at most %d characters.", maxMetadataKeyLen)
+		case val.Type != gjson.String:
+			e = invalid("metadata."+k.Str, "invalid_type", "Invalid type for 'metadata.%s': expected a string.", k.Str)
+		case utf8.RuneCountInString(val.Str) > maxMetadataValLen:
+			e = invalid("metadata."+k.Str, "string_above_max_length", "Invalid 'metadata.%s': values are at most %d characters.", k.Str, maxMetadataValLen)
+		}
+		return e == nil
+	})
+	return raw, e
+}
+
+func (s *Server) conversationError(w http.ResponseWriter, r *http.Request, err error, id string) {
+	var dup *store.DuplicateItemError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, notFound("", "Conversation with id '%s' not found.", id))
+	case errors.As(err, &dup):
+		writeError(w, invalid("items", "duplicate_item", "The conversation already has an item with id '%s'.", dup.ID))
+	default:
+		s.storeError(w, r, err, "", "conversation", id)
+	}
+}
+
+func (s *Server) itemError(w http.ResponseWriter, r *http.Request, err error, id, itemID string) {
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, notFound("", "Item with id '%s' not found in conversation '%s'.", itemID, id))
+		return
+	}
+	s.conversationError(w, r, err, id)
+}
+
+func newConversationID() string { return "conv_" + randomHex(24) }
+
+// newItemID is an id like OpenAI's for an item of typ: msg_… for messages,
+// else the type's first word (ci_… for code_interpreter_call is OpenAI's
+// own, kept as the interceptor makes them).
+func newItemID(typ string) string {
+	prefix := strings.SplitN(typ, "_", 2)[0]
+	switch typ {
+	case "message":
+		prefix = "msg"
+	case "code_interpreter_call":
+		prefix = "ci"
+	case "function_call":
+		prefix = "fc"
+	case "reasoning":
+		prefix = "rs"
+	}
+	return prefix + "_" + randomHex(25)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b)
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
