@@ -8,17 +8,18 @@ import (
 // The YAML keys are the snake_case names in the json tags (sigs.k8s.io/yaml
 // maps YAML through JSON). Every field has a documented default (Default).
 type Config struct {
-	Server      Server      `json:"server"`
-	Routes      Routes      `json:"routes"`
-	Interceptor Interceptor `json:"interceptor"`
-	Upstream    Upstream    `json:"upstream"`
-	Sandbox     Sandbox     `json:"sandbox"`
-	API         API         `json:"api"`
-	Store       Store       `json:"store"`
-	Responses   Responses   `json:"responses"`
-	Files       Files       `json:"files"`
-	Logging     Logging     `json:"logging"`
-	Metrics     Metrics     `json:"metrics"`
+	Server        Server        `json:"server"`
+	Routes        Routes        `json:"routes"`
+	Interceptor   Interceptor   `json:"interceptor"`
+	Upstream      Upstream      `json:"upstream"`
+	Sandbox       Sandbox       `json:"sandbox"`
+	API           API           `json:"api"`
+	Store         Store         `json:"store"`
+	Responses     Responses     `json:"responses"`
+	Conversations Conversations `json:"conversations"`
+	Files         Files         `json:"files"`
+	Logging       Logging       `json:"logging"`
+	Metrics       Metrics       `json:"metrics"`
 }
 
 // Server is the ext_proc gRPC server and its admin HTTP server.
@@ -281,12 +282,13 @@ func Default() *Config {
 				MaxImageBytes: 8 * MiB,
 			},
 		},
-		API:       defaultAPI(),
-		Store:     defaultStore(),
-		Responses: defaultResponses(),
-		Files:     defaultFiles(),
-		Logging:   Logging{Level: "info", Format: "json"},
-		Metrics:   Metrics{Enabled: true, Path: "/metrics"},
+		API:           defaultAPI(),
+		Store:         defaultStore(),
+		Responses:     defaultResponses(),
+		Conversations: defaultConversations(),
+		Files:         defaultFiles(),
+		Logging:       Logging{Level: "info", Format: "json"},
+		Metrics:       Metrics{Enabled: true, Path: "/metrics"},
 	}
 }
 

@@ -63,3 +63,32 @@ func (c *Config) validateResponses(v *validator) {
 		v.add("interceptor.history", "%q is not one of auto, upstream, expand", c.Interceptor.History)
 	}
 }
+
+// Conversations bounds OpenAI's Conversations this server keeps (in the
+// store's backend, like responses; without a TTL, as OpenAI keeps them).
+type Conversations struct {
+	// MaxItems and MaxBytes bound one conversation; a turn that would pass
+	// them is answered but not appended (the log says so).
+	MaxItems int      `json:"max_items"`
+	MaxBytes ByteSize `json:"max_bytes"`
+	// MaxPerOwner bounds the conversations of one credential.
+	MaxPerOwner int `json:"max_per_owner"`
+}
+
+func defaultConversations() Conversations {
+	d := store.DefaultConversationLimits()
+	return Conversations{MaxItems: d.Items, MaxBytes: ByteSize(d.Bytes), MaxPerOwner: d.Conversations}
+}
+
+// ConversationLimits are the bounds of the conversation store.
+func (c *Config) ConversationLimits() store.ConversationLimits {
+	v := c.Conversations
+	return store.ConversationLimits{Items: v.MaxItems, Bytes: int64(v.MaxBytes), Conversations: v.MaxPerOwner}
+}
+
+func (c *Config) validateConversations(v *validator) {
+	cv := c.Conversations
+	v.check(cv.MaxItems > 0, "conversations.max_items", "must be positive")
+	v.check(cv.MaxBytes > 0, "conversations.max_bytes", "must be positive")
+	v.check(cv.MaxPerOwner > 0, "conversations.max_per_owner", "must be positive")
+}

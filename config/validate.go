@@ -50,6 +50,7 @@ func (c *Config) Validate() error {
 	c.validateAPI(v)
 	c.validateStore(v)
 	c.validateResponses(v)
+	c.validateConversations(v)
 	c.validateFiles(v)
 	c.validateLogging(v)
 	return errors.Join(v.errs...)

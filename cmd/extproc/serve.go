@@ -192,9 +192,11 @@ func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	if cfg.Files.Source != config.FilesUpstream {
 		routes = append(routes, devproxy.Route{Name: "files", PathSeparatedPrefix: "/v1/files", Cluster: cluster, ExtProcDisabled: true})
 	}
-	// Stored responses; POST /v1/responses itself takes the default route
-	// through the filter.
-	return append(routes, devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: cluster, ExtProcDisabled: true})
+	// Stored responses (POST /v1/responses itself takes the default route
+	// through the filter) and conversations.
+	return append(routes,
+		devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: cluster, ExtProcDisabled: true},
+		devproxy.Route{Name: "conversations", PathSeparatedPrefix: "/v1/conversations", Cluster: cluster, ExtProcDisabled: true})
 }
 
 // app is the running server: the store, sandbox pool, interceptor,
@@ -205,8 +207,10 @@ type app struct {
 	// store is the one store of the process: the API serves it and the
 	// interceptor's containers live in it.
 	store store.Store
-	// responses keeps the responses the interceptor made.
-	responses responseStore
+	// responses keeps the responses the interceptor made, conversations
+	// OpenAI's Conversations.
+	responses     responseStore
+	conversations conversationStore
 	// containers holds the interpreters of containers between responses.
 	containers *containers.Manager
 	api        *http.Server
@@ -253,6 +257,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = rs.Close()
 		}
 	}()
+	cs, err := newConversations(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = cs.Close()
+		}
+	}()
 	p, err := newProvider(ctx, cfg, self, false, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
@@ -293,7 +306,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		InputFiles:       cfg.Interceptor.InputFiles,
 		CallStatus:       cfg.Interceptor.CallStatus,
 		History:          interceptor.HistoryMode(cfg.Interceptor.History),
-	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs))
+	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs))
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +345,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -367,7 +380,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, mgr, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, mgr, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -466,6 +479,9 @@ func (a *app) shutdown(timeout time.Duration) {
 	}
 	if err := a.responses.Close(); err != nil {
 		a.log.Warn("closing the response store", zap.Error(err))
+	}
+	if err := a.conversations.Close(); err != nil {
+		a.log.Warn("closing the conversation store", zap.Error(err))
 	}
 }
 

@@ -62,6 +62,33 @@ func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error
 	return inProcess{memory.NewResponses(limits, nil)}, nil
 }
 
+// conversationStore is the conversation store of the process.
+type conversationStore interface {
+	store.Conversations
+	Close() error
+}
+
+// newConversations opens the conversation store in the store's backend.
+func newConversations(ctx context.Context, cfg *config.Config) (conversationStore, error) {
+	limits := cfg.ConversationLimits()
+	if cfg.Store.Backend == config.StoreRedis {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		cs, err := redis.NewConversations(cctx, cfg.Store.RedisURL, limits, nil)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis_url: %w", err)
+		}
+		return cs, nil
+	}
+	return inProcessConversations{memory.NewConversations(limits, nil)}, nil
+}
+
+// inProcessConversations is an in-process conversation store, which holds
+// nothing to close.
+type inProcessConversations struct{ *memory.Conversations }
+
+func (inProcessConversations) Close() error { return nil }
+
 // inProcess is an in-process response store, which holds nothing to close.
 type inProcess struct{ *memory.Responses }
 
@@ -86,13 +113,14 @@ func apiConfig(cfg *config.Config) api.Config {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
 	// Stored responses: ours from rs, the model server's through the
 	// upstream (the Envoy listener without the filter), with the caller's
 	// credential as follow-ups carry it.
 	ac.Responses = rs
+	ac.Conversations = cs
 	ac.ResponsesUpstreamURL = cfg.Upstream.URL
 	ac.ForwardHeaders = cfg.Upstream.ForwardHeaders
 	ac.UpstreamHeaders = cfg.Upstream.Headers

@@ -686,7 +686,7 @@ func checkAPIManifests(m *manifests, d *appsv1.Deployment, svc *corev1.Service, 
 	for _, tr := range pol.Spec.TargetRefs {
 		policyTargets[string(tr.Name)] = true
 	}
-	want := []string{"/v1/containers", "/v1/responses/"}
+	want := []string{"/v1/containers", "/v1/responses/", "/v1/conversations"}
 	if cfg.Files.Source != config.FilesUpstream {
 		want = append(want, "/v1/files")
 	}
