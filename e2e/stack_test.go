@@ -114,7 +114,10 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	var routes []devproxy.Route
 	var st store.Store
 	var mgr *containers.Manager
-	var icOpts []interceptor.Option
+	// As serve has them: responses and conversations kept in process.
+	rs := memory.NewResponses(store.DefaultResponseLimits(), nil)
+	cs := memory.NewConversations(store.DefaultConversationLimits(), nil)
+	icOpts := []interceptor.Option{interceptor.WithResponses(rs), interceptor.WithConversations(cs)}
 	if o.containers {
 		st = o.st
 		if st == nil {
@@ -129,16 +132,17 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		mgr = containers.New(containers.Config{Files: files}, st, prov, log.Named("containers"))
 		t.Cleanup(func() { mgr.Close() })
 		icOpts = append(icOpts, interceptor.WithContainers(mgr))
-		apiSrv, err := api.New(api.Config{}, st, log.Named("api"))
+		apiSrv, err := api.New(api.Config{Responses: rs, Conversations: cs}, st, log.Named("api"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		hs := httptest.NewServer(apiSrv)
 		t.Cleanup(hs.Close)
 		au, _ := url.Parse(hs.URL)
-		for _, p := range []string{"/v1/containers", "/v1/files"} {
+		for _, p := range []string{"/v1/containers", "/v1/files", "/v1/conversations"} {
 			routes = append(routes, devproxy.Route{Name: p, PathSeparatedPrefix: p, Cluster: au, ExtProcDisabled: true})
 		}
+		routes = append(routes, devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: au, ExtProcDisabled: true})
 	}
 	ic, err := interceptor.New(o.interceptor, prov, log.Named("interceptor"), icOpts...)
 	if err != nil {

@@ -342,3 +342,75 @@ func TestStoredResponseRecord(t *testing.T) {
 		t.Errorf("stored items: %+v", rec.Items)
 	}
 }
+
+// TestConversationParameter: three turns with "conversation": the model is
+// shown the conversation's items each time (turn 3 declares no tool: it is
+// still ours to answer, and to append), and the conversation ends holding
+// every input and output item in order.
+func TestConversationParameter(t *testing.T) {
+	ctx := context.Background()
+	rs := memory.NewResponses(store.DefaultResponseLimits(), nil)
+	cs := memory.NewConversations(store.DefaultConversationLimits(), nil)
+	ic, err := New(DefaultConfig(), sandboxtest.New(t), nil, WithResponses(rs), WithConversations(cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.PutConversation(ctx, store.Conversation{ID: "conv_1", Owner: "alice", CreatedAt: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	noConversation := func(t *testing.T, req gjson.Result) {
+		if req.Get("conversation").Exists() {
+			t.Errorf("the model server got our conversation id: %s", req.Get("conversation").Raw)
+		}
+	}
+	steps := turn1Steps(false)
+	steps[0].check = noConversation
+	steps = append(steps,
+		step{items: []string{msgItem("x was 42.")}, check: func(t *testing.T, req gjson.Result) {
+			noConversation(t, req)
+			sawTurn1(t, req)
+		}},
+		step{noTool: true, items: []string{msgItem("Still 42.")}, check: func(t *testing.T, req gjson.Result) {
+			noConversation(t, req)
+			sawTurn1(t, req)
+			if !strings.Contains(req.Get("input").Raw, "x was 42.") {
+				t.Errorf("turn 3 was not shown turn 2: %s", req.Get("input").Raw)
+			}
+		}},
+	)
+	up := newScriptedUpstream(t, steps...)
+	conv := `,"conversation":"conv_1"`
+	for k, body := range []string{
+		ciRequest(conv + `,"input":"What is 6 times 7?"`),
+		ciRequest(conv + `,"input":"` + turn2Ask + `"`),
+		`{"model":"gpt-5.6"` + conv + `,"input":"And now?"}`,
+	} {
+		st, r := convPost(t, ic, up, "alice", body)
+		if st != 200 || r.Get("conversation.id").Str != "conv_1" || !ourRespID.MatchString(r.Get("id").Str) {
+			t.Fatalf("turn %d: %d %s", k+1, st, r.Raw)
+		}
+	}
+	items, err := cs.Items(ctx, "alice", "conv_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, it := range items {
+		kinds = append(kinds, gjson.GetBytes(it.Item, "type").Str+"/"+gjson.GetBytes(it.Item, "role").Str)
+	}
+	want := "message/user,code_interpreter_call/,message/assistant,message/user,message/assistant,message/user,message/assistant"
+	if got := strings.Join(kinds, ","); got != want {
+		t.Errorf("conversation items %s, want %s", got, want)
+	}
+	if out := gjson.GetBytes(items[1].Item, "outputs.0.logs").Str; !strings.Contains(out, "42") || len(items[1].Model) != 2 {
+		t.Errorf("the call's item: %s (model %d items)", items[1].Item, len(items[1].Model))
+	}
+	// Another credential's request naming it reaches the model server as
+	// it is: the conversation is not bob's.
+	bob := newScriptedUpstream(t, step{items: []string{msgItem("?")}, check: func(t *testing.T, req gjson.Result) {
+		if req.Get("conversation").Str != "conv_1" || strings.Contains(req.Get("input").Raw, "6*7") {
+			t.Errorf("bob's request was given alice's conversation: %s", req.Raw)
+		}
+	}})
+	convPost(t, ic, bob, "bob", ciRequest(conv+`,"input":"hi"`))
+}
