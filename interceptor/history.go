@@ -84,7 +84,9 @@ func (h *history) ours() bool { return h.prev != nil || h.conv != "" }
 // historyMarkers are in every request resolveHistory may change; their
 // absence keeps the pass-through path free of parsing. Each starts with a
 // rare byte, as fastMarker does.
-var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), []byte(`_interpreter_call"`), []byte(`"conversation"`), escapeMarker}
+// fastMarker (the tool) is one too: an item_reference may come without
+// its type (openai-go sends {"id": …}), which no marker shows.
+var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), fastMarker, []byte(`"conversation"`), escapeMarker}
 
 func mayUseHistory(body []byte) bool {
 	for _, m := range historyMarkers {
@@ -325,7 +327,7 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 }
 
 // resolvable says whether an input item may stand for a stored item of
-// ours, and its id: an item_reference, or a code_interpreter_call replayed
+// ours, and its id: an item_reference (with or without its type), or a code_interpreter_call replayed
 // without outputs (null, [] or missing: what the Agents SDK and LangChain
 // send back).
 func resolvable(it gjson.Result) (string, bool) {
@@ -333,9 +335,16 @@ func resolvable(it gjson.Result) (string, bool) {
 	if id.Type != gjson.String || id.Str == "" {
 		return "", false
 	}
-	switch it.Get("type").Str {
-	case "item_reference":
+	typ := it.Get("type")
+	switch {
+	case typ.Str == "item_reference":
 		return id.Str, true
+	case !typ.Exists() || typ.Type == gjson.Null:
+		// An item_reference may leave its type out (openai-go does); a
+		// message without a type has a role.
+		return id.Str, !it.Get("role").Exists()
+	}
+	switch typ.Str {
 	case "code_interpreter_call":
 		o := it.Get("outputs")
 		return id.Str, !o.Exists() || o.Type == gjson.Null || (o.IsArray() && len(o.Array()) == 0)
