@@ -27,7 +27,7 @@ type HistoryMode string
 // The history modes.
 const (
 	// HistoryAuto uses the model server's own state when it stored the
-	// response's last round (and owes it nothing), else expands.
+	// response's last round, else expands.
 	HistoryAuto HistoryMode = "auto"
 	// HistoryUpstream maps our response id to the model server's id of
 	// the response's last round.
@@ -153,6 +153,9 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		}
 		if i.useUpstream(*prev) {
 			edits = append(edits, set("previous_response_id", jsonString(prev.UpstreamID)))
+			for _, m := range prev.Pending {
+				prefix = append(prefix, string(m))
+			}
 		} else {
 			items, err := i.expand(ctx, owner, *prev)
 			if err != nil {

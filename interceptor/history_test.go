@@ -414,3 +414,37 @@ func TestConversationParameter(t *testing.T) {
 	}})
 	convPost(t, ic, bob, "bob", ciRequest(conv+`,"input":"hi"`))
 }
+
+// TestContinueOwesTheModelItsOutputs: a response whose last round's call
+// was answered to the client alone (max_tool_calls: 0 kept it from
+// running) leaves the model server's chain at an unanswered
+// function_call; continuing through that chain sends the owed output
+// first, or the model server would refuse it ("No tool output found").
+func TestContinueOwesTheModelItsOutputs(t *testing.T) {
+	ic, rs := newConvInterceptor(t, nil)
+	var up *scriptedUpstream
+	up = newScriptedUpstream(t,
+		step{items: []string{fcItem("call_t1", turn1Code)}, store: true},
+		step{items: []string{msgItem("ok")}, store: true, check: func(t *testing.T, req gjson.Result) {
+			if got := req.Get("previous_response_id").Str; got != up.ids[0] {
+				t.Errorf("previous_response_id %q, want the model's %q", got, up.ids[0])
+			}
+			in := req.Get("input").Array()
+			if len(in) != 2 || in[0].Get("type").Str != "function_call_output" || in[0].Get("call_id").Str != "call_t1" ||
+				!strings.Contains(in[0].Get("output").Str, "not run") || in[1].Get("content").Str != turn2Ask {
+				t.Errorf("turn 2's input: %s, want the owed output, then the question", req.Get("input").Raw)
+			}
+		}},
+	)
+	st, r1 := convPost(t, ic, up, "alice", ciRequest(`,"input":"What is 6 times 7?","max_tool_calls":0`))
+	if st != 200 {
+		t.Fatalf("turn 1: %d %s", st, r1.Raw)
+	}
+	rec, err := rs.GetResponse(context.Background(), "alice", r1.Get("id").Str)
+	if err != nil || len(rec.Pending) != 1 || !rec.UpstreamStored {
+		t.Fatalf("stored: pending %d, upstream stored %v (%v)", len(rec.Pending), rec.UpstreamStored, err)
+	}
+	if st, r2 := convPost(t, ic, up, "alice", ciRequest(`,"previous_response_id":"`+r1.Get("id").Str+`","input":"`+turn2Ask+`"`)); st != 200 {
+		t.Fatalf("turn 2: %d %s", st, r2.Raw)
+	}
+}

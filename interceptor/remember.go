@@ -45,11 +45,14 @@ func (l *loop) remember(ctx context.Context, rounds []*round) {
 		ModelInput:  rawItems(arrayElems(x.req.input)[x.hist.expanded:]),
 		Items:       items,
 	}
-	// The model server can continue its last round only when it kept it
-	// and owes it nothing: a round whose calls were answered to the client
-	// alone (a limit stopped the loop, or the turn also called the
-	// client's tools) ends its chain at an unanswered function_call.
-	rec.UpstreamStored = last.stored && len(last.calls) == 0
+	// A last round with calls of ours was answered to the client alone (a
+	// limit stopped the loop, or the turn also called the client's tools):
+	// the model server's chain ends at unanswered function_calls, so a
+	// continuation through it sends their outputs first.
+	rec.UpstreamStored = last.stored
+	if len(last.calls) > 0 {
+		rec.Pending = rawItems(functionOutputs(last, x.req.includeOutputs))
+	}
 	if p := x.hist.prev; p != nil {
 		rec.Previous = p.ID
 		rec.History = append(append([]string(nil), p.History...), p.ID)

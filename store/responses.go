@@ -31,6 +31,11 @@ type Response struct {
 	// continuation can name it as its previous_response_id there).
 	UpstreamID     string `json:"upstream_id,omitempty"`
 	UpstreamStored bool   `json:"upstream_stored,omitempty"`
+	// Pending are the function_call_output items the model server's last
+	// round is owed: its calls were answered to the client only (the turn
+	// also called the client's tools, or a limit ended the loop). A
+	// continuation through UpstreamID sends them first.
+	Pending []json.RawMessage `json:"pending,omitempty"`
 	// ContainerID is the container the response's code ran in, if any.
 	ContainerID string `json:"container_id,omitempty"`
 
@@ -72,6 +77,9 @@ func (r Response) Size() int64 {
 		n += int64(len(s))
 	}
 	for _, s := range r.ModelInput {
+		n += int64(len(s))
+	}
+	for _, s := range r.Pending {
 		n += int64(len(s))
 	}
 	for _, it := range r.Items {

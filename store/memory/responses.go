@@ -276,6 +276,7 @@ func cloneResponse(r store.Response) store.Response {
 	r.Object = slices.Clone(r.Object)
 	r.Input = cloneRaws(r.Input)
 	r.ModelInput = cloneRaws(r.ModelInput)
+	r.Pending = cloneRaws(r.Pending)
 	if r.Items != nil {
 		items := make([]store.ResponseItem, len(r.Items))
 		for i, it := range r.Items {

@@ -166,6 +166,7 @@ type record struct {
 	Object         []byte       `json:"object"`
 	Input          [][]byte     `json:"input"`
 	ModelInput     [][]byte     `json:"model_input"`
+	Pending        [][]byte     `json:"pending,omitempty"`
 	Items          []recordItem `json:"items"`
 }
 
@@ -180,6 +181,7 @@ func encodeResponse(r store.Response) ([]byte, error) {
 		ID: r.ID, Owner: r.Owner, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		Previous: r.Previous, History: r.History, UpstreamID: r.UpstreamID, UpstreamStored: r.UpstreamStored,
 		ContainerID: r.ContainerID, Object: r.Object, Input: toBytes(r.Input), ModelInput: toBytes(r.ModelInput),
+		Pending: toBytes(r.Pending),
 	}
 	if r.Items != nil {
 		rec.Items = make([]recordItem, len(r.Items))
@@ -203,6 +205,7 @@ func decodeResponse(b []byte) (store.Response, error) {
 		ID: rec.ID, Owner: rec.Owner, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
 		Previous: rec.Previous, History: rec.History, UpstreamID: rec.UpstreamID, UpstreamStored: rec.UpstreamStored,
 		ContainerID: rec.ContainerID, Object: rec.Object, Input: toRaw(rec.Input), ModelInput: toRaw(rec.ModelInput),
+		Pending: toRaw(rec.Pending),
 	}
 	if rec.Items != nil {
 		r.Items = make([]store.ResponseItem, len(rec.Items))

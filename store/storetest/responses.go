@@ -135,6 +135,9 @@ func diffResponse(got, want store.Response) string {
 		if len(r.ModelInput) == 0 {
 			r.ModelInput = nil
 		}
+		if len(r.Pending) == 0 {
+			r.Pending = nil
+		}
 		if len(r.Items) == 0 {
 			r.Items = nil
 		}
@@ -196,7 +199,7 @@ func deepCopy(r store.Response) store.Response {
 		}
 		return out
 	}
-	r.Input, r.ModelInput = raws(r.Input), raws(r.ModelInput)
+	r.Input, r.ModelInput, r.Pending = raws(r.Input), raws(r.ModelInput), raws(r.Pending)
 	var items []store.ResponseItem
 	for _, it := range r.Items {
 		items = append(items, store.ResponseItem{ID: it.ID, Model: raws(it.Model)})
@@ -230,6 +233,7 @@ func testResponseRoundTrip(t *testing.T, f ResponsesFactory) {
 			json.RawMessage(`"a string item"`),
 		},
 		ModelInput: []json.RawMessage{json.RawMessage(`{"role":"user",   "content":"\u003c&\u003e"}`)},
+		Pending:    []json.RawMessage{json.RawMessage(`{"type":"function_call_output", "call_id":"call_9","output":"<owed>"}`)},
 		Items: []store.ResponseItem{
 			{ID: "ci_1", Model: []json.RawMessage{
 				json.RawMessage(`{"type":"function_call", "call_id":"call_1"}`),
