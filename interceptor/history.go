@@ -81,21 +81,32 @@ type history struct {
 // server's: its answer is ours to make, and to keep.
 func (h *history) ours() bool { return h.prev != nil || h.conv != "" }
 
-// historyMarkers are in every request resolveHistory may change; their
-// absence keeps the pass-through path free of parsing. Each starts with a
-// rare byte, as fastMarker does.
-// fastMarker (the tool) is one too: an item_reference may come without
-// its type (openai-go sends {"id": …}), which no marker shows.
-var historyMarkers = [][]byte{[]byte(`_response_id"`), []byte(`_reference"`), fastMarker, []byte(`"conversation"`), escapeMarker}
-
+// mayUseHistory is a quick test that body may use history of ours; its
+// absence keeps the pass-through path free of parsing. One scan for '_' (a
+// rare byte, as for fastMarker) finds "_response_id", "_reference" and the
+// tool's "_interpreter" — the tool, because an item_reference may come
+// without its type (openai-go sends {"id": …}), which no marker shows —
+// and one more finds the conversation parameter. A key spelled with
+// escapes is missed: such a request reaches the model server as it is.
 func mayUseHistory(body []byte) bool {
-	for _, m := range historyMarkers {
-		if bytes.Contains(body, m) {
+	for b := body; ; b = b[1:] {
+		i := bytes.IndexByte(b, '_')
+		if i < 0 {
+			break
+		}
+		b = b[i:]
+		if bytes.HasPrefix(b, fastMarker) || bytes.HasPrefix(b, prevMarker) || bytes.HasPrefix(b, refMarker) {
 			return true
 		}
 	}
-	return false
+	return bytes.Contains(body, convMarker)
 }
+
+var (
+	prevMarker = []byte(`_response_id"`)
+	refMarker  = []byte(`_reference"`)
+	convMarker = []byte(`versation"`)
+)
 
 // resolveHistory rewrites body against the owner's stored responses and
 // conversations. It returns body unchanged (h.changed false) when nothing

@@ -48,6 +48,8 @@ var ratios = []struct{ label, num, den, unit string }{
 	{"sympy session: python.wasm cold start importing sympy (baseline) ÷ restored session with sympy imported (median)", "SympyImportColdStart", "SympySession/import-sympy", "ms-p50"},
 	{"warm print(25) in a container, no files (mirror + collect) ÷ in a bare session (baseline)", "WarmRun/container-0files", "WarmRun/session", "ns/op"},
 	{"warm print(25) in a container with 50 files ÷ in a bare session (baseline)", "WarmRun/container-50files", "WarmRun/session", "ns/op"},
+	{"request handling: turn 21 of a 20-turn conversation, expanded from the store ÷ turn 1 (baseline)", "History/turn21-expand", "History/turn1", "ns/op"},
+	{"request handling: turn 21 mapped to the model server's id ÷ turn 1 (baseline)", "History/turn21-upstream", "History/turn1", "ns/op"},
 }
 
 // targets are the project's stated goals, checked against this run.
@@ -64,6 +66,7 @@ var targets = []struct {
 	{label: "worker peak RSS, ≤ 80 MiB", bench: "WorkerPeakRSS", unit: "MiB-peak-rss", max: 80},
 	{label: "rewrite of a 1 MiB request, ≤ 5 ms", bench: "RewriteRequest/1024KiB", unit: "ns/op", max: 5e6},
 	{label: "pass-through detection, 100 KiB, ≤ 50 µs", bench: "PassThrough/100KiB", unit: "ns/op", max: 50e3},
+	{label: "turn 21 of a 20-turn conversation with history: expand (in-process store), ≤ 2 ms", bench: "History/turn21-expand", unit: "ns/op", max: 2e6},
 	{label: "filter on a pass-through request, median added, ≤ 0.3 ms", bench: "PassThroughOverhead", unit: "added-median-µs", max: 300},
 	{label: "code interpreter overhead for print(25), median, ≤ 10 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 10e3},
 	{label: "gVisor warm print(25), median, ≤ 3 ms", bench: "GVisorWarmPrint25", unit: "ms-p50", max: 3},
