@@ -91,7 +91,8 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, owner s
 }
 
 // updateConversation is POST /v1/conversations/{id}: {"metadata": …},
-// required (null clears it). The new metadata replaces the old.
+// required (null clears it). The new metadata replaces the old; a
+// conversation that does not exist (or was just deleted) is a 404.
 func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
 	m, e := readJSONObject(w, r)
 	if e != nil {
@@ -114,14 +115,11 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owne
 		writeError(w, e)
 		return
 	}
-	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+	// One atomic store call: a delete landing meanwhile leaves the
+	// conversation deleted (404), never re-created empty.
+	c, err := s.cfg.Conversations.UpdateConversation(r.Context(), owner, ids[0], md)
 	if err != nil {
 		s.conversationError(w, r, err, ids[0])
-		return
-	}
-	c.Metadata = md
-	if err := s.cfg.Conversations.PutConversation(r.Context(), c, nil); err != nil {
-		s.conversationError(w, r, err, c.ID)
 		return
 	}
 	writeJSON(w, http.StatusOK, conversationOf(c))

@@ -3,7 +3,12 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
+
+// ErrExists is PutConversation's error for a conversation id the owner
+// has already (errors.Is): a create never overwrites.
+var ErrExists = errors.New("store: already exists")
 
 // Conversation is one conversation of OpenAI's Conversations API: a
 // durable list of items that responses made with "conversation": id read
@@ -35,11 +40,19 @@ type ConversationItem struct {
 // conversation, or a deleted one, does not exist (ErrNotFound). Items are
 // kept in the order they were appended.
 type Conversations interface {
-	// PutConversation creates a conversation with its first items, or
-	// replaces its metadata when it exists (items are then ignored).
+	// PutConversation creates a conversation with its first items. It
+	// only creates: an id the owner has a conversation of already is
+	// ErrExists, and that conversation — its metadata and items — stays
+	// as it was (so nothing re-creates or overwrites one by accident).
 	PutConversation(ctx context.Context, c Conversation, items []ConversationItem) error
 	// GetConversation returns a conversation.
 	GetConversation(ctx context.Context, owner, id string) (Conversation, error)
+	// UpdateConversation replaces the metadata of an existing
+	// conversation (nil clears it) and returns the conversation as it is
+	// now; its CreatedAt and items stay. A conversation that does not
+	// exist is ErrNotFound, and none is created: an update racing a
+	// delete never brings the conversation back.
+	UpdateConversation(ctx context.Context, owner, id string, metadata json.RawMessage) (Conversation, error)
 	// DeleteConversation removes a conversation and its items.
 	DeleteConversation(ctx context.Context, owner, id string) error
 	// AppendItems appends items to a conversation, all or none. Past

@@ -2,7 +2,7 @@ package memory
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/internal/storeutil"
 )
 
 // Conversations is the in-process store.Conversations, the default beside
@@ -62,56 +63,31 @@ func NewConversations(l store.ConversationLimits, now func() time.Time) *Convers
 	return &Conversations{limits: l, now: now, owners: map[string]map[string]*conversation{}}
 }
 
-// checkNew validates what PutConversation stores: an owner, an id a store
-// can hold, and items with such ids.
-func checkNew(c store.Conversation, items []store.ConversationItem) error {
-	switch {
-	case c.Owner == "":
-		return errors.New("store: conversation without an owner")
-	case !store.ValidID(c.ID):
-		return fmt.Errorf("store: invalid conversation id %q", c.ID)
-	}
-	return checkItemIDs(c.ID, items)
-}
-
-// checkItemIDs refuses items whose ids a store could not look up again.
-func checkItemIDs(id string, items []store.ConversationItem) error {
-	for _, it := range items {
-		if !store.ValidID(it.ID) {
-			return fmt.Errorf("store: conversation %s: invalid item id %q", id, it.ID)
-		}
-	}
-	return nil
-}
-
-// PutConversation implements store.Conversations. A new conversation's
-// first items are checked as an append to an empty conversation would be
-// (DuplicateItemError for an id repeated among them, QuotaError for
-// ConversationLimits.Items and Bytes), and past the owner's
-// ConversationLimits.Conversations it is a QuotaError; then nothing is
-// stored. An existing conversation gets c's Metadata and nothing else: its
-// CreatedAt and items stay, and items are ignored (though their ids must
-// still be valid ones).
+// PutConversation implements store.Conversations: it only creates. An id
+// the owner has already is store.ErrExists whatever else (its
+// conversation is not looked at further, nor changed). A new
+// conversation's first items are checked as an append to an empty
+// conversation would be (DuplicateItemError for an id repeated among
+// them, QuotaError for ConversationLimits.Items and Bytes), and past the
+// owner's ConversationLimits.Conversations it is a QuotaError; then
+// nothing is stored.
 func (s *Conversations) PutConversation(ctx context.Context, c store.Conversation, items []store.ConversationItem) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkNew(c, items); err != nil {
+	if err := storeutil.CheckConversation(c, items); err != nil {
 		return err
 	}
 	if c.CreatedAt == 0 {
 		c.CreatedAt = s.now().Unix()
 	}
 	c.Metadata = slices.Clone(c.Metadata)
-	stored := cloneConvItems(items) // outside the lock; wasted only on an update
+	stored := cloneConvItems(items) // outside the lock; wasted only on a refusal
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	convs := s.owners[c.Owner]
-	if old := convs[c.ID]; old != nil {
-		meta := old.c
-		meta.Metadata = c.Metadata
-		old.c = meta
-		return nil
+	if convs[c.ID] != nil {
+		return fmt.Errorf("conversation %s: %w", c.ID, store.ErrExists)
 	}
 	if s.limits.Conversations > 0 && len(convs) >= s.limits.Conversations {
 		return &store.QuotaError{Limit: store.LimitConversations, Max: int64(s.limits.Conversations)}
@@ -188,6 +164,29 @@ func (s *Conversations) GetConversation(ctx context.Context, owner, id string) (
 	return c, nil
 }
 
+// UpdateConversation implements store.Conversations: the metadata is
+// replaced under the lock, on the conversation found there, so an update
+// after (or racing) a delete finds nothing and creates nothing.
+func (s *Conversations) UpdateConversation(ctx context.Context, owner, id string, metadata json.RawMessage) (store.Conversation, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Conversation{}, err
+	}
+	md := slices.Clone(metadata) // outside the lock
+	s.mu.Lock()
+	cv := s.lookup(owner, id)
+	var c store.Conversation
+	if cv != nil {
+		cv.c.Metadata = md // replaced, not changed in place: readers' copies stay valid
+		c = cv.c
+	}
+	s.mu.Unlock()
+	if cv == nil {
+		return store.Conversation{}, convNotFound(id)
+	}
+	c.Metadata = slices.Clone(c.Metadata)
+	return c, nil
+}
+
 // DeleteConversation implements store.Conversations; the owner's
 // conversation count goes down with it.
 func (s *Conversations) DeleteConversation(ctx context.Context, owner, id string) error {
@@ -213,7 +212,7 @@ func (s *Conversations) AppendItems(ctx context.Context, owner, id string, items
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkItemIDs(id, items); err != nil {
+	if err := storeutil.CheckItemIDs(id, items); err != nil {
 		return err
 	}
 	stored := cloneConvItems(items)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/internal/storeutil"
 )
 
 // Conversations is the Redis store.Conversations, for several replicas:
@@ -37,12 +39,15 @@ import (
 //
 // Every write is one Lua script that checks and writes atomically on the
 // Redis server, so two replicas cannot both squeeze past a bound or both
-// append one item id: create (with the first items and the owner's
-// conversation count), append (duplicates, Items and Bytes, all or none),
-// delete an item (its bytes freed) and delete a conversation. Create and
-// append are refused as a whole at maxmemory (a *store.QuotaError for
-// store.LimitStoreMemory); the deletes are allowed then, so a full Redis
-// can still be emptied. Reads are one no-writes script each — a ZRANGE of
+// append one item id: create (only if the conversation does not exist,
+// with the first items and the owner's conversation count), update the
+// metadata (only if it does exist, so an update racing a delete never
+// re-creates it), append (duplicates, Items and Bytes, all or none),
+// delete an item (its bytes freed) and delete a conversation. What can
+// grow memory — create, append, and an update that writes metadata — is
+// refused as a whole at maxmemory (a *store.QuotaError for
+// store.LimitStoreMemory); the deletes, and an update that clears the
+// metadata, are allowed then, so a full Redis can still be emptied. Reads are one no-writes script each — a ZRANGE of
 // the order and an HMGET of the items, one consistent view that also
 // runs at maxmemory — except GetConversation and GetItem, which are a
 // single command.
@@ -54,6 +59,9 @@ type Conversations struct {
 	now    func() time.Time
 
 	create, appendItems, deleteItem, deleteConv, read *goredis.Script
+	// update writes metadata (refused at maxmemory); clear removes it
+	// (allowed then): one script body, two flags.
+	update, clear *goredis.Script
 }
 
 var _ store.Conversations = (*Conversations)(nil)
@@ -90,6 +98,8 @@ func NewConversationsClient(ctx context.Context, rdb goredis.UniversalClient, l 
 		appendItems: goredis.NewScript("#!lua\n" + convPrelude + appendItemsScript),
 		deleteItem:  goredis.NewScript("#!lua flags=allow-oom\n" + convPrelude + deleteItemScript),
 		deleteConv:  goredis.NewScript("#!lua flags=allow-oom\n" + convPrelude + deleteConversationScript),
+		update:      goredis.NewScript("#!lua\n" + convPrelude + updateConversationScript),
+		clear:       goredis.NewScript("#!lua flags=allow-oom\n" + convPrelude + updateConversationScript),
 		read:        goredis.NewScript("#!lua flags=no-writes\n" + convPrelude + readItemsScript),
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -152,17 +162,14 @@ local function put(first, n, seq)
 end
 `
 
-// createConversationScript creates a conversation, or replaces its
-// metadata when it exists: ARGV[2] = the record, [3] = the metadata,
-// [4] = "1" when there is metadata ("0": null), [5] = max items,
-// [6] = max bytes, [7] = max conversations of the owner, [8] = the
-// number of first items, [9…] their triples. The answer is {'created'},
-// {'updated'}, a quota or a duplicate reply.
+// createConversationScript creates a conversation that does not exist:
+// ARGV[2] = the record, [3] = the metadata, [4] = "1" when there is
+// metadata ("0": null), [5] = max items, [6] = max bytes, [7] = max
+// conversations of the owner, [8] = the number of first items, [9…]
+// their triples. The answer is {'created'}, {'exists'} (nothing changed),
+// a quota or a duplicate reply.
 const createConversationScript = `
-if redis.call('EXISTS', ck) == 1 then
-  if ARGV[4] == '1' then redis.call('HSET', ck, 'md', ARGV[3]) else redis.call('HDEL', ck, 'md') end
-  return {'updated'}
-end
+if redis.call('EXISTS', ck) == 1 then return {'exists'} end
 local maxc = tonumber(ARGV[7])
 if maxc > 0 and redis.call('SISMEMBER', sk, id) == 0 and redis.call('SCARD', sk) >= maxc then
   -- At the bound: entries whose conversation is gone (a key an evicting
@@ -184,6 +191,22 @@ redis.call('HSET', ck, 'rec', ARGV[2], 'seq', int(seq), 'bytes', int(bytes))
 if ARGV[4] == '1' then redis.call('HSET', ck, 'md', ARGV[3]) end
 redis.call('SADD', sk, id)
 return {'created'}
+`
+
+// updateConversationScript replaces the metadata of a conversation that
+// exists — its conv: hash with a record of this id and owner —, and
+// creates nothing: ARGV[2] = the owner, [3] = the metadata, [4] = "1"
+// when there is metadata ("0": null, the md field removed). The answer is
+// {'ok', record} or {'notfound'}.
+const updateConversationScript = `
+local rec = redis.call('HGET', ck, 'rec')
+if not rec then return {'notfound'} end
+local good, r = pcall(cjson.decode, rec)
+if not good or type(r) ~= 'table' or r.id ~= id or r.owner ~= ARGV[2] then
+  return {'notfound'} -- not what this key should hold (as GetConversation)
+end
+if ARGV[4] == '1' then redis.call('HSET', ck, 'md', ARGV[3]) else redis.call('HDEL', ck, 'md') end
+return {'ok', rec}
 `
 
 // appendItemsScript appends items, all or none: ARGV[2] = max items,
@@ -299,13 +322,14 @@ func decodeItem(v string) (store.ConversationItem, error) {
 	return store.ConversationItem{ID: r.ID, Item: r.Item, Model: toRaw(r.Model)}, nil
 }
 
-// itemArgs are the scripts' triples for items: id, Size, record.
+// itemArgs are the scripts' triples for items: id, Size, record; an item
+// id a store cannot hold is refused (storeutil.CheckItemIDs).
 func itemArgs(cid string, items []store.ConversationItem) ([]any, error) {
+	if err := storeutil.CheckItemIDs(cid, items); err != nil {
+		return nil, err
+	}
 	args := make([]any, 0, 3*len(items))
 	for _, it := range items {
-		if !store.ValidID(it.ID) {
-			return nil, fmt.Errorf("store: conversation %s: invalid item id %q", cid, it.ID)
-		}
 		v, err := encodeItem(it)
 		if err != nil {
 			return nil, err
@@ -335,17 +359,14 @@ func (s *Conversations) run(ctx context.Context, sc *goredis.Script, owner, id s
 	return res, nil
 }
 
-// PutConversation implements store.Conversations. A new conversation's
-// first items are checked as an append to an empty conversation would be,
-// and against the owner's ConversationLimits.Conversations; an existing
-// one gets c's Metadata and nothing else (items are ignored, though their
-// ids must still be valid ones).
+// PutConversation implements store.Conversations in one script that only
+// creates: an id the owner has already is store.ErrExists, and nothing
+// changes. A new conversation's first items are checked as an append to
+// an empty conversation would be, and against the owner's
+// ConversationLimits.Conversations.
 func (s *Conversations) PutConversation(ctx context.Context, c store.Conversation, items []store.ConversationItem) error {
-	switch {
-	case c.Owner == "":
-		return errors.New("store: conversation without an owner")
-	case !store.ValidID(c.ID):
-		return fmt.Errorf("store: invalid conversation id %q", c.ID)
+	if err := storeutil.CheckConversation(c, items); err != nil {
+		return err
 	}
 	args, err := itemArgs(c.ID, items)
 	if err != nil {
@@ -368,10 +389,46 @@ func (s *Conversations) PutConversation(ctx context.Context, c store.Conversatio
 	if err != nil {
 		return err
 	}
-	if res[0] != "created" && res[0] != "updated" {
-		return fmt.Errorf("store/redis: conversation %s: unexpected script reply %q", c.ID, res[0])
+	switch res[0] {
+	case "created":
+		return nil
+	case "exists":
+		return fmt.Errorf("conversation %s: %w", c.ID, store.ErrExists)
 	}
-	return nil
+	return fmt.Errorf("store/redis: conversation %s: unexpected script reply %q", c.ID, res[0])
+}
+
+// UpdateConversation implements store.Conversations in one script that
+// writes only to a conversation that exists. Writing metadata is refused
+// at maxmemory (a *store.QuotaError for store.LimitStoreMemory); clearing
+// it is allowed then.
+func (s *Conversations) UpdateConversation(ctx context.Context, owner, id string, metadata json.RawMessage) (store.Conversation, error) {
+	if !store.ValidID(id) {
+		return store.Conversation{}, convNotFound(id)
+	}
+	sc, hasMeta := s.clear, "0"
+	if metadata != nil {
+		sc, hasMeta = s.update, "1"
+	}
+	res, err := s.run(ctx, sc, owner, id, owner, []byte(metadata), hasMeta)
+	if err != nil {
+		return store.Conversation{}, err
+	}
+	switch {
+	case res[0] == "notfound":
+		return store.Conversation{}, convNotFound(id)
+	case res[0] != "ok" || len(res) != 2:
+		return store.Conversation{}, fmt.Errorf("store/redis: conversation %s: unexpected script reply %q", id, res)
+	}
+	var r convRecord
+	if err := json.Unmarshal([]byte(res[1]), &r); err != nil {
+		return store.Conversation{}, fmt.Errorf("store/redis: conversation record: %w", err)
+	}
+	c := store.Conversation{ID: r.ID, Owner: r.Owner, CreatedAt: r.CreatedAt}
+	if metadata != nil {
+		c.Metadata = slices.Clone(metadata)
+	}
+	return c, nil
 }
 
 // GetConversation implements store.Conversations with one HMGET.

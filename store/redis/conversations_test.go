@@ -119,6 +119,21 @@ func TestConversationsKeys(t *testing.T) {
 		}
 	}
 	wantBytes(items[0].Size() + items[1].Size())
+	// An update writes the md field of conv: and nothing else; clearing
+	// removes it.
+	if _, err := s.UpdateConversation(ctx, "o_k", "conv_1", json.RawMessage(`{"k":"v"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if md := rdb.HGet(ctx, kp+"conv:conv_1", "md").Val(); md != `{"k":"v"}` {
+		t.Errorf("md after an update: %q", md)
+	}
+	if _, err := s.UpdateConversation(ctx, "o_k", "conv_1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.HExists(ctx, kp+"conv:conv_1", "md").Val(); n {
+		t.Error("md still there after clearing the metadata")
+	}
+	wantKeys(t, keys(t, rdb, "*"), kp, "conv:conv_1", "convorder:conv_1", "convitems:conv_1", "convs")
 	if order := rdb.ZRange(ctx, kp+"convorder:conv_1", 0, -1).Val(); !slices.Equal(order, []string{"msg_a", "msg_b"}) {
 		t.Errorf("convorder: %q", order)
 	}
@@ -185,10 +200,20 @@ func TestConversationsStaleKeys(t *testing.T) {
 		t.Errorf("a second live conversation past a bound of one: %v", err)
 	}
 	// A record that is not this owner's (a key written by hand) is not
-	// found.
+	// found, and an update does not write to it.
 	rdb.HSet(ctx, kp+"conv:conv_other", "rec", `{"id":"conv_other","owner":"o_x","created_at":1}`)
 	if _, err := s.GetConversation(ctx, "o_s", "conv_other"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetConversation of another owner's record: %v", err)
+	}
+	if _, err := s.UpdateConversation(ctx, "o_s", "conv_other", json.RawMessage(`{}`)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateConversation of another owner's record: %v", err)
+	}
+	rdb.HSet(ctx, kp+"conv:conv_junk", "rec", `not json`)
+	if _, err := s.UpdateConversation(ctx, "o_s", "conv_junk", json.RawMessage(`{}`)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateConversation of a record that is not JSON: %v", err)
+	}
+	if rdb.HExists(ctx, kp+"conv:conv_other", "md").Val() || rdb.HExists(ctx, kp+"conv:conv_junk", "md").Val() {
+		t.Error("an update wrote metadata to a record not its conversation's")
 	}
 }
 
@@ -206,7 +231,7 @@ func TestConversationsTwoReplicas(t *testing.T) {
 	mustCreate(t, a, "o_x", "conv_1", testItems("msg_a1")...)
 	mustAppend(t, b, "o_x", "conv_1", testItems("msg_b1")...)
 	wantConvItems(t, a, "o_x", "conv_1", "msg_a1", "msg_b1")
-	if err := b.PutConversation(ctx, store.Conversation{ID: "conv_1", Owner: "o_x", Metadata: json.RawMessage(`{"by":"b"}`)}, nil); err != nil {
+	if _, err := b.UpdateConversation(ctx, "o_x", "conv_1", json.RawMessage(`{"by":"b"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := a.GetConversation(ctx, "o_x", "conv_1"); err != nil || string(c.Metadata) != `{"by":"b"}` {
@@ -356,13 +381,16 @@ func TestConversationsClient(t *testing.T) {
 // TestConversationsRedisFull runs Redis with a small maxmemory and
 // noeviction: an append ends with a QuotaError that says Redis is full,
 // what was accepted is whole, nothing of the refused batch is there, a
-// new conversation is refused too; reads still work, and deleting works
-// and makes room.
+// new conversation and an update that writes metadata are refused too;
+// reads still work, clearing the metadata works, and deleting works and
+// makes room.
 func TestConversationsRedisFull(t *testing.T) {
 	ctx := context.Background()
 	url := redistest.Start(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	s := newConversations(t, url, store.ConversationLimits{})
-	mustCreate(t, s, "o_full", "conv_full")
+	if err := s.PutConversation(ctx, store.Conversation{ID: "conv_full", Owner: "o_full", Metadata: json.RawMessage(`{"v":"1"}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
 	big := func(i int) []store.ConversationItem {
 		it := store.ConversationItem{
 			ID:   fmt.Sprintf("msg_%d", i),
@@ -411,6 +439,19 @@ func TestConversationsRedisFull(t *testing.T) {
 	}
 	if _, err := s.GetConversation(ctx, "o_full", "conv_new"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the refused conversation: %v", err)
+	}
+	_, err = s.UpdateConversation(ctx, "o_full", "conv_full", json.RawMessage(`{"v":"2"}`))
+	if !errors.As(err, &q) || q.Limit != store.LimitStoreMemory {
+		t.Errorf("an update writing metadata on a full Redis: %v", err)
+	}
+	if c, err := s.GetConversation(ctx, "o_full", "conv_full"); err != nil || string(c.Metadata) != `{"v":"1"}` {
+		t.Errorf("after the refused update: metadata %q, %v", c.Metadata, err)
+	}
+	if c, err := s.UpdateConversation(ctx, "o_full", "conv_full", nil); err != nil || c.Metadata != nil {
+		t.Errorf("clearing the metadata on a full Redis: %q, %v", c.Metadata, err)
+	}
+	if _, err := s.UpdateConversation(ctx, "o_full", "conv_gone", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("clearing the metadata of no conversation on a full Redis: %v", err)
 	}
 	for _, id := range stored[:len(stored)/2] {
 		if err := s.DeleteItem(ctx, "o_full", "conv_full", id); err != nil {

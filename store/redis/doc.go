@@ -27,7 +27,13 @@
 //
 // Stored responses (Responses, a store.Responses) keep their own keys
 // under the same owner prefix — resp:, respidx:, respitem: — laid out in
-// Responses' doc.
+// Responses' doc. Conversations (Conversations, a store.Conversations)
+// too, laid out in Conversations' doc; none of their keys has a TTL:
+//
+//	conv:<id>       hash  rec (id, owner, created_at), md (metadata), seq, bytes
+//	convorder:<id>  zset  item id → sequence number (the append order)
+//	convitems:<id>  hash  item id → "<Size>:<item record>"
+//	convs           set   the owner's conversation ids (the count bound)
 //
 // # Expiry and quotas
 //

@@ -39,9 +39,10 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Option configures New and NewClient, and NewResponses and
-// NewResponsesClient: one set of options for both stores, which may share
-// one Redis.
+// Option configures New and NewClient, NewResponses and
+// NewResponsesClient, and NewConversations and NewConversationsClient: one
+// set of options for the three stores, which may share one Redis (under
+// one prefix their keys — c:, f:, resp:, conv: and the rest — stay apart).
 type Option func(*options)
 
 // options are what Options set.

@@ -34,6 +34,8 @@ func RunConversations(t *testing.T, newStore ConversationsFactory) {
 		{"RoundTrip", testConvRoundTrip},
 		{"Copies", testConvCopies},
 		{"UpdateMetadata", testConvUpdate},
+		{"UpdateMissing", testConvUpdateMissing},
+		{"PutExisting", testConvPutExisting},
 		{"OwnerScoping", testConvOwners},
 		{"AppendOrder", testConvAppend},
 		{"ItemQuota", testConvItemQuota},
@@ -48,6 +50,7 @@ func RunConversations(t *testing.T, newStore ConversationsFactory) {
 		{"InvalidIDs", testConvInvalid},
 		{"ConcurrentAppends", testConvConcurrentAppends},
 		{"ConcurrentRaces", testConvConcurrentRaces},
+		{"DeleteUpdateRace", testConvDeleteUpdateRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore) })
@@ -343,9 +346,11 @@ func testConvCopies(t *testing.T, f ConversationsFactory) {
 	check("after changing what was got")
 }
 
-// testConvUpdate: putting an existing conversation again replaces its
-// metadata and nothing else — its created_at and items stay, and the
-// items given are ignored, even ones that could not be appended.
+// testConvUpdate: UpdateConversation replaces the metadata and nothing
+// else — it returns the conversation with the new metadata, byte for
+// byte, its id, owner and created_at as they were; the items stay; the
+// owner's conversation bound does not apply (an update is not a new
+// conversation); nil metadata clears it.
 func testConvUpdate(t *testing.T, f ConversationsFactory) {
 	l := noLimits()
 	l.Conversations = 1
@@ -356,31 +361,163 @@ func testConvUpdate(t *testing.T, f ConversationsFactory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At the owner's bound of one conversation, and with items that are
-	// past the item bound and duplicates: an update all the same.
-	upd := store.Conversation{ID: "conv_u", Owner: alice, CreatedAt: before.CreatedAt + 1000, Metadata: json.RawMessage(`{"v": "2"}`)}
-	if err := e.s.PutConversation(e.ctx, upd, convItems("msg_a", "msg_c", "msg_d")); err != nil {
+	wantConv := func(what string, got store.Conversation, md string) {
+		t.Helper()
+		if got.ID != "conv_u" || got.Owner != alice || got.CreatedAt != before.CreatedAt || string(got.Metadata) != md {
+			t.Errorf("%s: %+v (metadata %q); want conv_u of %s, created_at %d, metadata %q", what, got, got.Metadata, alice, before.CreatedAt, md)
+		}
+	}
+	// At the owner's bound of one conversation: an update all the same.
+	md := json.RawMessage(`{"v": "2", "s":"<&>"}`)
+	got, err := e.s.UpdateConversation(e.ctx, alice, "conv_u", md)
+	if err != nil {
 		t.Fatalf("an update: %v", err)
 	}
-	got, err := e.s.GetConversation(e.ctx, alice, "conv_u")
+	wantConv("UpdateConversation's answer", got, string(md))
+	md[0] = 'X' // the store kept its own copy
+	got.Metadata[0] = 'X'
+	got, err = e.s.GetConversation(e.ctx, alice, "conv_u")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.Metadata) != `{"v": "2"}` || got.CreatedAt != before.CreatedAt || got.ID != "conv_u" || got.Owner != alice {
-		t.Errorf("after the update: %+v (metadata %q); want metadata {\"v\": \"2\"}, created_at %d", got, got.Metadata, before.CreatedAt)
-	}
+	wantConv("after the update", got, `{"v": "2", "s":"<&>"}`)
 	e.wantItems(alice, "conv_u", "msg_a", "msg_b")
-	_, err = e.s.GetItem(e.ctx, alice, "conv_u", "msg_c")
-	wantErr(t, "GetItem of an item an update gave", err, store.ErrNotFound)
+	e.wantSameItems("Items after the update", e.items(alice, "conv_u"), convItems("msg_a", "msg_b"))
 
-	// null metadata clears it.
-	if err := e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_u", Owner: alice}, nil); err != nil {
+	// nil metadata clears it; the items stay, and still take appends.
+	got, err = e.s.UpdateConversation(e.ctx, alice, "conv_u", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.s.GetConversation(e.ctx, alice, "conv_u"); err != nil || len(got.Metadata) != 0 || got.CreatedAt != before.CreatedAt {
-		t.Errorf("after clearing the metadata: %+v (metadata %q), %v", got, got.Metadata, err)
+	if len(got.Metadata) != 0 {
+		t.Errorf("UpdateConversation(nil) answered metadata %q", got.Metadata)
 	}
+	wantConv("UpdateConversation(nil)'s answer", got, "")
+	got, err = e.s.GetConversation(e.ctx, alice, "conv_u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantConv("after clearing the metadata", got, "")
 	e.wantItems(alice, "conv_u", "msg_a", "msg_b")
+	if got, err := e.s.UpdateConversation(e.ctx, alice, "conv_u", json.RawMessage(`{"v":"3"}`)); err != nil || string(got.Metadata) != `{"v":"3"}` {
+		t.Errorf("an update after clearing: %q, %v", got.Metadata, err)
+	}
+	wantErr(t, "a create of the updated id", e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_u", Owner: alice}, nil), store.ErrExists)
+	e.wantItems(alice, "conv_u", "msg_a", "msg_b")
+}
+
+// testConvUpdateMissing: UpdateConversation of a conversation never made,
+// of a deleted one, of another owner's or of an id a store cannot hold is
+// ErrNotFound, and creates nothing — the conversation is not found
+// afterwards for any method, and its id may still be created.
+func testConvUpdateMissing(t *testing.T, f ConversationsFactory) {
+	l := noLimits()
+	l.Conversations = 2
+	e := newConvEnv(t, f, l)
+	md := json.RawMessage(`{"k":"v"}`)
+	update := func(what, owner, id string, md json.RawMessage) {
+		t.Helper()
+		_, err := e.s.UpdateConversation(e.ctx, owner, id, md)
+		wantErr(t, what, err, store.ErrNotFound)
+		e.wantGoneConv(owner, id)
+	}
+	update("UpdateConversation of one never made", alice, "conv_never", md)
+	update("UpdateConversation(nil) of one never made", alice, "conv_never", nil)
+
+	e.create(alice, "conv_del", `{"a":"b"}`, convItems("msg_1")...)
+	if err := e.s.DeleteConversation(e.ctx, alice, "conv_del"); err != nil {
+		t.Fatal(err)
+	}
+	update("UpdateConversation of a deleted one", alice, "conv_del", md)
+	update("UpdateConversation(nil) of a deleted one", alice, "conv_del", nil)
+	e.wantGoneConv(alice, "conv_del", "msg_1")
+
+	e.create(alice, "conv_alice", `{"owner":"alice"}`, convItems("msg_1")...)
+	update("bob's UpdateConversation of alice's", bob, "conv_alice", md)
+	update("bob's UpdateConversation(nil) of alice's", bob, "conv_alice", nil)
+	if got, err := e.s.GetConversation(e.ctx, alice, "conv_alice"); err != nil || string(got.Metadata) != `{"owner":"alice"}` {
+		t.Errorf("alice's conversation after bob's updates: %q, %v", got.Metadata, err)
+	}
+	e.wantItems(alice, "conv_alice", "msg_1")
+
+	for _, id := range []string{"", "conv a", "conv_{x}:y", "../conv"} {
+		update(fmt.Sprintf("UpdateConversation(%q)", id), alice, id, md)
+	}
+
+	// Nothing was created: alice's bound of two still has room for one,
+	// and the ids updated in vain are free.
+	e.create(alice, "conv_never", "")
+	if got, err := e.s.GetConversation(e.ctx, alice, "conv_never"); err != nil || len(got.Metadata) != 0 {
+		t.Errorf("a create of the id updated in vain: metadata %q, %v", got.Metadata, err)
+	}
+	e.wantItems(alice, "conv_never")
+	e.create(bob, "conv_alice", "")
+	e.wantItems(bob, "conv_alice")
+}
+
+// testConvPutExisting: PutConversation only creates — an id the owner
+// has a conversation of is ErrExists, and that conversation's
+// metadata, created_at and items stay as they were; so it is whatever
+// the first items or the owner's bound would say. Another owner's id is
+// no obstacle, and once deleted the id may be created again.
+func testConvPutExisting(t *testing.T, f ConversationsFactory) {
+	l := noLimits()
+	l.Conversations = 2
+	l.Items = 3
+	e := newConvEnv(t, f, l)
+	e.create(alice, "conv_x", `{"v":"1"}`, convItems("msg_a", "msg_b")...)
+	before, err := e.s.GetConversation(e.ctx, alice, "conv_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		got, err := e.s.GetConversation(e.ctx, alice, "conv_x")
+		if err != nil || string(got.Metadata) != `{"v":"1"}` || got.CreatedAt != before.CreatedAt {
+			t.Errorf("%s: %+v (metadata %q), %v; want it unchanged", what, got, got.Metadata, err)
+		}
+		e.wantSameItems(what, e.items(alice, "conv_x"), convItems("msg_a", "msg_b"))
+	}
+	puts := []struct {
+		what  string
+		c     store.Conversation
+		items []store.ConversationItem
+	}{
+		{"no metadata, no items", store.Conversation{ID: "conv_x", Owner: alice}, nil},
+		{"new metadata and created_at", store.Conversation{ID: "conv_x", Owner: alice, CreatedAt: before.CreatedAt + 1000, Metadata: json.RawMessage(`{"v":"2"}`)}, nil},
+		{"new items", store.Conversation{ID: "conv_x", Owner: alice, Metadata: json.RawMessage(`{"v":"2"}`)}, convItems("msg_c")},
+		{"items of the same ids", store.Conversation{ID: "conv_x", Owner: alice}, convItems("msg_a", "msg_b")},
+		{"items past the bound", store.Conversation{ID: "conv_x", Owner: alice}, convItems("msg_1", "msg_2", "msg_3", "msg_4")},
+	}
+	for _, p := range puts {
+		wantErr(t, "PutConversation of an existing id with "+p.what, e.s.PutConversation(e.ctx, p.c, p.items), store.ErrExists)
+		unchanged("after a PutConversation with " + p.what)
+	}
+	_, err = e.s.GetItem(e.ctx, alice, "conv_x", "msg_c")
+	wantErr(t, "GetItem of an item a refused create gave", err, store.ErrNotFound)
+
+	// At the owner's bound: ErrExists for an existing id, a quota for a
+	// new one.
+	e.create(alice, "conv_y", "")
+	wantErr(t, "PutConversation of an existing id at the bound", e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_x", Owner: alice}, nil), store.ErrExists)
+	wantQuota(t, "a new id at the bound", e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_z", Owner: alice}, nil), store.LimitConversations)
+	unchanged("at the bound")
+
+	// Bob's conversation of the same id is his own; it changes nothing of
+	// alice's, and he cannot create it twice either.
+	e.create(bob, "conv_x", `{"owner":"bob"}`, convItems("msg_c")...)
+	wantErr(t, "bob's second PutConversation", e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_x", Owner: bob}, nil), store.ErrExists)
+	unchanged("after bob's create")
+	e.wantItems(bob, "conv_x", "msg_c")
+
+	if err := e.s.DeleteConversation(e.ctx, alice, "conv_x"); err != nil {
+		t.Fatal(err)
+	}
+	e.create(alice, "conv_x", `{"v":"new"}`, convItems("msg_n")...)
+	e.wantItems(alice, "conv_x", "msg_n")
+	if got, err := e.s.GetConversation(e.ctx, alice, "conv_x"); err != nil || string(got.Metadata) != `{"v":"new"}` {
+		t.Errorf("the id created again after its delete: %q, %v", got.Metadata, err)
+	}
 }
 
 // testConvOwners: another owner's conversation does not exist for any
@@ -523,7 +660,8 @@ func testConvDuplicates(t *testing.T, f ConversationsFactory) {
 
 // testConvCount: ConversationLimits.Conversations bounds one owner's
 // conversations — a QuotaError at one past it, nothing created — not
-// another owner's; updates are not new ones, and a delete makes room.
+// another owner's; updates are not new ones, a create of an existing id
+// is not one either, and a delete makes room.
 func testConvCount(t *testing.T, f ConversationsFactory) {
 	l := noLimits()
 	l.Conversations = 2
@@ -539,7 +677,10 @@ func testConvCount(t *testing.T, f ConversationsFactory) {
 	e.wantGoneConv(alice, "conv_3", "msg_3")
 	e.create(bob, "conv_1", "")
 	e.create(bob, "conv_3", "")
-	e.create(alice, "conv_1", `{"updated":"yes"}`) // an update at the bound
+	if _, err := e.s.UpdateConversation(e.ctx, alice, "conv_1", json.RawMessage(`{"updated":"yes"}`)); err != nil {
+		t.Errorf("an update at the bound: %v", err)
+	}
+	wantErr(t, "a create of an existing id at the bound", e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_1", Owner: alice}, nil), store.ErrExists)
 	if err := e.s.DeleteConversation(e.ctx, alice, "conv_1"); err != nil {
 		t.Fatal(err)
 	}
@@ -963,4 +1104,76 @@ func testConvConcurrentRaces(t *testing.T, f ConversationsFactory) {
 	if ok.Load() != int64(l.Conversations-1) || quota.Load() != int64(racers-l.Conversations+1) {
 		t.Errorf("%d creates racing for %d places: %d created, %d refused", racers, l.Conversations-1, ok.Load(), quota.Load())
 	}
+}
+
+// testConvDeleteUpdateRace: rounds of a create, then a DeleteConversation
+// and an UpdateConversation racing. The delete always succeeds (the
+// conversation exists until it runs) and the update either lands before
+// it or finds nothing; either way the conversation is gone afterwards:
+// an update never re-creates one, empty or not. The id is created anew
+// each round, which an update that had brought it back would refuse
+// (ErrExists). Creates of one id racing each other give one conversation,
+// the others ErrExists.
+func testConvDeleteUpdateRace(t *testing.T, f ConversationsFactory) {
+	const rounds, racers = 40, 8
+	e := newConvEnv(t, f, store.DefaultConversationLimits())
+	var updated, missed int
+	for r := range rounds {
+		e.create(alice, "conv_race", `{"round":"0"}`, convItems("msg_1")...)
+		var delErr, updErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { delErr = e.s.DeleteConversation(e.ctx, alice, "conv_race") })
+		wg.Go(func() {
+			_, updErr = e.s.UpdateConversation(e.ctx, alice, "conv_race", json.RawMessage(fmt.Sprintf(`{"round":"%d"}`, r)))
+		})
+		wg.Wait()
+		switch {
+		case updErr == nil:
+			updated++
+		case errors.Is(updErr, store.ErrNotFound):
+			missed++
+		default:
+			t.Fatalf("round %d: UpdateConversation: %v", r, updErr)
+		}
+		_, getErr := e.s.GetConversation(e.ctx, alice, "conv_race")
+		switch {
+		case delErr != nil && !errors.Is(delErr, store.ErrNotFound):
+			t.Fatalf("round %d: DeleteConversation: %v", r, delErr)
+		case delErr == nil && getErr == nil:
+			t.Fatalf("round %d: the delete succeeded and the conversation exists (update: %v)", r, updErr)
+		case !errors.Is(getErr, store.ErrNotFound):
+			t.Fatalf("round %d: GetConversation after the race: %v", r, getErr)
+		}
+		e.wantGoneConv(alice, "conv_race", "msg_1")
+	}
+	t.Logf("%d rounds: the update landed before the delete %d times, found nothing %d times", rounds, updated, missed)
+
+	var created, exists atomic.Int64
+	var wg sync.WaitGroup
+	for r := range racers {
+		wg.Go(func() {
+			err := e.s.PutConversation(e.ctx, store.Conversation{ID: "conv_once", Owner: alice, Metadata: json.RawMessage(fmt.Sprintf(`{"by":"%d"}`, r))}, convItems(fmt.Sprintf("msg_%d", r)))
+			switch {
+			case err == nil:
+				created.Add(1)
+			case errors.Is(err, store.ErrExists):
+				exists.Add(1)
+			default:
+				t.Errorf("PutConversation: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 || exists.Load() != racers-1 {
+		t.Fatalf("%d creates of one id: %d created, %d ErrExists; want 1 and %d", racers, created.Load(), exists.Load(), racers-1)
+	}
+	got, err := e.s.GetConversation(e.ctx, alice, "conv_once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct{ By string }
+	if err := json.Unmarshal(got.Metadata, &md); err != nil || md.By == "" {
+		t.Fatalf("metadata %q: %v", got.Metadata, err)
+	}
+	e.wantItems(alice, "conv_once", "msg_"+md.By) // the winner's metadata with the winner's items
 }
