@@ -39,60 +39,50 @@ func newStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	return nil, fmt.Errorf("store.backend: %q is not one of memory, redis", c.Backend)
 }
 
-// responseStore is the response store of the process, with its Close.
-type responseStore interface {
-	store.Responses
-	Close() error
+// responseStore and conversationStore are the response and conversation
+// stores of the process.
+type (
+	responseStore interface {
+		store.Responses
+		Close() error
+	}
+	conversationStore interface {
+		store.Conversations
+		Close() error
+	}
+)
+
+// openBackend opens one of the process's stores in the store's backend:
+// Redis with store.backend redis (so every replica sees it), else in
+// process. A server that cannot reach Redis says so at start.
+func openBackend[S any](ctx context.Context, cfg *config.Config, inRedis func(ctx context.Context, url string) (S, error), inProcess func() S) (S, error) {
+	if cfg.Store.Backend != config.StoreRedis {
+		return inProcess(), nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := inRedis(cctx, cfg.Store.RedisURL)
+	if err != nil {
+		return s, fmt.Errorf("store.redis_url: %w", err)
+	}
+	return s, nil
 }
 
-// newResponses opens the response store in the store's backend: Redis
-// with store.backend redis (so every replica continues every response),
-// else in process.
+// newResponses opens the response store.
 func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error) {
-	limits := cfg.ResponseLimits()
-	if cfg.Store.Backend == config.StoreRedis {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		rs, err := redis.NewResponses(cctx, cfg.Store.RedisURL, limits, nil)
-		if err != nil {
-			return nil, fmt.Errorf("store.redis_url: %w", err)
-		}
-		return rs, nil
-	}
-	return inProcess{memory.NewResponses(limits, nil)}, nil
+	l := cfg.ResponseLimits()
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (responseStore, error) { return redis.NewResponses(ctx, url, l, nil) },
+		func() responseStore { return memory.NewResponses(l, nil) })
 }
 
-// conversationStore is the conversation store of the process.
-type conversationStore interface {
-	store.Conversations
-	Close() error
-}
-
-// newConversations opens the conversation store in the store's backend.
+// newConversations opens the conversation store.
 func newConversations(ctx context.Context, cfg *config.Config) (conversationStore, error) {
-	limits := cfg.ConversationLimits()
-	if cfg.Store.Backend == config.StoreRedis {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		cs, err := redis.NewConversations(cctx, cfg.Store.RedisURL, limits, nil)
-		if err != nil {
-			return nil, fmt.Errorf("store.redis_url: %w", err)
-		}
-		return cs, nil
-	}
-	return inProcessConversations{memory.NewConversations(limits, nil)}, nil
+	l := cfg.ConversationLimits()
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (conversationStore, error) { return redis.NewConversations(ctx, url, l, nil) },
+		func() conversationStore { return memory.NewConversations(l, nil) })
 }
-
-// inProcessConversations is an in-process conversation store, which holds
-// nothing to close.
-type inProcessConversations struct{ *memory.Conversations }
-
-func (inProcessConversations) Close() error { return nil }
-
-// inProcess is an in-process response store, which holds nothing to close.
-type inProcess struct{ *memory.Responses }
-
-func (inProcess) Close() error { return nil }
 
 // apiConfig maps the configuration onto the API server's.
 func apiConfig(cfg *config.Config) api.Config {

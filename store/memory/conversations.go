@@ -374,3 +374,7 @@ func cloneConvItem(it store.ConversationItem) store.ConversationItem {
 	it.Model = cloneRaws(it.Model)
 	return it
 }
+
+// Close releases nothing — the store holds no goroutine or connection —
+// and exists so that a process closes all its stores alike.
+func (s *Conversations) Close() error { return nil }

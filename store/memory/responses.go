@@ -329,3 +329,7 @@ func (q *responseQueue) Pop() any {
 	*q.pos(e) = -1
 	return e
 }
+
+// Close releases nothing — the store holds no goroutine or connection —
+// and exists so that a process closes all its stores alike.
+func (s *Responses) Close() error { return nil }
