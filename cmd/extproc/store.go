@@ -72,7 +72,9 @@ func openBackend[S any](ctx context.Context, cfg *config.Config, inRedis func(ct
 func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error) {
 	l := cfg.ResponseLimits()
 	return openBackend(ctx, cfg,
-		func(ctx context.Context, url string) (responseStore, error) { return redis.NewResponses(ctx, url, l, nil) },
+		func(ctx context.Context, url string) (responseStore, error) {
+			return redis.NewResponses(ctx, url, l, nil)
+		},
 		func() responseStore { return memory.NewResponses(l, nil) })
 }
 
@@ -80,7 +82,9 @@ func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error
 func newConversations(ctx context.Context, cfg *config.Config) (conversationStore, error) {
 	l := cfg.ConversationLimits()
 	return openBackend(ctx, cfg,
-		func(ctx context.Context, url string) (conversationStore, error) { return redis.NewConversations(ctx, url, l, nil) },
+		func(ctx context.Context, url string) (conversationStore, error) {
+			return redis.NewConversations(ctx, url, l, nil)
+		},
 		func() conversationStore { return memory.NewConversations(l, nil) })
 }
 
