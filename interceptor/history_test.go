@@ -174,8 +174,7 @@ func TestContinueWithPreviousResponseID(t *testing.T) {
 // response.created to response.completed, and continuing it works.
 func TestContinueAfterLiveStream(t *testing.T) {
 	ic, _ := newConvInterceptor(t, nil)
-	var su *scriptedUpstream
-	su = newScriptedUpstream(t, append(turn1Steps(false), step{items: []string{msgItem("x was 42.")}, check: func(t *testing.T, req gjson.Result) {
+	su := newScriptedUpstream(t, append(turn1Steps(false), step{items: []string{msgItem("x was 42.")}, check: func(t *testing.T, req gjson.Result) {
 		sawTurn1(t, req)
 	}})...)
 	w := newRecWriter()
