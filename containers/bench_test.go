@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
@@ -34,7 +34,7 @@ func BenchmarkWarmRun(b *testing.B) {
 		b.Run(fmt.Sprintf("container-%dfiles", files), func(b *testing.B) {
 			f := newFixture(b)
 			owner, hdr := caller("sk-bench")
-			c, err := f.m.Open(ctx, interceptor.ContainerSpec{Owner: owner, Header: hdr})
+			c, err := f.m.Open(ctx, containers.Spec{Owner: owner, Header: hdr})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -34,12 +33,12 @@ type container struct {
 func (c *container) ID() string { return c.meta.ID }
 
 // Files lists the container's files from the store.
-func (c *container) Files(ctx context.Context) ([]interceptor.ContainerFile, error) {
+func (c *container) Files(ctx context.Context) ([]File, error) {
 	files, err := c.allFiles(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]interceptor.ContainerFile, 0, len(files))
+	out := make([]File, 0, len(files))
 	for _, f := range files {
 		out = append(out, toRef(f))
 	}
@@ -62,32 +61,32 @@ func (c *container) allFiles(ctx context.Context) ([]store.File, error) {
 	}
 }
 
-func toRef(f store.File) interceptor.ContainerFile {
-	return interceptor.ContainerFile{ID: f.ID, Path: f.Path, Filename: f.Filename, Bytes: f.Bytes}
+func toRef(f store.File) File {
+	return File{ID: f.ID, Path: f.Path, Filename: f.Filename, Bytes: f.Bytes}
 }
 
-// Run implements interceptor.Container. The store is the truth for
+// Run implements Container. The store is the truth for
 // /mnt/data: before the code runs, the interpreter's /mnt/data is made to
 // match it (whatever the API added, replaced or deleted meanwhile); after,
 // the store takes what the code created, changed and deleted, and whatever
 // it could not keep is removed again, so the two agree after every run
 // whatever the code, the API and the interpreter's deaths did.
-func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult, error) {
+func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return interceptor.RunResult{}, sandbox.ErrClosed
+		return RunResult{}, sandbox.ErrClosed
 	}
 	m := c.m
 	if _, err := m.st.TouchContainer(ctx, c.meta.Owner, c.meta.ID, m.cfg.Now()); err != nil {
 		if errors.Is(err, store.ErrExpired) || errors.Is(err, store.ErrNotFound) {
 			m.drop(c.meta.ID)
-			return interceptor.RunResult{}, fmt.Errorf("%w: %s", interceptor.ErrContainerExpired, c.meta.ID)
+			return RunResult{}, fmt.Errorf("%w: %s", ErrExpired, c.meta.ID)
 		}
-		return interceptor.RunResult{}, fmt.Errorf("containers: %w", err)
+		return RunResult{}, fmt.Errorf("containers: %w", err)
 	}
 	if err := c.hold(ctx); err != nil {
-		return interceptor.RunResult{}, err
+		return RunResult{}, err
 	}
 	h := c.h
 	h.runMu.Lock()
@@ -100,10 +99,10 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 	h, replaced, err := c.prepare(ctx, h)
 	switch {
 	case errors.Is(err, errHold):
-		return interceptor.RunResult{}, err
+		return RunResult{}, err
 	case err != nil:
 		m.log.Warn("copying the container's files into the interpreter failed", zap.String("container_id", c.meta.ID), zap.Error(err))
-		return interceptor.RunResult{Result: sandbox.Result{Outcome: sandbox.OutcomeRejected,
+		return RunResult{Result: sandbox.Result{Outcome: sandbox.OutcomeRejected,
 			Detail: "the container's files could not be copied into the interpreter, so the code did not run: " + strings.TrimPrefix(err.Error(), "containers: ")}}, nil
 	}
 	reset = reset || replaced
@@ -111,11 +110,11 @@ func (c *container) Run(ctx context.Context, code string) (interceptor.RunResult
 	res, err := h.sess.Run(ctx, code)
 	if err != nil {
 		c.fail(h)
-		return interceptor.RunResult{}, err
+		return RunResult{}, err
 	}
 	c.ran = true
 	h.ranGen = gen
-	out := interceptor.RunResult{Result: res, Reset: reset || res.StateLost}
+	out := RunResult{Result: res, Reset: reset || res.StateLost}
 	// A run that ended its interpreter took its files along: they are not
 	// the code's deletions, and the next run's mirror gives the new
 	// interpreter the container's files.
@@ -167,7 +166,7 @@ func (c *container) prepare(ctx context.Context, h *held) (*held, bool, error) {
 // was kept the interpreter holds only container files, and the next run's
 // mirror adds what the API added meanwhile). note is one line for the
 // model, or "".
-func (c *container) settle(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string) {
+func (c *container) settle(ctx context.Context, h *held, gen uint64) (changed []File, note string) {
 	changed, note, dirty := c.collect(ctx, h, gen)
 	if !dirty {
 		return changed, note
@@ -299,7 +298,7 @@ func (c *container) mirror(ctx context.Context, h *held) error {
 // went with it, and are not the code's deletions. note is one line for the
 // model about what could not be kept, or ""; dirty is set when the
 // interpreter may hold files the store does not (what was not kept).
-func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed []interceptor.ContainerFile, note string, dirty bool) {
+func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed []File, note string, dirty bool) {
 	m := c.m
 	l, err := h.sess.ListFiles(ctx, DataDir)
 	if h.sess.Generation() != gen {
@@ -428,7 +427,7 @@ func (c *container) fail(h *held) {
 	c.h = nil
 }
 
-// Close implements interceptor.Container.
+// Close implements Container.
 func (c *container) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -99,9 +98,9 @@ func newHostileEnv(t *testing.T, provider string, p sandbox.Provider, edit func(
 }
 
 // open opens a response's container: an explicit id, or auto when id is "".
-func (e *hostileEnv) open(id string, fileIDs ...string) interceptor.Container {
+func (e *hostileEnv) open(id string, fileIDs ...string) containers.Container {
 	e.t.Helper()
-	c, err := e.m.Open(context.Background(), interceptor.ContainerSpec{Owner: e.owner, Header: e.header, ID: id, FileIDs: fileIDs})
+	c, err := e.m.Open(context.Background(), containers.Spec{Owner: e.owner, Header: e.header, ID: id, FileIDs: fileIDs})
 	if err != nil {
 		e.t.Fatalf("open %q: %v", id, err)
 	}
@@ -111,7 +110,7 @@ func (e *hostileEnv) open(id string, fileIDs ...string) interceptor.Container {
 
 // run runs code and checks the corpus's invariants on the result: no
 // error, and stderr within its bound plus one note line.
-func (e *hostileEnv) run(c interceptor.Container, code string) interceptor.RunResult {
+func (e *hostileEnv) run(c containers.Container, code string) containers.RunResult {
 	e.t.Helper()
 	r, err := c.Run(context.Background(), code)
 	if err != nil {
@@ -133,7 +132,7 @@ func (e *hostileEnv) run(c interceptor.Container, code string) interceptor.RunRe
 }
 
 // ok runs code that must complete.
-func (e *hostileEnv) ok(c interceptor.Container, code string) interceptor.RunResult {
+func (e *hostileEnv) ok(c containers.Container, code string) containers.RunResult {
 	e.t.Helper()
 	r := e.run(c, code)
 	if r.Outcome != sandbox.OutcomeCompleted {
@@ -143,10 +142,10 @@ func (e *hostileEnv) ok(c interceptor.Container, code string) interceptor.RunRes
 }
 
 // respond is one response: open, run each code, close.
-func (e *hostileEnv) respond(id string, codes ...string) []interceptor.RunResult {
+func (e *hostileEnv) respond(id string, codes ...string) []containers.RunResult {
 	e.t.Helper()
 	c := e.open(id)
-	var out []interceptor.RunResult
+	var out []containers.RunResult
 	for _, code := range codes {
 		out = append(out, e.ok(c, code))
 	}
@@ -228,7 +227,7 @@ func hostileContainerCases() []hostileCase {
 					}
 					mine = append(mine, c.ID)
 				}
-				_, err := e.m.Open(ctx, interceptor.ContainerSpec{Owner: e.owner, Header: e.header})
+				_, err := e.m.Open(ctx, containers.Spec{Owner: e.owner, Header: e.header})
 				var qe *store.QuotaError
 				if !errors.As(err, &qe) || qe.Limit != store.LimitOwnerContainers {
 					e.t.Fatalf("auto at the quota with only the user's containers: %v, want the owner_containers quota", err)
@@ -459,7 +458,7 @@ func hostileContainerCases() []hostileCase {
 				e.t.Fatalf("files %+v %v", files, err)
 			}
 			for _, f := range files {
-				q := interceptor.QuotePath(f.Path)
+				q := containers.QuotePath(f.Path)
 				if strings.ContainsAny(q, "\u202e\u2028") || !strings.Contains(q, `\u`) {
 					e.t.Errorf("QuotePath(%q) = %q: the character reaches the model", f.Path, q)
 				}

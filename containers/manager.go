@@ -29,7 +29,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -76,8 +75,6 @@ type Manager struct {
 	// make room (Create).
 	claims map[string]int
 }
-
-var _ interceptor.Containers = (*Manager)(nil)
 
 // held is an interpreter this server holds for a container.
 type held struct {
@@ -132,7 +129,7 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 
 // Open implements interceptor.Containers. The container it returns stays
 // claimed (in use) until its Close.
-func (m *Manager) Open(ctx context.Context, spec interceptor.ContainerSpec) (interceptor.Container, error) {
+func (m *Manager) Open(ctx context.Context, spec Spec) (Container, error) {
 	var claimed []string
 	claim := func(id string) {
 		m.mu.Lock()
@@ -163,7 +160,7 @@ func (m *Manager) unclaim(id string) {
 // open looks up or makes the container; claim is called with each id
 // before it is looked up or stored, so no other response can delete it
 // meanwhile.
-func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, claim func(string)) (*container, error) {
+func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*container, error) {
 	now := m.cfg.Now()
 	var c store.Container
 	fresh := false
@@ -214,7 +211,7 @@ func (m *Manager) open(ctx context.Context, spec interceptor.ContainerSpec, clai
 	// memory; a container made with a larger memory_limit gets that.
 	mem := spec.MemoryBytes
 	if mem == 0 && c.MemoryLimit != defaultMemoryLimit {
-		mem, _ = interceptor.ParseMemoryLimit(c.MemoryLimit)
+		mem, _ = sandbox.ParseMemoryLimit(c.MemoryLimit)
 	}
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
 }
@@ -293,10 +290,10 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 	c, err := m.st.TouchContainer(ctx, owner, id, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return c, fmt.Errorf("%w: %s", interceptor.ErrContainerNotFound, id)
+		return c, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case errors.Is(err, store.ErrExpired):
 		m.drop(id)
-		return c, fmt.Errorf("%w: %s", interceptor.ErrContainerExpired, id)
+		return c, fmt.Errorf("%w: %s", ErrExpired, id)
 	case err != nil:
 		return c, fmt.Errorf("containers: %w", err)
 	}
@@ -307,7 +304,7 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.Header, fileID string) error {
 	filename, data, err := m.fetch(ctx, header, fileID)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: %s", interceptor.ErrFileNotFound, fileID)
+		return fmt.Errorf("%w: %s", ErrFileNotFound, fileID)
 	}
 	if err != nil {
 		return fmt.Errorf("containers: file %s: %w", fileID, err)
@@ -331,7 +328,7 @@ func (m *Manager) fetch(ctx context.Context, header http.Header, fileID string) 
 	return m.cfg.Files.FetchFile(ctx, &http.Request{Header: header}, fileID)
 }
 
-func (m *Manager) addInput(ctx context.Context, c store.Container, header http.Header, in interceptor.InputFile) error {
+func (m *Manager) addInput(ctx context.Context, c store.Container, header http.Header, in InputFile) error {
 	if in.FileID != "" {
 		return m.copyFile(ctx, c, header, in.FileID)
 	}
@@ -491,5 +488,5 @@ func memoryString(b int64) string {
 	if b <= 0 {
 		return defaultMemoryLimit
 	}
-	return interceptor.FormatMemoryLimit(b)
+	return sandbox.FormatMemoryLimit(b)
 }

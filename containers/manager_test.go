@@ -16,7 +16,6 @@ import (
 
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -76,7 +75,7 @@ func (f fetchFunc) FetchFile(ctx context.Context, r *http.Request, id string) (s
 	return f(ctx, r, id)
 }
 
-func run(t *testing.T, c interceptor.Container, code string) interceptor.RunResult {
+func run(t *testing.T, c containers.Container, code string) containers.RunResult {
 	t.Helper()
 	r, err := c.Run(context.Background(), code)
 	if err != nil {
@@ -88,7 +87,7 @@ func run(t *testing.T, c interceptor.Container, code string) interceptor.RunResu
 	return r
 }
 
-func open(t *testing.T, m *containers.Manager, spec interceptor.ContainerSpec) interceptor.Container {
+func open(t *testing.T, m *containers.Manager, spec containers.Spec) containers.Container {
 	t.Helper()
 	c, err := m.Open(context.Background(), spec)
 	if err != nil {
@@ -109,8 +108,8 @@ func TestFilesInAndOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, f.m, interceptor.ContainerSpec{Owner: owner, Header: hdr, FileIDs: []string{up.ID},
-		Inputs: []interceptor.InputFile{{Filename: "notes.txt", Data: []byte("hello\x00world")}}})
+	c := open(t, f.m, containers.Spec{Owner: owner, Header: hdr, FileIDs: []string{up.ID},
+		Inputs: []containers.InputFile{{Filename: "notes.txt", Data: []byte("hello\x00world")}}})
 	if !strings.HasPrefix(c.ID(), "cntr_") {
 		t.Fatalf("container id %q", c.ID())
 	}
@@ -147,19 +146,19 @@ func TestFilesInAndOut(t *testing.T) {
 // variables; another owner cannot see it at all.
 func TestContainerOutlivesResponse(t *testing.T) {
 	f := newFixture(t)
-	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice"})
+	a := open(t, f.m, containers.Spec{Owner: "o_alice"})
 	run(t, a, "kept = 41\nopen('/mnt/data/a.txt', 'w').write('A')")
 	a.Close()
-	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice", ID: a.ID()})
+	b := open(t, f.m, containers.Spec{Owner: "o_alice", ID: a.ID()})
 	r := run(t, b, "print(kept + 1, open('/mnt/data/a.txt').read())")
 	if strings.TrimSpace(r.Stdout) != "42 A" || r.Reset {
 		t.Fatalf("second response: %q reset=%v, want the variables and the file", r.Stdout, r.Reset)
 	}
-	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o_mallory", ID: a.ID()}); !errors.Is(err, interceptor.ErrContainerNotFound) {
+	if _, err := f.m.Open(context.Background(), containers.Spec{Owner: "o_mallory", ID: a.ID()}); !errors.Is(err, containers.ErrNotFound) {
 		t.Fatalf("another owner: %v, want ErrContainerNotFound", err)
 	}
 	// auto with a replayed call of this container reuses it.
-	c := open(t, f.m, interceptor.ContainerSpec{Owner: "o_alice", Reuse: []string{"cntr_gone", a.ID()}})
+	c := open(t, f.m, containers.Spec{Owner: "o_alice", Reuse: []string{"cntr_gone", a.ID()}})
 	if c.ID() != a.ID() {
 		t.Fatalf("auto with a replayed call made %s, want %s", c.ID(), a.ID())
 	}
@@ -170,13 +169,13 @@ func TestContainerOutlivesResponse(t *testing.T) {
 // starts fresh with its files and says its variables were reset.
 func TestIdleInterpreterEvicted(t *testing.T) {
 	f := newFixture(t, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers, c.QueueWait = 1, 0, 30*time.Second })
-	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	a := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, a, "v = 1\nopen('/mnt/data/keep.txt', 'w').write('kept')")
 	a.Close()
-	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	b := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, b, "print('b')")
 	b.Close()
-	a2 := open(t, f.m, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	a2 := open(t, f.m, containers.Spec{Owner: "o", ID: a.ID()})
 	r := run(t, a2, "print('v' in globals(), open('/mnt/data/keep.txt').read())")
 	if strings.TrimSpace(r.Stdout) != "False kept" || !r.Reset {
 		t.Fatalf("after eviction: %q reset=%v, want no variables, the file, and reset", r.Stdout, r.Reset)
@@ -187,14 +186,14 @@ func TestIdleInterpreterEvicted(t *testing.T) {
 // for Open; a lost interpreter is replaced with the files copied back in.
 func TestExpiredContainer(t *testing.T) {
 	f := newFixture(t)
-	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	a := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, a, "open('/mnt/data/x', 'w').write('x')")
 	a.Close()
 	f.clock.add(21 * time.Minute)
-	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o", ID: a.ID()}); !errors.Is(err, interceptor.ErrContainerExpired) {
+	if _, err := f.m.Open(context.Background(), containers.Spec{Owner: "o", ID: a.ID()}); !errors.Is(err, containers.ErrExpired) {
 		t.Fatalf("expired container: %v, want ErrContainerExpired", err)
 	}
-	if _, err := f.m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o", FileIDs: []string{"file-nope"}}); !errors.Is(err, interceptor.ErrFileNotFound) {
+	if _, err := f.m.Open(context.Background(), containers.Spec{Owner: "o", FileIDs: []string{"file-nope"}}); !errors.Is(err, containers.ErrFileNotFound) {
 		t.Fatalf("unknown file id: %v, want ErrFileNotFound", err)
 	}
 }
@@ -203,7 +202,7 @@ func TestExpiredContainer(t *testing.T) {
 // run has the container's files again.
 func TestLostInterpreterGetsFiles(t *testing.T) {
 	f := newFixture(t)
-	c := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	c := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, c, "open('/mnt/data/keep.txt', 'w').write('still here')")
 	if r, err := c.Run(context.Background(), "import os\nos._exit(1)"); err != nil || r.Outcome != sandbox.OutcomeCrashed {
 		t.Fatalf("exit: %+v %v", r, err)
@@ -221,9 +220,9 @@ func TestTwoReplicas(t *testing.T) {
 	f := newFixture(t)
 	other := containers.New(containers.Config{Now: f.clock.now}, f.st, sandboxtest.New(t), nil)
 	t.Cleanup(func() { other.Close() })
-	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	a := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, a, "v = 1\nopen('/mnt/data/shared.txt', 'w').write('from replica 1')")
-	b := open(t, other, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	b := open(t, other, containers.Spec{Owner: "o", ID: a.ID()})
 	r := run(t, b, "print('v' in globals(), open('/mnt/data/shared.txt').read())")
 	if strings.TrimSpace(r.Stdout) != "False from replica 1" || !r.Reset {
 		t.Fatalf("replica 2: %q reset=%v", r.Stdout, r.Reset)
@@ -247,13 +246,13 @@ func TestUpstreamFileIDs(t *testing.T) {
 	m := containers.New(containers.Config{Now: clk.now, Files: fetch}, st, sandboxtest.New(t), nil)
 	t.Cleanup(func() { m.Close() })
 	alice := http.Header{"Authorization": {"Bearer sk-alice"}}
-	c := open(t, m, interceptor.ContainerSpec{Owner: "o_alice", Header: alice, FileIDs: []string{"file-up"}})
+	c := open(t, m, containers.Spec{Owner: "o_alice", Header: alice, FileIDs: []string{"file-up"}})
 	r := run(t, c, "print(open('/mnt/data/file-up-report.txt').read())")
 	if strings.TrimSpace(r.Stdout) != "from upstream" {
 		t.Fatalf("the upstream file is not in the container: %q", r.Stdout)
 	}
 	mallory := http.Header{"Authorization": {"Bearer sk-mallory"}}
-	if _, err := m.Open(context.Background(), interceptor.ContainerSpec{Owner: "o_mallory", Header: mallory, FileIDs: []string{"file-up"}}); !errors.Is(err, interceptor.ErrFileNotFound) {
+	if _, err := m.Open(context.Background(), containers.Spec{Owner: "o_mallory", Header: mallory, FileIDs: []string{"file-up"}}); !errors.Is(err, containers.ErrFileNotFound) {
 		t.Fatalf("another credential: %v, want ErrFileNotFound", err)
 	}
 }
@@ -285,7 +284,7 @@ func TestAutoContainersRecycled(t *testing.T) {
 	var ids []string
 	for range 4 {
 		clk.add(time.Second)
-		c := open(t, m, interceptor.ContainerSpec{Owner: "o"})
+		c := open(t, m, containers.Spec{Owner: "o"})
 		ids = append(ids, c.ID())
 		c.Close()
 	}
@@ -306,14 +305,14 @@ func TestAutoContainersRecycled(t *testing.T) {
 func TestAutoContainerInUseNeverRecycled(t *testing.T) {
 	clk, st, m := quotaFixture(t, 2)
 	ctx := context.Background()
-	a := open(t, m, interceptor.ContainerSpec{Owner: "o"}) // opened, not yet run
+	a := open(t, m, containers.Spec{Owner: "o"}) // opened, not yet run
 	clk.add(time.Second)
-	b := open(t, m, interceptor.ContainerSpec{Owner: "o"})
+	b := open(t, m, containers.Spec{Owner: "o"})
 	clk.add(time.Second)
-	if _, err := m.Open(ctx, interceptor.ContainerSpec{Owner: "o"}); err == nil {
+	if _, err := m.Open(ctx, containers.Spec{Owner: "o"}); err == nil {
 		t.Fatal("a third response got a container although both of the caller's are in use")
 	}
-	for _, c := range []interceptor.Container{a, b} {
+	for _, c := range []containers.Container{a, b} {
 		if _, err := st.GetContainer(ctx, "o", c.ID()); err != nil {
 			t.Fatalf("container %s in use was deleted: %v", c.ID(), err)
 		}
@@ -322,7 +321,7 @@ func TestAutoContainerInUseNeverRecycled(t *testing.T) {
 		}
 	}
 	a.Close()
-	c := open(t, m, interceptor.ContainerSpec{Owner: "o"}) // a is free now: it makes room
+	c := open(t, m, containers.Spec{Owner: "o"}) // a is free now: it makes room
 	defer c.Close()
 	if _, err := st.GetContainer(ctx, "o", a.ID()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the released container %s should have made room (%v)", a.ID(), err)
@@ -349,7 +348,7 @@ func TestAutoContainersRecycledConcurrently(t *testing.T) {
 	ctx := context.Background()
 	for range limit { // the caller is at its limit, nothing in use
 		clk.add(time.Second)
-		open(t, m, interceptor.ContainerSpec{Owner: "o"}).Close()
+		open(t, m, containers.Spec{Owner: "o"}).Close()
 	}
 	for r := range rounds {
 		var wg sync.WaitGroup
@@ -358,7 +357,7 @@ func TestAutoContainersRecycledConcurrently(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := m.Open(ctx, interceptor.ContainerSpec{Owner: "o"})
+				c, err := m.Open(ctx, containers.Spec{Owner: "o"})
 				if err != nil {
 					errs <- err
 					return
@@ -393,9 +392,9 @@ func TestReleasedInterpreterServesTheQueue(t *testing.T) {
 		c.WarmWorkers = 0
 		c.QueueWait = 5 * time.Second
 	})
-	a := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	a := open(t, f.m, containers.Spec{Owner: "o"})
 	run(t, a, "x = 1") // a's response holds the only session
-	b := open(t, f.m, interceptor.ContainerSpec{Owner: "o"})
+	b := open(t, f.m, containers.Spec{Owner: "o"})
 	done := make(chan error, 1)
 	go func() {
 		r, err := b.Run(context.Background(), "print(2)")
@@ -418,7 +417,7 @@ func TestReleasedInterpreterServesTheQueue(t *testing.T) {
 	// a's container lives on; its next response starts a fresh interpreter
 	// with the files but not the variables, as after an eviction.
 	b.Close()
-	a2 := open(t, f.m, interceptor.ContainerSpec{Owner: "o", ID: a.ID()})
+	a2 := open(t, f.m, containers.Spec{Owner: "o", ID: a.ID()})
 	if r := run(t, a2, "print('x' in globals())"); r.Stdout != "False\n" {
 		t.Fatalf("a's next response: %q", r.Stdout)
 	}
@@ -445,12 +444,12 @@ func TestExplicitCreateRecyclesAuto(t *testing.T) {
 	var autos []string
 	for range 2 {
 		clk.add(time.Second)
-		c := open(t, m, interceptor.ContainerSpec{Owner: owner})
+		c := open(t, m, containers.Spec{Owner: owner})
 		autos = append(autos, c.ID())
 		c.Close()
 	}
 	clk.add(time.Second)
-	inUse := open(t, m, interceptor.ContainerSpec{Owner: owner}) // a response has it open
+	inUse := open(t, m, containers.Spec{Owner: owner}) // a response has it open
 	mine, err := client.Containers.New(ctx, openai.ContainerNewParams{Name: "explicit"})
 	if err != nil {
 		t.Fatalf("create at the quota with idle auto containers: %v", err)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -65,7 +64,7 @@ func (k *notKept) note() string {
 			}
 			b.WriteString(why)
 		}
-		b.WriteString("); first: " + interceptor.QuotePath(clip(k.first, 200)))
+		b.WriteString("); first: " + QuotePath(clip(k.first, 200)))
 	}
 	if k.truncated {
 		if b.Len() > 0 {
@@ -90,19 +89,19 @@ func keepReason(err error) string {
 		case store.LimitContainerFiles:
 			return fmt.Sprintf("the container holds at most %d files", qe.Max)
 		case store.LimitContainerBytes:
-			return "the container holds at most " + interceptor.HumanBytes(qe.Max)
+			return "the container holds at most " + HumanBytes(qe.Max)
 		case store.LimitFileBytes:
-			return "a file is at most " + interceptor.HumanBytes(qe.Max)
+			return "a file is at most " + HumanBytes(qe.Max)
 		case store.LimitOwnerBytes:
-			return "the caller's files hold at most " + interceptor.HumanBytes(qe.Max) + " in all"
+			return "the caller's files hold at most " + HumanBytes(qe.Max) + " in all"
 		case store.LimitStoreMemory:
 			return "the store is full"
 		}
 		return "over the " + qe.Limit + " limit"
 	case errors.Is(err, sandbox.ErrTooLarge):
-		return "a file is at most " + interceptor.HumanBytes(sandbox.MaxFileBytes)
+		return "a file is at most " + HumanBytes(sandbox.MaxFileBytes)
 	case errors.As(err, &pc):
-		return "the container has " + interceptor.QuotePath(pc.Other) + " in its way"
+		return "the container has " + QuotePath(pc.Other) + " in its way"
 	case errors.Is(err, sandbox.ErrNotExist):
 		return "it was gone before it could be read"
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -246,7 +247,7 @@ func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 type Exchange struct {
 	ic  *Interceptor
 	req request
-	ctr Container // the response's container (NewExchange with Containers)
+	ctr containers.Container // the response's container (NewExchange with Containers)
 	// owner is the caller's owner hash (NewExchange): sessions of one
 	// owner may share an interpreter process (sandbox.sessions_per_worker).
 	owner string

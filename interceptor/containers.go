@@ -2,10 +2,8 @@ package interceptor
 
 import (
 	"context"
-	"errors"
-	"net/http"
 
-	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/containers"
 )
 
 // Containers is where a response's code runs when the server keeps
@@ -14,79 +12,10 @@ import (
 // sandbox session, and container ids and file_ids are refused.
 type Containers interface {
 	// Open returns the container a response uses, as spec declares it.
-	// Errors matching ErrContainerNotFound, ErrContainerExpired and
+	// Errors matching containers.ErrNotFound, ErrExpired and
 	// ErrFileNotFound become the client's 404 and 400 answers.
-	Open(ctx context.Context, spec ContainerSpec) (Container, error)
+	Open(ctx context.Context, spec containers.Spec) (containers.Container, error)
 }
 
-// ContainerSpec is what a request declared about its container.
-type ContainerSpec struct {
-	// Owner is the caller (store.Owner of its credential): containers and
-	// files of another owner do not exist for it.
-	Owner string
-	// Header is the caller's request headers (see Caller).
-	Header http.Header
-	// ID is an explicit container id ("container": "cntr_…").
-	ID string
-	// Reuse lists the container ids of replayed code_interpreter_call
-	// items, newest first: with "auto", the first one still alive is used.
-	Reuse []string
-	// FileIDs are Files API files copied into a new container as
-	// /mnt/data/<file_id>-<filename>.
-	FileIDs []string
-	// MemoryBytes is the container's memory_limit (0: the default).
-	MemoryBytes int64
-	// Inputs are the request's input_file parts, copied into the container.
-	Inputs []InputFile
-}
-
-// InputFile is one input_file part of a request: inline bytes with a name,
-// or a Files API file id.
-type InputFile struct {
-	Filename string
-	Data     []byte
-	FileID   string
-}
-
-// Container is one container as a response uses it.
-type Container interface {
-	// ID is the container's id, "cntr_…", as the Containers API lists it.
-	ID() string
-	// Files lists the files in /mnt/data, for the model.
-	Files(ctx context.Context) ([]ContainerFile, error)
-	// Run runs code in the container's interpreter (starting one with the
-	// container's files if none is held), then stores the files the run
-	// created or changed and its images as container files.
-	Run(ctx context.Context, code string) (RunResult, error)
-	// Close ends this response's use; the container and its files stay.
-	Close() error
-}
-
-// ContainerFile is a file of a container.
-type ContainerFile struct {
-	ID       string // "cfile_…"
-	Path     string // /mnt/data/…
-	Filename string // the base name
-	Bytes    int64
-}
-
-// RunResult is one run in a container.
-type RunResult struct {
-	sandbox.Result
-	// Reset is set when the run started a fresh interpreter in a container
-	// that existed before this response: its files are there, its
-	// variables are not.
-	Reset bool
-	// Changed are the files the run created or changed, as stored.
-	Changed []ContainerFile
-	// Images are the run's images as stored container files, in the order
-	// of Result.Images.
-	Images []ContainerFile
-}
-
-// Errors a Containers implementation returns for what the client named.
-var (
-	ErrContainerNotFound = errors.New("container not found")
-	ErrContainerExpired  = errors.New("container expired")
-	ErrFileNotFound      = errors.New("file not found")
-)
+// The server's implementation.
+var _ Containers = (*containers.Manager)(nil)

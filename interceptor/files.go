@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -25,7 +25,7 @@ type containerDecl struct {
 	id      string
 	fileIDs []string
 	reuse   []string // containers of replayed code_interpreter_call items, newest first
-	inputs  []InputFile
+	inputs  []containers.InputFile
 }
 
 // maxFileIDs is OpenAI's bound on container file_ids.
@@ -87,7 +87,7 @@ func replayedContainers(input gjson.Result) []string {
 // set (interceptor.input_files: note) each part is replaced by a text part
 // saying where the file is, for models that reject file parts; otherwise
 // the input is unchanged.
-func inputFiles(input gjson.Result, note bool) (files []InputFile, newInput string, changed bool, apiErr *APIError) {
+func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, newInput string, changed bool, apiErr *APIError) {
 	if !input.IsArray() || !strings.Contains(input.Raw, "input_file") {
 		return nil, input.Raw, false, nil
 	}
@@ -149,9 +149,9 @@ func inputFiles(input gjson.Result, note bool) (files []InputFile, newInput stri
 
 // decodeInputFile reads one input_file part: file_data (a data URL or bare
 // base64) with filename, or file_id. A file_url part gives nil.
-func decodeInputFile(param string, p gjson.Result) (*InputFile, *APIError) {
+func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *APIError) {
 	if id := p.Get("file_id"); id.Type == gjson.String && id.Str != "" {
-		return &InputFile{FileID: id.Str, Filename: p.Get("filename").Str}, nil
+		return &containers.InputFile{FileID: id.Str, Filename: p.Get("filename").Str}, nil
 	}
 	data := p.Get("file_data")
 	if data.Type != gjson.String {
@@ -182,18 +182,18 @@ func decodeInputFile(param string, p gjson.Result) (*InputFile, *APIError) {
 	if err != nil {
 		return nil, invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': the base64 data does not decode.", param)
 	}
-	return &InputFile{Filename: base, Data: b}, nil
+	return &containers.InputFile{Filename: base, Data: b}, nil
 }
 
-func inputFileNote(f InputFile) string {
+func inputFileNote(f containers.InputFile) string {
 	name := f.Filename
 	if f.FileID != "" {
 		if name == "" {
 			name = f.FileID
 		}
-		return "[The file " + QuotePath(name) + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
+		return "[The file " + containers.QuotePath(name) + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
 	}
-	return "[The file " + QuotePath(name) + " is in the code interpreter's /mnt/data as " + QuotePath("/mnt/data/"+name) + ".]"
+	return "[The file " + containers.QuotePath(name) + " is in the code interpreter's /mnt/data as " + containers.QuotePath("/mnt/data/"+name) + ".]"
 }
 
 // Caller is who sent a request.
@@ -239,7 +239,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	}
 	d := x.req.container
 	d.reuse = append(h.reuse, d.reuse...)
-	c, err := i.containers.Open(ctx, ContainerSpec{
+	c, err := i.containers.Open(ctx, containers.Spec{
 		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
 		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs,
 	})
@@ -260,14 +260,14 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 
 func containerError(param, id string, err error) *APIError {
 	switch {
-	case errors.Is(err, ErrContainerNotFound):
+	case errors.Is(err, containers.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param, Code: "container_not_found",
 			Message: "Container with id '" + id + "' not found."}
-	case errors.Is(err, ErrContainerExpired):
+	case errors.Is(err, containers.ErrExpired):
 		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "container_expired",
 			Message: "Container is expired."}
-	case errors.Is(err, ErrFileNotFound):
-		msg := strings.TrimPrefix(err.Error(), ErrFileNotFound.Error()+": ")
+	case errors.Is(err, containers.ErrFileNotFound):
+		msg := strings.TrimPrefix(err.Error(), containers.ErrFileNotFound.Error()+": ")
 		return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param + ".file_ids", Code: "file_not_found",
 			Message: "File with id '" + msg + "' not found."}
 	}
@@ -291,21 +291,8 @@ func developerNote(text string) string {
 	))
 }
 
-// QuotePath is a file's path as the model may read it: as it is when every
-// character shows as itself, else Go-quoted with the others escaped
-// ("\u202e"), so that a name cannot reorder the text around it (a bidi
-// override) or break the line it is on (U+0085, U+2028).
-func QuotePath(p string) string {
-	for _, r := range p {
-		if !unicode.IsGraphic(r) {
-			return strconv.QuoteToGraphic(p)
-		}
-	}
-	return p
-}
-
 // filesNote tells the model which files the code can open.
-func filesNote(cid string, files []ContainerFile) string {
+func filesNote(cid string, files []containers.File) string {
 	var b strings.Builder
 	b.WriteString("Files in /mnt/data of the code interpreter (container " + cid + "):\n")
 	for k, f := range files {
@@ -313,28 +300,17 @@ func filesNote(cid string, files []ContainerFile) string {
 			b.WriteString("… and " + strconv.Itoa(len(files)-50) + " more\n")
 			break
 		}
-		b.WriteString("- " + QuotePath(f.Path) + " (" + HumanBytes(f.Bytes) + ")\n")
+		b.WriteString("- " + containers.QuotePath(f.Path) + " (" + containers.HumanBytes(f.Bytes) + ")\n")
 	}
 	b.WriteString("Link a file for the user as sandbox:/mnt/data/<name>.")
 	return b.String()
-}
-
-// HumanBytes is n as the model reads sizes: "1.5 MiB", "12 bytes".
-func HumanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // citations finds every sandbox:/mnt/data/<name> link in text to a file of
 // files and returns OpenAI's container_file_citation annotations, with
 // start_index and end_index counting characters (code points) and
 // spanning exactly the URL.
-func citations(cid, text string, files map[string]ContainerFile) []string {
+func citations(cid, text string, files map[string]containers.File) []string {
 	const scheme = "sandbox:"
 	var out []string
 	pos, chars := 0, 0 // byte offset and its character offset
@@ -360,7 +336,7 @@ func citations(cid, text string, files map[string]ContainerFile) []string {
 }
 
 // citation renders one container_file_citation in OpenAI's field order.
-func citation(cid string, f ContainerFile, start, end int) string {
+func citation(cid string, f containers.File, start, end int) string {
 	return `{"type":"container_file_citation","container_id":` + jsonString(cid) + `,"end_index":` + strconv.Itoa(end) +
 		`,"file_id":` + jsonString(f.ID) + `,"filename":` + jsonString(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
 }

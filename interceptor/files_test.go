@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/tidwall/gjson"
 )
 
@@ -12,7 +13,7 @@ import (
 // characters (code points), as OpenAI's start_index/end_index are — also
 // after non-ASCII text; links to files the container lacks get none.
 func TestCitations(t *testing.T) {
-	files := map[string]ContainerFile{
+	files := map[string]containers.File{
 		"/mnt/data/numbers_and_squares.csv": {ID: "cfile_1", Path: "/mnt/data/numbers_and_squares.csv", Filename: "numbers_and_squares.csv"},
 		"/mnt/data/chart é.png":             {ID: "cfile_2", Path: "/mnt/data/chart é.png", Filename: "chart é.png"},
 		"/mnt/data/plot.png":                {ID: "cfile_3", Path: "/mnt/data/plot.png", Filename: "plot.png"},
@@ -142,11 +143,11 @@ func TestQuotePath(t *testing.T) {
 		{"/mnt/data/a\nb", `"/mnt/data/a\nb"`},
 		{"/mnt/data/zero\u200bwidth", `"/mnt/data/zero\u200bwidth"`},
 	} {
-		if got := QuotePath(tc.in); got != tc.want {
-			t.Errorf("QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
+		if got := containers.QuotePath(tc.in); got != tc.want {
+			t.Errorf("containers.QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
-	note := filesNote("cntr_x", []ContainerFile{{Path: "/mnt/data/a\u2028b.txt", Bytes: 1}})
+	note := filesNote("cntr_x", []containers.File{{Path: "/mnt/data/a\u2028b.txt", Bytes: 1}})
 	if strings.ContainsRune(note, '\u2028') || !strings.Contains(note, `"/mnt/data/a\u2028b.txt"`) {
 		t.Errorf("the files note carries the separator: %q", note)
 	}

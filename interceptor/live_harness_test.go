@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -319,7 +320,7 @@ func (s *recordingSession) Run(ctx context.Context, code string) (sandbox.Result
 // for the citations of the splice.
 type fakeContainers struct{ p sandbox.Provider }
 
-func (f fakeContainers) Open(ctx context.Context, spec ContainerSpec) (Container, error) {
+func (f fakeContainers) Open(ctx context.Context, spec containers.Spec) (containers.Container, error) {
 	return &fakeContainer{p: f.p, id: newID("cntr_", 24)}, nil
 }
 
@@ -327,31 +328,31 @@ type fakeContainer struct {
 	p     sandbox.Provider
 	id    string
 	sess  sandbox.Session
-	files []ContainerFile
+	files []containers.File
 }
 
 func (c *fakeContainer) ID() string { return c.id }
 
-func (c *fakeContainer) Files(context.Context) ([]ContainerFile, error) { return c.files, nil }
+func (c *fakeContainer) Files(context.Context) ([]containers.File, error) { return c.files, nil }
 
-func (c *fakeContainer) Run(ctx context.Context, code string) (RunResult, error) {
+func (c *fakeContainer) Run(ctx context.Context, code string) (containers.RunResult, error) {
 	if c.sess == nil {
 		s, err := c.p.Open(ctx, sandbox.SessionOptions{})
 		if err != nil {
-			return RunResult{}, err
+			return containers.RunResult{}, err
 		}
 		c.sess = s
 	}
 	r, err := c.sess.Run(ctx, code)
 	if err != nil {
-		return RunResult{}, err
+		return containers.RunResult{}, err
 	}
-	var changed []ContainerFile
+	var changed []containers.File
 	if strings.Contains(code, "/mnt/data/out.csv") && len(c.files) == 0 {
-		c.files = []ContainerFile{{ID: "cfile_1", Path: "/mnt/data/out.csv", Filename: "out.csv", Bytes: 8}}
+		c.files = []containers.File{{ID: "cfile_1", Path: "/mnt/data/out.csv", Filename: "out.csv", Bytes: 8}}
 		changed = c.files
 	}
-	return RunResult{Result: r, Changed: changed}, nil
+	return containers.RunResult{Result: r, Changed: changed}, nil
 }
 
 func (c *fakeContainer) Close() error {

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -31,8 +32,8 @@ type call struct {
 	// a container that existed before, the files it wrote, its images as
 	// container files.
 	reset   bool
-	changed []ContainerFile
-	images  []ContainerFile
+	changed []containers.File
+	images  []containers.File
 }
 
 // round is one upstream response and the calls it asked for.
@@ -120,7 +121,7 @@ type loop struct {
 	log         *zap.Logger
 	up          Upstream
 	containerID string
-	files       map[string]ContainerFile // the container's files by path, for citations
+	files       map[string]containers.File // the container's files by path, for citations
 	sess        sandbox.Session
 	opened      bool // a session existed before: a new one means lost state
 	budget      int  // code calls still allowed
@@ -316,7 +317,7 @@ func (l *loop) learnFiles(ctx context.Context) {
 	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
 	if ctr := l.x.ctr; ctr != nil {
 		if files, err := ctr.Files(ctx); err == nil {
-			l.files = make(map[string]ContainerFile, len(files))
+			l.files = make(map[string]containers.File, len(files))
 			for _, f := range files {
 				l.files[f.Path] = f
 			}
@@ -411,7 +412,7 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
 		case errors.As(err, &le):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
-		case errors.Is(err, ErrContainerExpired):
+		case errors.Is(err, containers.ErrExpired):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
 		default:
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
@@ -597,7 +598,7 @@ func modelOutput(c *call, imagesShown bool) string {
 	if len(c.changed) > 0 {
 		b.WriteString("files written:")
 		for _, f := range c.changed {
-			b.WriteString(" " + QuotePath("sandbox:"+f.Path) + " (" + HumanBytes(f.Bytes) + ")")
+			b.WriteString(" " + containers.QuotePath("sandbox:"+f.Path) + " (" + containers.HumanBytes(f.Bytes) + ")")
 		}
 		b.WriteByte('\n')
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/tidwall/gjson"
 )
 
@@ -367,7 +368,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 			case !ok:
 				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
 			case n > i.cfg.MaxMemoryBytes:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, FormatMemoryLimit(i.cfg.MaxMemoryBytes))
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, sandbox.FormatMemoryLimit(i.cfg.MaxMemoryBytes))
 			default:
 				mem = n
 			}
@@ -400,51 +401,12 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 	return mem, nil
 }
 
-// parseMemory reads a memory_limit value (see ParseMemoryLimit).
+// parseMemory reads a memory_limit value (see sandbox.ParseMemoryLimit).
 func parseMemory(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.String {
 		return 0, false
 	}
-	return ParseMemoryLimit(v.Str)
-}
-
-// ParseMemoryLimit reads a container memory_limit: a positive integer with
-// an optional binary unit k/m/g (OpenAI's values are "1g", "4g", "16g",
-// "64g").
-func ParseMemoryLimit(s string) (int64, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	s = strings.TrimSuffix(s, "b")
-	s = strings.TrimSuffix(s, "i")
-	mult := int64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			s = s[:len(s)-1]
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, false
-	}
-	return n * mult, true
-}
-
-// FormatMemoryLimit spells n bytes as OpenAI spells memory_limit ("4g").
-func FormatMemoryLimit(n int64) string {
-	switch {
-	case n%(1<<30) == 0:
-		return strconv.FormatInt(n>>30, 10) + "g"
-	case n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + "m"
-	}
-	return strconv.FormatInt(n, 10)
+	return sandbox.ParseMemoryLimit(v.Str)
 }
 
 // rewriteToolChoice maps a tool_choice naming the native tool to our

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"strings"
 
+	"github.com/codeinterp/codeinterp/containers"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -15,7 +16,7 @@ import (
 func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	first, last := rounds[0], rounds[len(rounds)-1]
 	var items []string
-	var shownImages []ContainerFile // images not yet cited by a message
+	var shownImages []containers.File // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
 			if c := rd.callAt[idx]; c != nil {
@@ -88,7 +89,7 @@ func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
 // output_text parts: first a start_index = end_index = 0 citation for each
 // image the calls before it displayed (on its first text part), then one
 // for each sandbox:/mnt/data/<name> link to a file of the container.
-func (l *loop) annotate(msg gjson.Result, images []ContainerFile) string {
+func (l *loop) annotate(msg gjson.Result, images []containers.File) string {
 	content := msg.Get("content")
 	if !content.IsArray() {
 		return msg.Raw
