@@ -371,7 +371,7 @@ func (s *Server) itemError(w http.ResponseWriter, r *http.Request, err error, id
 	s.conversationError(w, r, err, id)
 }
 
-func newConversationID() string { return "conv_" + randomHex(24) }
+func newConversationID() string { return store.NewTaggedID("conv_", 48) }
 
 // newItemID is an id like OpenAI's for an item of typ: msg_… for messages,
 // else the type's first word (ci_… for code_interpreter_call is OpenAI's

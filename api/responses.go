@@ -110,7 +110,8 @@ func (s *Server) storedResponse(w http.ResponseWriter, r *http.Request, owner, i
 			return rec, false
 		}
 	}
-	if s.cfg.ResponsesUpstreamURL != "" {
+	if s.cfg.ResponsesUpstreamURL != "" && !store.Tagged(id, "resp_") {
+		// Not one of ours: the model server's.
 		s.passResponses(w, r)
 		return rec, false
 	}

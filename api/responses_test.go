@@ -183,6 +183,15 @@ func TestForeignResponsesPassToTheModelServer(t *testing.T) {
 	if got := e.model.requests(); got[len(got)-1].URL.RawQuery != "include[]=x" {
 		t.Errorf("query not passed: %q", got[len(got)-1].URL.RawQuery)
 	}
+	// An id of ours that is gone is this server's 404: the model server
+	// never made it.
+	gone := store.NewTaggedID("resp_", 50)
+	n := len(e.model.requests())
+	st, _, body = e.do(http.MethodGet, "/v1/responses/"+gone, "k-alice", "", nil)
+	checkError(t, st, body, http.StatusNotFound, "", "Response with id '"+gone+"' not found.")
+	if len(e.model.requests()) != n {
+		t.Errorf("a gone response of ours was asked of the model server")
+	}
 }
 
 // TestStoredResponsesWithoutModelServer: without an upstream URL an

@@ -130,8 +130,13 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if pr.Type == gjson.String && pr.Str != "" && i.responses != nil {
 		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
 		switch {
+		case errors.Is(err, store.ErrNotFound) && store.Tagged(pr.Str, "resp_"):
+			// Ours, but gone (expired, deleted, store: false, or another
+			// credential's): OpenAI's answer, not a model server's guess.
+			return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
+				Code: "previous_response_not_found", Message: "Previous response with id '" + pr.Str + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
-			// Not ours (or gone): the model server's business.
+			// Not ours: the model server's business.
 		case err != nil:
 			i.log.Error("response store lookup failed", zap.Error(err))
 			return nil, nil, storeUnavailable()
@@ -143,6 +148,9 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if conv != "" && i.conversations != nil {
 		items, err := i.conversations.Items(ctx, owner, conv)
 		switch {
+		case errors.Is(err, store.ErrNotFound) && store.Tagged(conv, "conv_"):
+			return nil, nil, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "conversation",
+				Message: "Conversation with id '" + conv + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
 			// The model server's own conversation, or none: its business.
 		case err != nil:
@@ -251,7 +259,7 @@ func (x *Exchange) adopt(h *history, resolved []byte) {
 		}
 	}
 	if (x.ic.responses != nil || h.conv != "") && x.req.intercepted {
-		x.respID = newID("resp_", 25)
+		x.respID = store.NewTaggedID("resp_", 50)
 	}
 }
 
@@ -312,6 +320,13 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 		}
 		rec, e := i.responses.FindItem(ctx, owner, id)
 		if errors.Is(e, store.ErrNotFound) {
+			if it.Get("type").Str != "code_interpreter_call" && store.Tagged(id, "ci_") {
+				// A reference to a call of ours that is gone: the model
+				// server never knew it.
+				err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "input",
+					Message: "Item with id '" + id + "' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."}
+				return false
+			}
 			items = append(items, []string{it.Raw})
 			return true
 		}

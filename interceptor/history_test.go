@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -25,7 +26,7 @@ const (
 	turn2Ask  = "And what was x again?"
 )
 
-var ourRespID = regexp.MustCompile(`^resp_[0-9a-f]{50}$`)
+var ourRespID = regexp.MustCompile(`^resp_c0de[0-9a-f]{46}$`)
 
 func newConvInterceptor(t *testing.T, mod func(*Config)) (*Interceptor, *memory.Responses) {
 	t.Helper()
@@ -246,43 +247,84 @@ func withoutOutputs(r1 gjson.Result, outputs string) string {
 	return strings.Join(items, ",")
 }
 
-// TestHistoryIsTheOwners: another credential's turn 2 naming alice's
-// response or items gets nothing of hers: they pass to the model server
-// as they are (which knows no such ids).
+// TestHistoryIsTheOwners: another credential's turn naming alice's
+// response, call or conversation gets OpenAI's not-found answers, exactly
+// as for ids that never existed, and nothing reaches the model server; a
+// model server's own ids still pass to it.
 func TestHistoryIsTheOwners(t *testing.T) {
-	ic, _ := newConvInterceptor(t, nil)
-	var r1 gjson.Result
+	ctx := context.Background()
+	rs := memory.NewResponses(store.DefaultResponseLimits(), nil)
+	cs := memory.NewConversations(store.DefaultConversationLimits(), nil)
+	ic, err := New(DefaultConfig(), sandboxtest.New(t), nil, WithResponses(rs), WithConversations(cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := store.NewTaggedID("conv_", 48)
+	if err := cs.PutConversation(ctx, store.Conversation{ID: conv, Owner: "alice", CreatedAt: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
 	up := newScriptedUpstream(t, append(turn1Steps(false), step{items: []string{msgItem("?")}, check: func(t *testing.T, req gjson.Result) {
-		if req.Get("previous_response_id").Str != r1.Get("id").Str {
-			t.Errorf("bob's previous_response_id was changed to %s", req.Get("previous_response_id").Raw)
-		}
-		if strings.Contains(req.Get("input").Raw, "6*7") {
-			t.Errorf("bob's request was given alice's history: %s", req.Get("input").Raw)
-		}
-		if req.Get("input.0.type").Str != "item_reference" {
-			t.Errorf("bob's item_reference was resolved: %s", req.Get("input").Raw)
+		if req.Get("previous_response_id").Str != "resp_theirs" || req.Get("input.0.id").Str != "msg_theirs" {
+			t.Errorf("the model server's own ids were changed: %s", req.Raw)
 		}
 	}})...)
-	r1 = runTurn1(t, ic, up, "alice", "")
+	r1 := runTurn1(t, ic, up, "alice", "")
 	ci := r1.Get(`output.#(type=="code_interpreter_call").id`).Str
-	convPost(t, ic, up, "bob", ciRequest(`,"previous_response_id":"`+r1.Get("id").Str+`","input":[{"type":"item_reference","id":"`+ci+`"}]`))
+	for _, tc := range []struct {
+		name, extra string
+		status      int
+		param, code string
+	}{
+		{"her response", `,"previous_response_id":"` + r1.Get("id").Str + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
+		{"a response never made", `,"previous_response_id":"` + store.NewTaggedID("resp_", 50) + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
+		{"her call", `,"input":[{"type":"item_reference","id":"` + ci + `"}]`, 404, "input", ""},
+		{"her call, referenced without a type", `,"input":[{"id":"` + ci + `"}]`, 404, "input", ""},
+		{"her conversation", `,"conversation":"` + conv + `","input":"hi"`, 404, "conversation", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, r := convPost(t, ic, up, "bob", ciRequest(tc.extra))
+			if st != tc.status || r.Get("error.param").Str != tc.param || r.Get("error.code").Str != tc.code || r.Get("error.type").Str != "invalid_request_error" {
+				t.Errorf("got %d %s, want %d param %s code %q", st, r.Raw, tc.status, tc.param, tc.code)
+			}
+		})
+	}
+	if n := len(up.requests()); n != 2 {
+		t.Fatalf("the model server got %d requests, want turn 1's 2", n)
+	}
+	convPost(t, ic, up, "bob", ciRequest(`,"previous_response_id":"resp_theirs","input":[{"id":"msg_theirs","type":"message","role":"assistant","content":"x"}]`))
 }
 
-// TestStoreFalseIsNotKept: a response made with "store": false is not
-// kept; continuing it reaches the model server unchanged.
-func TestStoreFalseIsNotKept(t *testing.T) {
-	ic, rs := newConvInterceptor(t, nil)
-	var r1 gjson.Result
-	up := newScriptedUpstream(t, append(turn1Steps(false), step{items: []string{msgItem("?")}, check: func(t *testing.T, req gjson.Result) {
-		if req.Get("previous_response_id").Str != r1.Get("id").Str {
-			t.Errorf("previous_response_id %s", req.Get("previous_response_id").Raw)
-		}
-	}})...)
-	r1 = runTurn1(t, ic, up, "alice", `,"store":false`)
-	if _, err := rs.GetResponse(context.Background(), "alice", r1.Get("id").Str); !errors.Is(err, store.ErrNotFound) {
+// TestGoneResponses: a response made with "store": false, deleted, or past
+// responses.ttl is OpenAI's 400 previous_response_not_found, from this
+// server: a model server that ignores ids it does not know would answer
+// without the history.
+func TestGoneResponses(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1790000000, 0)
+	l := store.DefaultResponseLimits()
+	l.TTL = time.Hour
+	rs := memory.NewResponses(l, func() time.Time { return now })
+	ic, err := New(DefaultConfig(), sandboxtest.New(t), nil, WithResponses(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newScriptedUpstream(t, append(append(turn1Steps(false), turn1Steps(false)...), turn1Steps(false)...)...)
+	unstored := runTurn1(t, ic, up, "alice", `,"store":false`)
+	if _, err := rs.GetResponse(ctx, "alice", unstored.Get("id").Str); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a store:false response was kept (%v)", err)
 	}
-	convPost(t, ic, up, "alice", ciRequest(`,"previous_response_id":"`+r1.Get("id").Str+`","input":"`+turn2Ask+`"`))
+	deleted := runTurn1(t, ic, up, "alice", "")
+	if err := rs.DeleteResponse(ctx, "alice", deleted.Get("id").Str); err != nil {
+		t.Fatal(err)
+	}
+	expired := runTurn1(t, ic, up, "alice", "")
+	now = now.Add(2 * time.Hour)
+	for name, r := range map[string]gjson.Result{"store false": unstored, "deleted": deleted, "expired": expired} {
+		st, e := convPost(t, ic, up, "alice", ciRequest(`,"previous_response_id":"`+r.Get("id").Str+`","input":"`+turn2Ask+`"`))
+		if st != 400 || e.Get("error.code").Str != "previous_response_not_found" || e.Get("error.message").Str != "Previous response with id '"+r.Get("id").Str+"' not found." {
+			t.Errorf("%s: %d %s", name, st, e.Raw)
+		}
+	}
 }
 
 // TestHistoryRefusals: the requests OpenAI refuses, and a history too

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // call is one call of our function found in a model turn.
@@ -90,7 +91,7 @@ func (i *Interceptor) parseRound(body []byte) (*round, error) {
 }
 
 func newCall(idx int, it gjson.Result) *call {
-	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: newID("ci_", 25)}
+	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: store.NewTaggedID("ci_", 50)}
 	if c.callID == "" {
 		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
 	}

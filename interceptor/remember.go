@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -36,8 +35,7 @@ func (l *loop) remember(ctx context.Context, rounds []*round) {
 	last := rounds[len(rounds)-1]
 	rec := store.Response{
 		ID:          x.respID,
-		Owner:       x.owner,
-		CreatedAt:   time.Now(),
+		Owner:       x.owner, // CreatedAt: the store's clock
 		UpstreamID:  last.id,
 		ContainerID: l.storedContainer(),
 		Object:      json.RawMessage(obj),

@@ -400,3 +400,37 @@ func ValidID(id string) bool {
 	}
 	return true
 }
+
+// idTag starts the digits of the ids this server makes for what only it
+// knows — responses (resp_), code calls (ci_), conversations (conv_) — so
+// that one it no longer has (expired, deleted, another owner's) is told
+// from a model server's own id of the same shape: the former gets this
+// server's "not found", never a trip to a model server that may ignore
+// what it does not know and answer without the history. A model server's
+// random id starts so once in 65 536.
+const idTag = "c0de"
+
+// NewTaggedID returns prefix followed by digits hex digits, the first of
+// them idTag and the rest random (OpenAI's lengths: 50 for resp_ and ci_,
+// 48 for conv_).
+func NewTaggedID(prefix string, digits int) string {
+	b := make([]byte, (digits-len(idTag)+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("store: crypto/rand: %v", err))
+	}
+	return prefix + idTag + hex.EncodeToString(b)[:digits-len(idTag)]
+}
+
+// Tagged reports whether id is one NewTaggedID made with prefix.
+func Tagged(id, prefix string) bool {
+	rest, ok := strings.CutPrefix(id, prefix+idTag)
+	if !ok || rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

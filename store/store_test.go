@@ -61,3 +61,23 @@ func TestNewIDUnguessable(t *testing.T) {
 		t.Errorf("NewID = %q", id)
 	}
 }
+
+func TestTaggedIDs(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		digits int
+	}{{"resp_", 50}, {"ci_", 50}, {"conv_", 48}, {"x_", 7}} {
+		id := store.NewTaggedID(tc.prefix, tc.digits)
+		if len(id) != len(tc.prefix)+tc.digits || !store.Tagged(id, tc.prefix) || !store.ValidID(id) {
+			t.Errorf("NewTaggedID(%q, %d) = %q", tc.prefix, tc.digits, id)
+		}
+		if store.Tagged(id, "other_") {
+			t.Errorf("%q is tagged for another prefix", id)
+		}
+	}
+	for _, id := range []string{"resp_0123", "resp_c0de", "resp_c0deXYZ", "c0de12", "resp_C0DE12", ""} {
+		if store.Tagged(id, "resp_") {
+			t.Errorf("Tagged(%q) = true", id)
+		}
+	}
+}
