@@ -1,6 +1,8 @@
 // Package api serves OpenAI's Containers API and a minimal Files API over a
 // store.Store, so that OpenAI's clients can give code a data file, list the
-// files a container holds and download what the code wrote.
+// files a container holds and download what the code wrote; and, over
+// store.Responses and store.Conversations, the responses the interceptor
+// stored and OpenAI's Conversations API.
 //
 // The one job of this package is the HTTP surface: routing, request
 // decoding, OpenAI-shaped objects and errors. What is kept, for how long
@@ -23,6 +25,21 @@
 //	GET    /v1/files/{id}                                  retrieve
 //	DELETE /v1/files/{id}                                  delete
 //	GET    /v1/files/{id}/content                          the bytes
+//	GET    /v1/responses/{id}                              a stored response (include[]=code_interpreter_call.outputs)
+//	GET    /v1/responses/{id}/input_items                  its input items (limit, order, after)
+//	DELETE /v1/responses/{id}                              delete
+//	POST   /v1/conversations                               create (JSON: items ≤ 20, metadata)
+//	GET    /v1/conversations/{id}                          retrieve
+//	POST   /v1/conversations/{id}                          update its metadata
+//	DELETE /v1/conversations/{id}                          delete, with its items
+//	POST   /v1/conversations/{id}/items                    add items (≤ 20; item_reference to a stored response's item)
+//	GET    /v1/conversations/{id}/items                    list (limit, order, after)
+//	GET    /v1/conversations/{id}/items/{item_id}          retrieve
+//	DELETE /v1/conversations/{id}/items/{item_id}          delete (answers the conversation)
+//
+// A response id this server did not issue, and any other path below
+// /v1/responses/, is the model server's: the request is passed to
+// Config.ResponsesUpstreamURL with the caller's forwarded headers.
 //
 // # Ownership
 //

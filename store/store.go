@@ -1,8 +1,9 @@
 // Package store keeps containers and files — OpenAI's Containers and Files
 // API objects and their bytes — for the API (package api) and for the
-// interceptor's container manager. Two implementations: store/memory (the
-// default: in-process, nothing to install) and store/redis (shared by
-// several replicas).
+// interceptor's container manager, and the responses and conversations the
+// interceptor continues (Responses, Conversations). Two implementations of
+// each: store/memory (the default: in-process, nothing to install) and
+// store/redis (shared by several replicas).
 //
 // Every object belongs to an owner: an opaque hash of the credential the
 // client sent (see Owner). A store never returns an object to another
