@@ -26,6 +26,7 @@ func TestOpenAIGoConversations(t *testing.T) {
 		stream    bool
 		include   bool
 		stateless bool
+		noTool3   bool // turn 3, a question, declares no tool (it is still ours: the conversation is)
 	}{
 		{name: "previous_response_id", mode: "previous_response_id", include: true},
 		{name: "previous_response_id+stream", mode: "previous_response_id", stream: true},
@@ -34,6 +35,8 @@ func TestOpenAIGoConversations(t *testing.T) {
 		{name: "item_reference+stream", mode: "item_reference", stream: true},
 		{name: "conversation", mode: "conversation", include: true},
 		{name: "conversation+stream", mode: "conversation", stream: true},
+		{name: "previous_response_id+stream, turn 3 without the tool", mode: "previous_response_id", stream: true, noTool3: true},
+		{name: "stateless/conversation+stream, turn 3 without the tool", mode: "conversation", stream: true, stateless: true, noTool3: true},
 		{name: "stateless/previous_response_id+stream", mode: "previous_response_id", stream: true, stateless: true},
 		{name: "stateless/item_reference", mode: "item_reference", stateless: true},
 		{name: "stateless/conversation", mode: "conversation", stateless: true},
@@ -58,6 +61,9 @@ func TestOpenAIGoConversations(t *testing.T) {
 				p := responses.ResponseNewParams{
 					Model: "gpt-5.6",
 					Tools: []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(responses.ToolCodeInterpreterContainerCodeInterpreterContainerAutoParam{})},
+				}
+				if tc.noTool3 && k == 2 {
+					p.Tools = nil
 				}
 				if tc.include {
 					p.Include = []responses.ResponseIncludable{responses.ResponseIncludableCodeInterpreterCallOutputs}

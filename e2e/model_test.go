@@ -272,7 +272,9 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 			}
 		}
 	}
-	if !hasFn {
+	// A request that declares no tool at all (a turn continuing one of
+	// the gateway's conversations without the code_interpreter) has none.
+	if !hasFn && len(req.Get("tools").Array()) > 0 {
 		return nil, "no code_interpreter function tool"
 	}
 	c := &convo{req: req}
@@ -356,7 +358,11 @@ func (m *model) response(c *convo, items []string) string {
 	} else {
 		setRaw("previous_response_id", "null")
 	}
-	setRaw("tools", c.req.Get("tools").Raw)
+	tools := c.req.Get("tools").Raw
+	if tools == "" {
+		tools = "[]" // as OpenAI echoes a request without tools
+	}
+	setRaw("tools", tools)
 	if tc := c.req.Get("tool_choice"); tc.Exists() {
 		setRaw("tool_choice", tc.Raw)
 	}
