@@ -4,6 +4,7 @@
 #                the JS clients' tests need node and npm: make node-deps)
 #   make bench   benchmarks → docs/benchmarks.md
 #   make lint    gofmt, go vet, staticcheck
+#   make verify-wazero  third_party/wazero is wazero + third_party/wazero-patches
 #   make image   the OCI image, with podman (VARIANT=gvisor: the gVisor one;
 #                BASE=debian:bookworm-slim: a pulled base); image/README.md
 #   make image-test  builds both images and runs them as the manifests run the pod
@@ -18,7 +19,7 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor redis node node-deps deps build test bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor redis node node-deps deps build test verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -68,6 +69,13 @@ build: deps
 
 test: setup node-deps
 	$(GO) test $(TESTFLAGS) ./...
+
+# third_party/wazero is wazero v1.12.0 with the patch series in
+# third_party/wazero-patches (third_party/README.md): verify-wazero applies
+# the series to the Go module cache's v1.12.0 and compares the result with
+# the copy.
+verify-wazero:
+	@GO=$(GO) bash third_party/verify-wazero.sh
 
 # Micro-benchmarks run for a time; the sandbox and end-to-end ones for a
 # fixed count (each iteration starts processes or waits for re-warming).
