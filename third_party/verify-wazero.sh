@@ -8,15 +8,27 @@
 #                              applies the series, removes what the copy
 #                              leaves out, and compares the result with
 #                              third_party/wazero, file by file, byte by byte.
+#   verify-wazero.sh --tests [go test flags]
+#                              make wazero-tests: applies the series to the
+#                              same download, tests included, and runs
+#                              wazero's own tests of the packages the
+#                              patches touch, in wazero's own module.
 #
 # The patches carry their changes to wazero's tests, so the series is
-# applied to the whole module and the left-out files are removed afterwards.
+# always applied to the whole module; verify removes the left-out files
+# afterwards.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
 module=github.com/tetratelabs/wazero
 patches=("$root"/third_party/wazero-patches/[0-9][0-9][0-9][0-9]-*.patch)
+
+mode=verify
+if [ "${1:-}" = --tests ]; then
+  mode=tests
+  shift
+fi
 
 [ -e "${patches[0]}" ] || { echo "verify-wazero: no patches in third_party/wazero-patches" >&2; exit 1; }
 
@@ -48,6 +60,21 @@ for p in "${patches[@]}"; do
     { echo "verify-wazero: ${p#"$root"/} does not apply to $module $version + the patches before it" >&2; exit 1; }
 done
 n=${#patches[@]}
+
+if [ "$mode" = tests ]; then
+  # The packages the patches touch: the directories of the Go files they
+  # change or add (tests included).
+  pkgs=$(sed -n 's|^+++ b/\(.*\)\.go$|\1|p' "${patches[@]}" |
+    while read -r f; do d=$(dirname "$f"); [ "$d" = . ] && echo . || echo "./$d"; done | sort -u)
+  echo "wazero-tests: wazero $version + $n patches, its own tests of:" $pkgs
+  # wazero's module, not codeinterp's: -mod=mod lets go fetch a test
+  # dependency the module cache lacks; GOTOOLCHAIN=local tests with the
+  # Go that builds codeinterp.
+  cd "$work"
+  # shellcheck disable=SC2086 # one argument per package
+  GOFLAGS=-mod=mod GOTOOLCHAIN=local "$GO" test "$@" $pkgs
+  exit
+fi
 
 # What third_party/wazero leaves out of the module, the whole list:
 #   tests:     every *_test.go and testdata/ directory; internal/testing/
