@@ -4,6 +4,8 @@
 #                the JS clients' tests need node and npm: make node-deps)
 #   make bench   benchmarks → docs/benchmarks.md
 #   make lint    gofmt, go vet, staticcheck
+#   make verify-wazero  third_party/wazero is wazero + third_party/wazero-patches
+#   make wazero-tests   wazero's own tests of the packages the patches touch
 #   make image   the OCI image, with podman (VARIANT=gvisor: the gVisor one;
 #                BASE=debian:bookworm-slim: a pulled base); image/README.md
 #   make image-test  builds both images and runs them as the manifests run the pod
@@ -12,13 +14,14 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TESTFLAGS   ?= -count=1 -timeout 40m
 BENCHTIME   ?= 1s
+WAZERO_TESTFLAGS ?= -count=1 -timeout 20m
 # make image: wasm (codeinterp/extproc) or gvisor (codeinterp/extproc-gvisor);
 # BASE empty means a Debian base made here by mmdebstrap.
 VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor redis node node-deps deps build test bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor redis node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -68,6 +71,19 @@ build: deps
 
 test: setup node-deps
 	$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) --no-print-directory wazero-tests
+
+# third_party/wazero is wazero v1.12.0 with the patch series in
+# third_party/wazero-patches (third_party/README.md). verify-wazero applies
+# the series to the Go module cache's v1.12.0 and compares the result with
+# the copy; wazero-tests applies it to the same download, tests included,
+# and runs wazero's own tests of the packages the patches touch (the copy
+# is a nested module: go test ./... does not reach it).
+verify-wazero:
+	@GO=$(GO) bash third_party/verify-wazero.sh
+
+wazero-tests:
+	@GO=$(GO) bash third_party/verify-wazero.sh --tests $(WAZERO_TESTFLAGS)
 
 # Micro-benchmarks run for a time; the sandbox and end-to-end ones for a
 # fixed count (each iteration starts processes or waits for re-warming).
