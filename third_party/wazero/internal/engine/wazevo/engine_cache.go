@@ -357,8 +357,6 @@ func deserializeCompiledModule(wazeroVersion string, reader io.ReadCloser, verif
 	return
 }
 
-// readUint64 strictly reads an uint64 in little-endian byte order, using the
-// given array as a buffer. This returns io.EOF if less than 8 bytes were read.
 // executableAlignment is where the native code starts in a cache entry: a
 // multiple of every page size wazero runs on (4 KiB to 64 KiB), so that it
 // can be mapped. (codeinterp patch)
@@ -370,6 +368,8 @@ func executablePadding(offset int) int {
 	return (executableAlignment - offset%executableAlignment) % executableAlignment
 }
 
+// readUint64 strictly reads an uint64 in little-endian byte order, using the
+// given array as a buffer. This returns io.EOF if less than 8 bytes were read.
 func readUint64(reader io.Reader, b *[8]byte) (uint64, error) {
 	s := b[0:8]
 	// ReadFull: a buffered reader returns less than asked at the end of
