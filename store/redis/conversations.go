@@ -52,11 +52,8 @@ import (
 // runs at maxmemory — except GetConversation and GetItem, which are a
 // single command.
 type Conversations struct {
-	rdb    goredis.UniversalClient
-	own    bool // Close closes rdb
-	prefix string
+	conn
 	limits store.ConversationLimits
-	now    func() time.Time
 
 	create, appendItems, deleteItem, deleteConv, read *goredis.Script
 	// update writes metadata (refused at maxmemory); clear removes it
@@ -71,29 +68,21 @@ var _ store.Conversations = (*Conversations)(nil)
 // them; now gives a new conversation's CreatedAt when it has none (tests),
 // nil means time.Now.
 func NewConversations(ctx context.Context, url string, l store.ConversationLimits, now func() time.Time, opts ...Option) (*Conversations, error) {
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("store/redis: url: %w", err)
-	}
-	rdb := goredis.NewClient(o)
-	s, err := NewConversationsClient(ctx, rdb, l, now, opts...)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	s.own = true
-	return s, nil
+	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Conversations, error) {
+		return NewConversationsClient(ctx, rdb, l, now, opts...)
+	})
 }
 
 // NewConversationsClient is NewConversations over a client the caller
 // made (and closes: Close leaves it open) — a Store's, for one connection
 // pool.
 func NewConversationsClient(ctx context.Context, rdb goredis.UniversalClient, l store.ConversationLimits, now func() time.Time, opts ...Option) (*Conversations, error) {
-	if now == nil {
-		now = time.Now
+	c, err := newConn(ctx, rdb, now, opts)
+	if err != nil {
+		return nil, err
 	}
-	s := &Conversations{
-		rdb: rdb, prefix: apply(opts).prefix, limits: l, now: now,
+	return &Conversations{
+		conn: c, limits: l,
 		create:      goredis.NewScript("#!lua\n" + convPrelude + createConversationScript),
 		appendItems: goredis.NewScript("#!lua\n" + convPrelude + appendItemsScript),
 		deleteItem:  goredis.NewScript("#!lua flags=allow-oom\n" + convPrelude + deleteItemScript),
@@ -101,19 +90,7 @@ func NewConversationsClient(ctx context.Context, rdb goredis.UniversalClient, l 
 		update:      goredis.NewScript("#!lua\n" + convPrelude + updateConversationScript),
 		clear:       goredis.NewScript("#!lua flags=allow-oom\n" + convPrelude + updateConversationScript),
 		read:        goredis.NewScript("#!lua flags=no-writes\n" + convPrelude + readItemsScript),
-	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("store/redis: ping: %w", err)
-	}
-	return s, nil
-}
-
-// Close closes the connection pool NewConversations made.
-func (s *Conversations) Close() error {
-	if !s.own {
-		return nil
-	}
-	return s.rdb.Close()
+	}, nil
 }
 
 // The scripts get KEYS[1] = conv:<id>, KEYS[2] = convorder:<id>,

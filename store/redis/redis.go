@@ -29,11 +29,8 @@ const putRetries = 8
 // Store is the Redis store. It is safe for concurrent use, and any number
 // of Stores (replicas) may share one Redis.
 type Store struct {
-	rdb     goredis.UniversalClient
-	own     bool // Close closes rdb
-	prefix  string
+	conn
 	limits  store.Limits
-	now     func() time.Time
 	scripts scripts
 }
 
@@ -66,37 +63,19 @@ func apply(opts []Option) options {
 // rediss:// for TLS) and checks it answers PING. limits bound what the
 // store holds; now is the clock (tests), nil means time.Now.
 func New(ctx context.Context, url string, limits store.Limits, now func() time.Time, opts ...Option) (*Store, error) {
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("store/redis: url: %w", err)
-	}
-	s, err := NewClient(ctx, goredis.NewClient(o), limits, now, opts...)
-	if err != nil {
-		return nil, err
-	}
-	s.own = true
-	return s, nil
+	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Store, error) {
+		return NewClient(ctx, rdb, limits, now, opts...)
+	})
 }
 
 // NewClient is New over a client the caller made (and closes: the
 // Store's Close leaves it open).
 func NewClient(ctx context.Context, rdb goredis.UniversalClient, limits store.Limits, now func() time.Time, opts ...Option) (*Store, error) {
-	if now == nil {
-		now = time.Now
+	c, err := newConn(ctx, rdb, now, opts)
+	if err != nil {
+		return nil, err
 	}
-	s := &Store{rdb: rdb, prefix: apply(opts).prefix, limits: limits, now: now, scripts: newScripts()}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("store/redis: ping: %w", err)
-	}
-	return s, nil
-}
-
-// Close closes the connection pool New made.
-func (s *Store) Close() error {
-	if !s.own {
-		return nil
-	}
-	return s.rdb.Close()
+	return &Store{conn: c, limits: limits, scripts: newScripts()}, nil
 }
 
 // ownerPrefix is the prefix of all of owner's keys.

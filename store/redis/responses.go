@@ -41,11 +41,8 @@ import (
 // delete is allowed then. ResponseLimits.Count and Bytes do not apply: a
 // shared Redis relies on the TTLs and its own maxmemory.
 type Responses struct {
-	rdb         goredis.UniversalClient
-	own         bool // Close closes rdb
-	prefix      string
+	conn
 	limits      store.ResponseLimits
-	now         func() time.Time
 	put, delete *goredis.Script
 }
 
@@ -55,43 +52,23 @@ var _ store.Responses = (*Responses)(nil)
 // answers PING. l bounds each response; now is the clock (tests), nil
 // means time.Now.
 func NewResponses(ctx context.Context, url string, l store.ResponseLimits, now func() time.Time, opts ...Option) (*Responses, error) {
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("store/redis: url: %w", err)
-	}
-	rdb := goredis.NewClient(o)
-	s, err := NewResponsesClient(ctx, rdb, l, now, opts...)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	s.own = true
-	return s, nil
+	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Responses, error) {
+		return NewResponsesClient(ctx, rdb, l, now, opts...)
+	})
 }
 
 // NewResponsesClient is NewResponses over a client the caller made (and
 // closes: Close leaves it open) — a Store's, for one connection pool.
 func NewResponsesClient(ctx context.Context, rdb goredis.UniversalClient, l store.ResponseLimits, now func() time.Time, opts ...Option) (*Responses, error) {
-	if now == nil {
-		now = time.Now
+	c, err := newConn(ctx, rdb, now, opts)
+	if err != nil {
+		return nil, err
 	}
-	s := &Responses{
-		rdb: rdb, prefix: apply(opts).prefix, limits: l, now: now,
+	return &Responses{
+		conn: c, limits: l,
 		put:    goredis.NewScript("#!lua\n" + responsePrelude + putResponseScript),
 		delete: goredis.NewScript("#!lua flags=allow-oom\n" + responsePrelude + deleteResponseScript),
-	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("store/redis: ping: %w", err)
-	}
-	return s, nil
-}
-
-// Close closes the connection pool NewResponses made.
-func (s *Responses) Close() error {
-	if !s.own {
-		return nil
-	}
-	return s.rdb.Close()
+	}, nil
 }
 
 // The scripts get KEYS[1] = the record key, KEYS[2] = the index hash key,
