@@ -21,22 +21,10 @@ import (
 // API and the interceptor.
 // Its bounds are the ones in force (config.Config.StoreLimits).
 func newStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	c, limits := cfg.Store, cfg.StoreLimits()
-	switch c.Backend {
-	case config.StoreRedis:
-		// Bounded: a server that cannot reach its store must say so at
-		// start, not hang there.
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		st, err := redis.New(cctx, c.RedisURL, limits, nil)
-		if err != nil {
-			return nil, fmt.Errorf("store.redis_url: %w", err)
-		}
-		return st, nil
-	case config.StoreMemory:
-		return memory.New(limits, nil), nil
-	}
-	return nil, fmt.Errorf("store.backend: %q is not one of memory, redis", c.Backend)
+	l := cfg.StoreLimits()
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (store.Store, error) { return redis.New(ctx, url, l, nil) },
+		func() store.Store { return memory.New(l, nil) })
 }
 
 // responseStore and conversationStore are the response and conversation
@@ -56,14 +44,21 @@ type (
 // Redis with store.backend redis (so every replica sees it), else in
 // process. A server that cannot reach Redis says so at start.
 func openBackend[S any](ctx context.Context, cfg *config.Config, inRedis func(ctx context.Context, url string) (S, error), inProcess func() S) (S, error) {
-	if cfg.Store.Backend != config.StoreRedis {
+	var zero S
+	switch cfg.Store.Backend {
+	case config.StoreMemory:
 		return inProcess(), nil
+	case config.StoreRedis:
+	default:
+		return zero, fmt.Errorf("store.backend: %q is not one of memory, redis", cfg.Store.Backend)
 	}
+	// Bounded: a server that cannot reach its store must say so at start,
+	// not hang there.
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := inRedis(cctx, cfg.Store.RedisURL)
 	if err != nil {
-		return s, fmt.Errorf("store.redis_url: %w", err)
+		return zero, fmt.Errorf("store.redis_url: %w", err)
 	}
 	return s, nil
 }
