@@ -113,7 +113,7 @@ var (
 // in it is ours.
 func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []byte) ([]byte, *history, error) {
 	h := &history{}
-	if (i.responses == nil && i.conversations == nil) || owner == "" || !mayUseHistory(body) || !gjson.ValidBytes(body) {
+	if (i.responses == nil && i.conversations == nil) || owner == "" || !mayUseHistory(body) {
 		return body, h, nil
 	}
 	doc := string(body)
@@ -126,6 +126,13 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	var prefix []string
 
 	pr, conv := root.Get("previous_response_id"), conversationID(root.Get("conversation"))
+	// Validated only when there is something to look up: most requests
+	// with the tool continue nothing, and rewriteRequest validates them.
+	lookups := (pr.Type == gjson.String && pr.Str != "" && i.responses != nil) ||
+		(conv != "" && i.conversations != nil) || (i.responses != nil && anyResolvable(input))
+	if !lookups || !gjson.Valid(doc) {
+		return body, h, nil
+	}
 	var prev *store.Response
 	if pr.Type == gjson.String && pr.Str != "" && i.responses != nil {
 		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
@@ -312,13 +319,22 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 		}
 		return nil, false, nil, nil
 	}
+	var found []store.Response // the responses looked up so far
 	input.ForEach(func(_, it gjson.Result) bool {
 		id, ok := resolvable(it)
 		if !ok || i.responses == nil {
 			items = append(items, []string{it.Raw})
 			return true
 		}
-		rec, e := i.responses.FindItem(ctx, owner, id)
+		// A client replays a response's items together (a call, then the
+		// answer): one lookup serves all the items of a response found.
+		rec, e := cachedItem(found, id)
+		if e != nil {
+			rec, e = i.responses.FindItem(ctx, owner, id)
+			if e == nil {
+				found = append(found, rec)
+			}
+		}
 		if errors.Is(e, store.ErrNotFound) {
 			if it.Get("type").Str != "code_interpreter_call" && store.Tagged(id, "ci_") {
 				// A reference to a call of ours that is gone: the model
@@ -355,6 +371,19 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 	return items, changed, reuse, err
 }
 
+// cachedItem returns the response of found that holds the item id, or
+// store.ErrNotFound.
+func cachedItem(found []store.Response, id string) (store.Response, error) {
+	for _, r := range found {
+		for _, it := range r.Items {
+			if it.ID == id {
+				return r, nil
+			}
+		}
+	}
+	return store.Response{}, store.ErrNotFound
+}
+
 // resolvable says whether an input item may stand for a stored item of
 // ours, and its id: an item_reference (with or without its type), or a code_interpreter_call replayed
 // without outputs (null, [] or missing: what the Agents SDK and LangChain
@@ -379,6 +408,16 @@ func resolvable(it gjson.Result) (string, bool) {
 		return id.Str, !o.Exists() || o.Type == gjson.Null || (o.IsArray() && len(o.Array()) == 0)
 	}
 	return "", false
+}
+
+// anyResolvable reports whether input has an item resolveItems may look up.
+func anyResolvable(input gjson.Result) bool {
+	found := false
+	input.ForEach(func(_, it gjson.Result) bool {
+		_, found = resolvable(it)
+		return !found
+	})
+	return found
 }
 
 func inputItems(input gjson.Result) []string {

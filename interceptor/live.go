@@ -186,7 +186,7 @@ func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	// response.created announced (openai-go's accumulator rejects a terminal
 	// with another), so it stays: this server's own id with a response
 	// store, else the first round's.
-	final := l.splice(rounds, false)
+	final := l.response(rounds)
 	if id := s.opening.Get("id"); id.Type == gjson.String {
 		final = editObject(string(final), set("id", id.Raw))
 	}

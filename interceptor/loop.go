@@ -128,6 +128,17 @@ type loop struct {
 	budget      int  // code calls still allowed
 	followUps   int
 	toolCalls   int
+	// kept is the response remember stored (every call's outputs in it).
+	kept []byte
+}
+
+// response is the spliced response the client gets: the one remember
+// kept when the two are the same (the request included the outputs).
+func (l *loop) response(rounds []*round) []byte {
+	if l.kept != nil && l.x.req.includeOutputs {
+		return l.kept
+	}
+	return l.splice(rounds, false)
 }
 
 func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
@@ -263,7 +274,7 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		}
 		return l.fail(f.status, "server_error", f.code, f.msg), nil
 	}
-	final := l.splice(rounds, false)
+	final := l.response(rounds)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
 		res.ContentType = ContentTypeSSE

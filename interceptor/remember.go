@@ -24,6 +24,7 @@ func (l *loop) remember(ctx context.Context, rounds []*round) {
 		return
 	}
 	obj := l.splice(rounds, true)
+	l.kept = obj
 	items := l.modelItems(rounds)
 	input := withIDs(x.hist.clientInput, x.req.clientInput)
 	if x.hist.conv != "" {
