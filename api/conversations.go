@@ -1,13 +1,11 @@
 package api
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -221,7 +219,7 @@ func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMe
 	out := make([]store.ConversationItem, 0, len(arr))
 	seen := map[string]bool{}
 	for k, it := range arr {
-		param := "items[" + itoa(k) + "]"
+		param := "items[" + strconv.Itoa(k) + "]"
 		ci, e := s.conversationItem(r, owner, param, it)
 		if e != nil {
 			return nil, e
@@ -266,7 +264,7 @@ func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson
 	id := it.Get("id").Str
 	switch {
 	case !it.Get("id").Exists() || it.Get("id").Type == gjson.Null:
-		id = newItemID(typ)
+		id = store.NewItemID(typ)
 		doc, _ = sjson.Set(doc, "id", id)
 	case !store.ValidID(id):
 		return store.ConversationItem{}, invalid(param+".id", "invalid_value", "Invalid '%s.id': expected an ID that contains letters, numbers, underscores, or dashes.", param)
@@ -372,32 +370,3 @@ func (s *Server) itemError(w http.ResponseWriter, r *http.Request, err error, id
 }
 
 func newConversationID() string { return store.NewTaggedID("conv_", 48) }
-
-// newItemID is an id like OpenAI's for an item of typ: msg_… for messages,
-// else the type's first word (ci_… for code_interpreter_call is OpenAI's
-// own, kept as the interceptor makes them).
-func newItemID(typ string) string {
-	prefix := strings.SplitN(typ, "_", 2)[0]
-	switch typ {
-	case "message":
-		prefix = "msg"
-	case "code_interpreter_call":
-		prefix = "ci"
-	case "function_call":
-		prefix = "fc"
-	case "reasoning":
-		prefix = "rs"
-	}
-	return prefix + "_" + randomHex(25)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b)
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}

@@ -3,7 +3,6 @@ package interceptor
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -150,11 +149,7 @@ func withIDs(items []string, raw string) []string {
 		if typ == "" && v.Get("role").Exists() {
 			typ = "message"
 		}
-		prefix := "msg_"
-		if typ != "message" {
-			prefix = strings.SplitN(typ, "_", 2)[0] + "_"
-		}
-		out = append(out, string(editObject(it, set("id", jsonString(newID(prefix, 25))))))
+		out = append(out, string(editObject(it, set("id", jsonString(store.NewItemID(typ))))))
 	}
 	return out
 }

@@ -435,3 +435,26 @@ func Tagged(id, prefix string) bool {
 	}
 	return true
 }
+
+// NewItemID is an id like OpenAI's for a response or conversation item of
+// type typ that came without one: msg_… for a message, ci_ for a
+// code_interpreter_call, fc_ for a function_call, rs_ for reasoning, else
+// the type's first word; then 50 random hex digits.
+func NewItemID(typ string) string {
+	prefix := strings.SplitN(typ, "_", 2)[0]
+	switch typ {
+	case "message", "":
+		prefix = "msg"
+	case "code_interpreter_call":
+		prefix = "ci"
+	case "function_call":
+		prefix = "fc"
+	case "reasoning":
+		prefix = "rs"
+	}
+	var b [25]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("store: crypto/rand: %v", err))
+	}
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
