@@ -62,18 +62,20 @@ func TestTTLsExpireForReal(t *testing.T) {
 	url := redistest.Start(t)
 	rdb := client(t, url)
 	l := store.DefaultLimits()
+	// Lifetimes of seconds, with room for a slow shared machine between
+	// the writes and the look at their keys.
 	l.ExpiredMemory = time.Second
-	l.FileLifetime = time.Second
+	l.FileLifetime = 5 * time.Second
 	s, err := redis.New(ctx, url, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 
-	// A one-minute container last used 59 seconds ago: it expires within
-	// a second or two.
+	// A one-minute container last used 55 seconds ago: it expires within
+	// about five seconds.
 	now := time.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_real", CreatedAt: now - 59, LastActiveAt: now - 59, ExpiresAfterMinutes: 1}
+	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_real", CreatedAt: now - 55, LastActiveAt: now - 55, ExpiresAfterMinutes: 1}
 	if err := s.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +90,12 @@ func TestTTLsExpireForReal(t *testing.T) {
 		t.Fatalf("keys after the writes: %v", ks)
 	}
 	for _, k := range keys(t, rdb, redis.DefaultPrefix+"*") {
-		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 3*time.Second {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 7*time.Second {
 			t.Errorf("key %s has TTL %v; want a short positive one", k, ttl)
 		}
 	}
 	// Expired (files gone), then remembered for ExpiredMemory, then gone.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	sawExpired := false
 	for time.Now().Before(deadline) {
 		got, err := s.GetContainer(ctx, c.Owner, c.ID)
