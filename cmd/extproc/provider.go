@@ -47,6 +47,10 @@ func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
 		GID:             cfg.Sandbox.Isolation.GID,
 		ImageMaxCount:   g.MaxImages,
 		ImageMaxBytes:   int(g.MaxImageBytes),
+
+		ColdStart:              !cfg.Sandbox.Snapshot,
+		SnapshotRotateSessions: cfg.Sandbox.SnapshotRotateSessions,
+		Limits:                 cfg.PoolConfig().Limits,
 	}
 }
 

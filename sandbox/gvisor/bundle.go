@@ -97,7 +97,6 @@ type bundleParams struct {
 	args         []string
 	uid, gid     uint32
 	scratchBytes int64
-	addressSpace int64  // RLIMIT_AS; 0: none
 	nproc        uint64 // RLIMIT_NPROC; 0: none
 }
 
@@ -152,7 +151,7 @@ func (p bundleParams) spec() *specs.Spec {
 		Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0755", "size=4k"}})
 	// Each tmpfs may hold ScratchBytes; both live in the sentry's memory,
 	// so the cgroup's memory limit bounds their sum with everything else.
-	size := "size=" + strconv.FormatInt(max(p.scratchBytes, 1<<20), 10)
+	size := "size=" + strconv.FormatInt(p.scratchBytes, 10)
 	for _, d := range []string{guestTmp, guestScratch} {
 		mounts = append(mounts, specs.Mount{
 			Destination: d, Type: "tmpfs", Source: "tmpfs",
@@ -170,10 +169,6 @@ func (p bundleParams) spec() *specs.Spec {
 	if p.nproc > 0 {
 		// gVisor counts the sandbox user's tasks (threads too) itself.
 		rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: p.nproc, Soft: p.nproc})
-	}
-	if p.addressSpace > 0 {
-		as := uint64(p.addressSpace)
-		rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_AS", Hard: as, Soft: as})
 	}
 	return &specs.Spec{
 		Version:  specs.Version,

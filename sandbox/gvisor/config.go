@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
 // Config configures the gVisor kind. Zero values take the documented
@@ -39,6 +41,18 @@ type Config struct {
 	// of an OOM kill of the whole sandbox). 0 means session memory +
 	// DefaultAddressSpaceSlack; negative disables it.
 	AddressSpaceBytes int64
+	// ColdStart makes every sandbox start cold (runsc run, then ≈2–3 s of
+	// imports) instead of being restored from a checkpoint of a sandbox
+	// whose kernel imported the stack (≈0.4 s).
+	ColdStart bool
+	// SnapshotRotateSessions: a new checkpoint is taken after this many
+	// sessions (sessions of one checkpoint share its str hash seed); 0
+	// means only at start.
+	SnapshotRotateSessions int
+	// Limits are the pool's limits, so that Prepare takes the first
+	// checkpoint for them (a session with other tmpfs or pids limits gets
+	// an image of its own, taken when it first starts).
+	Limits pool.Limits
 	// Debug adds runsc's --debug and --strace logs to the interpreter's
 	// directory (slow; never in production).
 	Debug bool
@@ -108,6 +122,9 @@ func (c Config) validate() error {
 	}
 	if c.UID == 0 || c.GID == 0 {
 		return fmt.Errorf("gvisor: the sandbox user must not be root (uid %d, gid %d)", c.UID, c.GID)
+	}
+	if c.SnapshotRotateSessions < 0 {
+		return fmt.Errorf("gvisor: SnapshotRotateSessions must not be negative")
 	}
 	if c.ImageMaxCount < 0 || c.ImageMaxBytes < 0 {
 		return fmt.Errorf("gvisor: image bounds must not be negative")

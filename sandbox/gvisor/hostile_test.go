@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
@@ -15,7 +16,12 @@ import (
 // TestHostileContained runs attacks that must fail (or show nothing of the
 // host) without ending the session, all in one sandbox.
 func TestHostileContained(t *testing.T) {
-	e := newEnv(t)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { hostileContained(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold })) })
+	}
+}
+
+func hostileContained(t *testing.T, e *env) {
 	os.Setenv("CODEINTERP_HOST_SECRET", "hunter2")
 	self, err := os.Executable()
 	if err != nil {
@@ -225,7 +231,12 @@ except OSError as e:
 // Kill must leave its cgroup empty, and a bystander sandbox started
 // alongside must be unaffected.
 func TestHostileDestructive(t *testing.T) {
-	e := newEnv(t)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { hostileDestructive(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold })) })
+	}
+}
+
+func hostileDestructive(t *testing.T, e *env) {
 	bystander := e.start(t)
 	bystander.expectOK("secret = 'kept'", "")
 	cases := []struct {

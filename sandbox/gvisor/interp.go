@@ -45,6 +45,7 @@ const (
 type frame struct {
 	Kind   string       `json:"kind"`
 	Run    *runRequest  `json:"run,omitempty"`
+	Begin  *beginRequest `json:"begin,omitempty"`
 	Ready  *readyReport `json:"ready,omitempty"`
 	Result *wire.Result `json:"result,omitempty"`
 	Fatal  string       `json:"fatal,omitempty"`
@@ -61,6 +62,19 @@ type runRequest struct {
 	ImageMaxCount int    `json:"image_max_count"`
 	ImageMaxBytes int    `json:"image_max_bytes"`
 }
+
+// beginRequest is the first frame the kernel reads, cold or restored from a
+// checkpoint, before any user code: what differs per session and cannot be
+// in a checkpoint's spec.
+type beginRequest struct {
+	// AddressSpace is the session's RLIMIT_AS (0: none). The kernel lowers
+	// its own limit (no privilege needed, and the code cannot raise it
+	// again): sessions of one checkpoint differ in memory.
+	AddressSpace int64 `json:"address_space"`
+}
+
+// kindBegin is the frame that starts a session's kernel.
+const kindBegin = "begin"
 
 type readyReport struct {
 	StartupNanos int64    `json:"startup_ns"`
@@ -100,7 +114,22 @@ type interp struct {
 	diag     string
 }
 
-func (k *Kind) start(ctx context.Context, o pool.StartOptions) (_ *interp, err error) {
+// startMode says how start brings a sandbox up.
+type startMode int
+
+const (
+	// coldStart runs a new sandbox (runsc run): the kernel imports the
+	// stack, reports ready and is sent its begin frame.
+	coldStart startMode = iota
+	// templateStart runs a new sandbox and stops at the kernel's first
+	// ready, for checkpoints.take to checkpoint: no begin, never a session.
+	templateStart
+	// restoreStart restores a checkpoint (runsc restore): the kernel
+	// resumes waiting for its begin frame.
+	restoreStart
+)
+
+func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, img *image) (_ *interp, err error) {
 	if !safeID(o.ID) {
 		return nil, fmt.Errorf("gvisor: interpreter id %q is not safe in file names", o.ID)
 	}
@@ -150,38 +179,29 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions) (_ *interp, err e
 	if it.ctlOut, err = os.OpenFile(out, os.O_RDWR, 0); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
-	as := k.cfg.AddressSpaceBytes
-	if as == 0 {
-		as = o.MemoryBytes + DefaultAddressSpaceSlack
-	}
+	// A restored sandbox keeps its checkpoint's tmpfs sizes and rlimits
+	// whatever this spec says (only the mount sources, here the FIFOs, are
+	// new), so the spec depends on nothing else of the session: imageKey
+	// holds what it does depend on, and RLIMIT_AS comes in the begin frame.
+	key := k.imageKey(o.Limits)
 	spec := bundleParams{
 		root: k.root, ctlIn: in, ctlOut: out,
 		args:         []string{k.cfg.PythonPath, "-E", "-s", "-u", "-B", "-c", kernelSource},
 		uid:          k.cfg.UID,
 		gid:          k.cfg.GID,
-		scratchBytes: o.Limits.ScratchBytes,
-		addressSpace: max(as, 0),
-		nproc:        guestTasks(o.Limits.Pids),
+		scratchBytes: key.scratchBytes,
+		nproc:        key.nproc,
 	}.spec()
 	if err := writeBundle(bundle, spec); err != nil {
 		return nil, err
 	}
 
-	args := []string{
-		k.cfg.RunscPath,
-		"--root=" + state,
-		"--network=none",
-		"--platform=" + k.cfg.Platform,
-		"--host-fifo=open",
-		"--host-uds=none",
-		"--ignore-cgroups",
-		"--log=" + filepath.Join(it.dir, "runsc.log"),
-		"--panic-log=" + filepath.Join(it.dir, "runsc.log"),
+	args := it.runscArgs()
+	if mode == restoreStart {
+		args = append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle, it.id)
+	} else {
+		args = append(args, "run", "--bundle="+bundle, it.id)
 	}
-	if k.cfg.Debug {
-		args = append(args, "--debug", "--strace", "--debug-log="+it.dir+"/")
-	}
-	args = append(args, "run", "--bundle="+bundle, it.id)
 
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
@@ -237,23 +257,67 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions) (_ *interp, err e
 
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return nil, fmt.Errorf("gvisor: kernel start-up: %w%s", fe.err, it.diagSuffix())
+	if mode != restoreStart {
+		if err := it.awaitReady(ctx); err != nil {
+			return nil, err
 		}
-		if fe.f.Kind != wire.KindReady || fe.f.Ready == nil {
-			return nil, fmt.Errorf("gvisor: kernel sent %q before ready%s", fe.f.Kind, it.diagSuffix())
+	}
+	if mode != templateStart {
+		as := k.cfg.AddressSpaceBytes
+		if as == 0 {
+			as = o.MemoryBytes + DefaultAddressSpaceSlack
 		}
-		it.packages, it.python = fe.f.Ready.Packages, fe.f.Ready.Python
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
-	case <-ctx.Done():
-		return nil, fmt.Errorf("gvisor: sandbox start-up: %w%s", ctx.Err(), it.diagSuffix())
+		dl, _ := ctx.Deadline()
+		if err := it.send(&frame{Kind: kindBegin, Begin: &beginRequest{AddressSpace: max(as, 0)}}, dl); err != nil {
+			return nil, err
+		}
+		if err := it.awaitReady(ctx); err != nil {
+			return nil, err
+		}
 	}
 	it.startup = time.Since(started)
 	k.log.Debug("gvisor interpreter ready", zap.String("id", o.ID), zap.Duration("startup", it.startup))
 	return it, nil
+}
+
+// runscArgs are runsc's global flags for this sandbox, the same for every
+// command (run, restore, checkpoint).
+func (it *interp) runscArgs() []string {
+	cfg := it.k.cfg
+	args := []string{
+		cfg.RunscPath,
+		"--root=" + filepath.Join(it.dir, "state"),
+		"--network=none",
+		"--platform=" + cfg.Platform,
+		"--host-fifo=open",
+		"--host-uds=none",
+		"--ignore-cgroups",
+		"--log=" + filepath.Join(it.dir, "runsc.log"),
+		"--panic-log=" + filepath.Join(it.dir, "runsc.log"),
+	}
+	if cfg.Debug {
+		args = append(args, "--debug", "--strace", "--debug-log="+it.dir+"/")
+	}
+	return args
+}
+
+// awaitReady waits for the kernel's ready frame.
+func (it *interp) awaitReady(ctx context.Context) error {
+	select {
+	case fe := <-it.frames:
+		if fe.err != nil {
+			return fmt.Errorf("gvisor: kernel start-up: %w%s", fe.err, it.diagSuffix())
+		}
+		if fe.f.Kind != wire.KindReady || fe.f.Ready == nil {
+			return fmt.Errorf("gvisor: kernel sent %q before ready%s", fe.f.Kind, it.diagSuffix())
+		}
+		it.packages, it.python = fe.f.Ready.Packages, fe.f.Ready.Python
+		return nil
+	case <-it.exited:
+		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
+	case <-ctx.Done():
+		return fmt.Errorf("gvisor: sandbox start-up: %w%s", ctx.Err(), it.diagSuffix())
+	}
 }
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 }

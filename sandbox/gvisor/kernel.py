@@ -27,6 +27,25 @@ class _Timeout(BaseException):
     pass
 
 
+def reseed():
+    """Give this sandbox its own randomness before user code runs.
+
+    Sessions restored from one checkpoint start from the same memory, so
+    every generator seeded before the checkpoint would repeat across them;
+    gVisor's getrandom is fresh in each restored sandbox, so seeding from
+    os.urandom separates them. (The str hash seed is fixed when the
+    interpreter starts: all sessions of one image share it.)"""
+    import random
+    random.seed()  # os.urandom
+    for name, mod in list(sys.modules.items()):
+        if name == "numpy.random" and hasattr(mod, "seed"):
+            mod.seed()  # the legacy global RandomState; default_rng() draws from the OS each call
+        elif name == "tempfile":
+            mod._name_sequence = None  # its name generator, made on first use
+        elif name == "multiprocessing" and hasattr(mod, "current_process"):
+            mod.current_process().authkey = os.urandom(32)
+
+
 def _main():
     import importlib.util
 
@@ -514,12 +533,29 @@ def _main():
         st = os.fstat(fd)
         return st.st_dev, st.st_ino
 
+    ready = {"kind": "ready", "ready": {"startup_ns": int((time.monotonic() - _T0) * 1e9), "packages": packages,
+                                        "python": "%d.%d" % sys.version_info[:2]}}
+    send(ready)
+    # Here the server may checkpoint the sandbox (runsc checkpoint): every
+    # session restored from the image resumes in this recv, with new host
+    # pipes and FIFOs, the image's memory and fresh kernel randomness. The
+    # begin frame comes before any user code, cold or restored.
+    begin = recv()
+    if begin.get("kind") != "begin":
+        os._exit(3)
+    begin = begin["begin"]
+    reseed()
+    import resource
+    if begin.get("address_space", 0) > 0:
+        # Lowering a limit needs no privilege, and the code cannot raise
+        # the hard limit again.
+        resource.setrlimit(resource.RLIMIT_AS, (begin["address_space"], begin["address_space"]))
     # The host pipes the run's output must reach; code that closes or
     # replaces them leaves a kernel whose next runs would be silent.
     out_ids = [ident(1), ident(2)]
     ns = {"__name__": "__main__", "__builtins__": builtins}
-    send({"kind": "ready", "ready": {"startup_ns": int((time.monotonic() - _T0) * 1e9), "packages": packages,
-                                     "python": "%d.%d" % sys.version_info[:2]}})
+    ready["ready"]["startup_ns"] = int((time.monotonic() - _T0) * 1e9)
+    send(ready)
     n = 0
     while True:
         req = recv()

@@ -30,6 +30,10 @@ type Kind struct {
 	root     string   // the shared read-only root
 	packages []string // set by Prepare
 	python   string   // "major.minor", set by Prepare
+	images   *checkpoints // nil with ColdStart
+
+	ctx    context.Context // ends at Close: background rotations
+	cancel context.CancelFunc
 }
 
 var _ pool.Kind = (*Kind)(nil)
@@ -43,7 +47,12 @@ func New(cfg Config, log *zap.Logger) (*Kind, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Kind{cfg: cfg, log: log, root: filepath.Join(cfg.StateDir, "rootfs")}, nil
+	k := &Kind{cfg: cfg, log: log, root: filepath.Join(cfg.StateDir, "rootfs")}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	if !cfg.ColdStart {
+		k.images = newCheckpoints(k)
+	}
+	return k, nil
 }
 
 // Name implements pool.Kind.
@@ -103,22 +112,34 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if err := makeRoot(k.root, k.cfg.UID, k.cfg.GID); err != nil {
 		return fmt.Errorf("gvisor: write the sandbox root: %w", err)
 	}
-	// The probe runs only the trusted kernel, before any session exists, so
-	// it needs no cgroup of its own.
-	it, err := k.start(ctx, pool.StartOptions{
-		// runsc names its control socket after the container, in the
-		// host's abstract namespace: two servers (or test binaries) probing
-		// at once must not share a name.
-		ID:          "probe-" + strconv.Itoa(os.Getpid()),
-		MemoryBytes: RecommendedGuestMemoryBytes,
-		Limits:      pool.Limits{StdoutBytes: 4 << 10, StderrBytes: 4 << 10, ScratchBytes: 16 << 20},
-		Confine:     func(int) error { return nil },
-	})
-	if err != nil {
-		return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, installHint)
+	// The probe proves the whole path works and reports which packages
+	// import. With checkpoints it is the first one's template sandbox, for
+	// the pool's limits; either way it runs only the trusted kernel, before
+	// any session exists, so it needs no cgroup of its own.
+	probeStart := time.Now()
+	if k.images != nil {
+		img, err := k.images.take(ctx, k.cfg.Limits, false)
+		if err != nil {
+			return fmt.Errorf("%w; %s", err, installHint)
+		}
+		k.images.install(k.imageKey(k.cfg.Limits), k.cfg.Limits, img)
+		k.packages, k.python = img.packages, img.python
+	} else {
+		it, err := k.start(ctx, pool.StartOptions{
+			// runsc names its control socket after the container, in the
+			// host's abstract namespace: two servers (or test binaries)
+			// probing at once must not share a name.
+			ID:          "probe-" + strconv.Itoa(os.Getpid()),
+			MemoryBytes: RecommendedGuestMemoryBytes,
+			Limits:      pool.Limits{StdoutBytes: 4 << 10, StderrBytes: 4 << 10, ScratchBytes: 16 << 20},
+			Confine:     func(int) error { return nil },
+		}, coldStart, nil)
+		if err != nil {
+			return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, installHint)
+		}
+		it.Kill()
+		k.packages, k.python = it.packages, it.python
 	}
-	it.Kill()
-	k.packages, k.python = it.packages, it.python
 	missing := []string{}
 	for _, p := range []string{"numpy", "pandas", "matplotlib"} {
 		if !contains(k.packages, p) {
@@ -129,7 +150,8 @@ func (k *Kind) Prepare(ctx context.Context) error {
 		return fmt.Errorf("gvisor: the sandbox's Python cannot import %v; %s", missing, installHint)
 	}
 	k.log.Info("gvisor sandbox ready", zap.String("runsc", runsc), zap.String("platform", k.cfg.Platform),
-		zap.Strings("packages", k.packages), zap.Duration("probe_start", it.startup))
+		zap.Strings("packages", k.packages), zap.Bool("checkpoints", k.images != nil),
+		zap.Duration("probe", time.Since(probeStart)))
 	return nil
 }
 
@@ -168,15 +190,29 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (pool.Interpreter
 	if k.packages == nil {
 		return nil, errors.New("gvisor: Start before Prepare")
 	}
-	it, err := k.start(ctx, o)
+	if k.images == nil {
+		return k.start(ctx, o, coldStart, nil)
+	}
+	img, err := k.images.get(ctx, o.Limits)
 	if err != nil {
 		return nil, err
 	}
-	return it, nil
+	it, err := k.start(ctx, o, restoreStart, img)
+	k.images.release(img)
+	if err != nil && ctx.Err() == nil {
+		// A bad image must not fail every session: the next one takes a
+		// new image (this one's error still reaches the pool).
+		k.images.drop(img)
+	}
+	return it, err
 }
 
 // Close implements pool.Kind: it removes the state directory.
 func (k *Kind) Close() error {
+	k.cancel()
+	if k.images != nil {
+		k.images.wg.Wait()
+	}
 	if err := os.RemoveAll(k.cfg.StateDir); err != nil {
 		return fmt.Errorf("gvisor: remove state dir: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
@@ -111,4 +112,72 @@ func niceOf(t *testing.T, g cgroup.Group) int {
 		return n
 	}
 	return 0
+}
+
+// TestRestoredSessionsIndependent: sessions restored from one checkpoint
+// start from the same memory, so every generator the image had seeded
+// would repeat across them unless the kernel reseeds it; the clock must be
+// the host's, not the image's. The shared str hash seed proves that the
+// sessions compared really came from one image (cold sandboxes differ in
+// it too).
+func TestRestoredSessionsIndependent(t *testing.T) {
+	const probe = `import random, uuid, tempfile, secrets, time, numpy
+print(random.random(), numpy.random.random(), numpy.random.default_rng().random(),
+      uuid.uuid4().hex, next(tempfile._get_candidate_names()), secrets.token_hex(8),
+      hash('codeinterp'), repr(time.time()))`
+	type draw struct {
+		fields []string
+		clock  time.Duration // guest time minus host time
+	}
+	sample := func(t *testing.T, e *env) []draw {
+		var out []draw
+		for range 3 {
+			s := e.start(t)
+			before := time.Now()
+			r := s.expectOK(probe, "")
+			f := strings.Fields(string(r.Stdout))
+			if len(f) != 8 {
+				t.Fatalf("probe printed %q", r.Stdout)
+			}
+			sec, err := strconv.ParseFloat(f[7], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			guest := time.Unix(0, int64(sec*1e9))
+			out = append(out, draw{f[:7], guest.Sub(before)})
+			s.close()
+		}
+		return out
+	}
+	names := []string{"random", "numpy legacy", "numpy default_rng", "uuid4", "tempfile name", "secrets", "str hash"}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold })
+			// A clock restored with the image would stay behind by at
+			// least the time since the checkpoint: make that seconds.
+			time.Sleep(3 * time.Second)
+			draws := sample(t, e)
+			for i, name := range names {
+				seen := map[string]bool{}
+				for _, d := range draws {
+					seen[d.fields[i]] = true
+				}
+				shared := name == "str hash" && !m.cold
+				if shared && len(seen) != 1 {
+					t.Errorf("%s: sessions of one checkpoint differ (%v): were they restored from one image?", name, seen)
+				}
+				if !shared && len(seen) != len(draws) {
+					t.Errorf("%s: %d sessions drew only %d distinct values: %v", name, len(draws), len(seen), seen)
+				}
+			}
+			for _, d := range draws {
+				// The guest read its clock after the host's before: a
+				// restored clock would be the checkpoint's, seconds or more
+				// in the past.
+				if d.clock < -time.Second || d.clock > time.Minute {
+					t.Errorf("the sandbox's clock is %v off the host's", d.clock)
+				}
+			}
+		})
+	}
 }

@@ -51,7 +51,16 @@ type env struct {
 
 // newEnv prepares a real Kind. It fails, never skips, when runsc, python3,
 // root or cgroups are missing.
-func newEnv(tb testing.TB) *env {
+// modes are the two ways a sandbox starts: restored from a checkpoint (the
+// default) and cold (sandbox.snapshot: false). The hostile corpus runs in
+// both.
+var modes = []struct {
+	name string
+	cold bool
+}{{"restored", false}, {"cold", true}}
+
+// newEnv prepares a kind; mutate adjusts its configuration.
+func newEnv(tb testing.TB, mutate ...func(*gvisor.Config)) *env {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Fatal("gvisor tests need root (runsc, cgroups); run them as root as CI does")
@@ -64,10 +73,15 @@ func newEnv(tb testing.TB) *env {
 	if err != nil {
 		tb.Fatalf("gvisor tests need working cgroups: %v", err)
 	}
-	k, err := gvisor.New(gvisor.Config{
+	cfg := gvisor.Config{
 		LauncherCommand: []string{self, launchArg},
 		StateDir:        tb.TempDir() + "/state",
-	}, zaptest.NewLogger(tb))
+		Limits:          testLimits(),
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	k, err := gvisor.New(cfg, zaptest.NewLogger(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/sandbox/internal/rotation"
 	"github.com/codeinterp/codeinterp/sandbox/worker"
 )
 
@@ -31,15 +32,13 @@ type snapshots struct {
 	runtimeDir string
 	cacheDir   string
 	root       string // CacheDir/snapshots/<runtime key>
-	rotate     int
+	rotation   *rotation.Counter
 	log        *zap.Logger
 
 	mu       sync.Mutex
 	current  string
 	packages []string
-	count    int  // sessions started since current was taken
-	taking   bool // a rotation is under way
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // a rotation under way
 }
 
 // runtimeKey names a runtime plus its package set and the snapshot recipe:
@@ -73,7 +72,7 @@ func newSnapshots(cfg Config, log *zap.Logger) (*snapshots, error) {
 	}
 	return &snapshots{
 		cmd: cfg.WorkerCommand, runtimeDir: cfg.RuntimeDir, cacheDir: cfg.CacheDir,
-		root: filepath.Join(root, key), rotate: cfg.SnapshotRotateSessions, log: log,
+		root: filepath.Join(root, key), rotation: rotation.New(cfg.SnapshotRotateSessions), log: log,
 	}, nil
 }
 
@@ -160,7 +159,7 @@ func (s *snapshots) use(dir string) error {
 	}
 	s.mu.Lock()
 	prev := s.current
-	s.current, s.packages, s.count = dir, meta.Packages, 0
+	s.current, s.packages = dir, meta.Packages
 	s.mu.Unlock()
 	if prev != "" {
 		s.prune(filepath.Base(prev))
@@ -185,11 +184,7 @@ func (s *snapshots) prune(keep string) {
 // the session that reaches the rotation count starts a new snapshot in
 // the background (sessions go on from the current one meanwhile).
 func (s *snapshots) session(ctx context.Context) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.count++
-	if s.rotate > 0 && s.count >= s.rotate && !s.taking {
-		s.taking = true
+	if s.rotation.Session() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -200,12 +195,10 @@ func (s *snapshots) session(ctx context.Context) string {
 			if err != nil && ctx.Err() == nil {
 				s.log.Error("rotating the wasm snapshot failed; sessions keep the current one", zap.Error(err))
 			}
-			s.mu.Lock()
-			s.taking = false
-			s.mu.Unlock()
+			s.rotation.Done(err == nil)
 		}()
 	}
-	return s.current
+	return s.Current()
 }
 
 // Packages are the package set's import names the snapshot imported.
