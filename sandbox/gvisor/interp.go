@@ -43,12 +43,12 @@ const (
 // frame is one control message. It is wire.Msg's shape, with the fields
 // this kind adds (the run's nonce and image bounds, the packages found).
 type frame struct {
-	Kind   string       `json:"kind"`
-	Run    *runRequest  `json:"run,omitempty"`
+	Kind   string        `json:"kind"`
+	Run    *runRequest   `json:"run,omitempty"`
 	Begin  *beginRequest `json:"begin,omitempty"`
-	Ready  *readyReport `json:"ready,omitempty"`
-	Result *wire.Result `json:"result,omitempty"`
-	Fatal  string       `json:"fatal,omitempty"`
+	Ready  *readyReport  `json:"ready,omitempty"`
+	Result *wire.Result  `json:"result,omitempty"`
+	Fatal  string        `json:"fatal,omitempty"`
 
 	File       *wire.FileRequest `json:"file,omitempty"`
 	FileResult *wire.FileResult  `json:"file_result,omitempty"`

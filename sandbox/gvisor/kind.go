@@ -27,9 +27,9 @@ var kernelSource string
 type Kind struct {
 	cfg      Config
 	log      *zap.Logger
-	root     string   // the shared read-only root
-	packages []string // set by Prepare
-	python   string   // "major.minor", set by Prepare
+	root     string       // the shared read-only root
+	packages []string     // set by Prepare
+	python   string       // "major.minor", set by Prepare
 	images   *checkpoints // nil with ColdStart
 
 	ctx    context.Context // ends at Close: background rotations
