@@ -21,12 +21,12 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor redis node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor gvisor-rootfs redis node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
 # Toolchain pieces that come from Debian (the runtime script installs its own).
-setup: deps runtime gvisor redis node
+setup: deps runtime gvisor gvisor-rootfs redis node
 
 deps:
 	$(GO) mod download
@@ -39,6 +39,12 @@ runtime:
 # (apt; nothing is asked of apt once they are installed).
 gvisor:
 	bash runtime/install-gvisor.sh
+
+# The gVisor sandbox's root filesystem: a Debian tree with python3 and the
+# package set, made with mmdebstrap from the machine's apt sources into
+# ~/.cache/codeinterp (minutes once, seconds when cached).
+gvisor-rootfs:
+	bash runtime/build-gvisor-rootfs.sh
 
 # Debian's redis-server for the store/redis tests (each test starts its own
 # on a loopback port; nothing runs globally).

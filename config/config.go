@@ -177,8 +177,13 @@ type GVisor struct {
 	// Platform is runsc's --platform: "ptrace" works everywhere; "kvm"
 	// needs /dev/kvm (it hangs in a VM without nested virtualisation).
 	Platform string `json:"platform"`
-	// Python is the interpreter inside the sandbox (the host's /usr is
-	// mounted read-only as the sandbox's /usr).
+	// RootFS is the sandbox's root filesystem, read-only: the Debian tree
+	// with python3 and the data-science packages that `make setup`
+	// (runtime/build-gvisor-rootfs.sh) builds and the gVisor image ships.
+	// "" means $CODEINTERP_GVISOR_ROOTFS if set, else the newest build in
+	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp.
+	RootFS string `json:"rootfs"`
+	// Python is the interpreter inside the sandbox, a path in RootFS.
 	Python string `json:"python"`
 	// StateDir holds runsc's state and the per-sandbox bundles. "" means a
 	// private directory under the system's temporary directory.

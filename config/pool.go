@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/codeinterp/codeinterp/internal/buildcache"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
@@ -62,7 +62,7 @@ func (c *Config) PoolConfig() pool.Config {
 
 // RuntimePrefix is the name prefix of the build script's output
 // directories (runtime/build-python-wasi.sh: cpython-<version>-<recipe hash>).
-const RuntimePrefix = "cpython-3.13.5-"
+const RuntimePrefix = "cpython-" + wasm.RuntimeVersion + "-"
 
 // ErrNoRuntime is matched by ResolvePaths errors when no CPython-WASI
 // runtime can be found.
@@ -79,21 +79,16 @@ var ErrNoRuntime = errors.New("no CPython-WASI runtime found: build it with `mak
 //	cache root:  $XDG_CACHE_HOME, else $HOME/.cache.
 func (c *Config) ResolvePaths(lookupEnv func(string) (string, bool)) error {
 	s := &c.Sandbox
-	root := ""
-	if x, ok := lookupEnv("XDG_CACHE_HOME"); ok && x != "" {
-		root = filepath.Join(x, "codeinterp")
-	} else if h, ok := lookupEnv("HOME"); ok && h != "" {
-		root = filepath.Join(h, ".cache", "codeinterp")
-	}
+	root, rootErr := buildcache.Root(lookupEnv)
 	if s.RuntimeDir == "" {
 		if d, ok := lookupEnv("CODEINTERP_RUNTIME_DIR"); ok && d != "" {
 			s.RuntimeDir = d
-		} else if root == "" {
-			return fmt.Errorf("sandbox.runtime_dir: neither XDG_CACHE_HOME nor HOME is set: %w", ErrNoRuntime)
+		} else if rootErr != nil {
+			return fmt.Errorf("sandbox.runtime_dir: %v: %w", rootErr, ErrNoRuntime)
 		} else {
-			d, err := newestRuntime(root)
+			d, err := buildcache.Newest(root, RuntimePrefix)
 			if err != nil {
-				return fmt.Errorf("sandbox.runtime_dir: %w", err)
+				return fmt.Errorf("sandbox.runtime_dir: %v: %w", err, ErrNoRuntime)
 			}
 			s.RuntimeDir = d
 		}
@@ -102,40 +97,10 @@ func (c *Config) ResolvePaths(lookupEnv func(string) (string, bool)) error {
 		return fmt.Errorf("sandbox.runtime_dir: %s has no python.wasm (%w): %w", s.RuntimeDir, err, ErrNoRuntime)
 	}
 	if s.CacheDir == "" {
-		if root == "" {
-			return errors.New("sandbox.cache_dir: neither XDG_CACHE_HOME nor HOME is set; set it explicitly")
+		if rootErr != nil {
+			return fmt.Errorf("sandbox.cache_dir: %v; set it explicitly", rootErr)
 		}
 		s.CacheDir = filepath.Join(root, "wazero")
 	}
 	return nil
-}
-
-// newestRuntime picks, among complete runtime directories under root, the
-// one whose MANIFEST (written last by the build) is newest: a changed
-// recipe builds into a new directory, and the latest build is the one the
-// checked-out script describes.
-func newestRuntime(root string) (string, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", root, errors.Join(err, ErrNoRuntime))
-	}
-	best := ""
-	var bestTime int64
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), RuntimePrefix) {
-			continue
-		}
-		dir := filepath.Join(root, e.Name())
-		fi, err := os.Stat(filepath.Join(dir, "MANIFEST"))
-		if err != nil {
-			continue // incomplete build
-		}
-		if t := fi.ModTime().UnixNano(); best == "" || t > bestTime {
-			best, bestTime = dir, t
-		}
-	}
-	if best == "" {
-		return "", fmt.Errorf("no complete %s* directory under %s: %w", RuntimePrefix, root, ErrNoRuntime)
-	}
-	return best, nil
 }

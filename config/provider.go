@@ -1,15 +1,17 @@
 package config
 
-// The limits a gVisor sandbox needs, measured on a 2-core machine
-// (sandbox/gvisor's Recommended* constants): CPython with numpy, pandas and
+import "github.com/codeinterp/codeinterp/sandbox/gvisor"
+
+// The limits a gVisor sandbox needs are sandbox/gvisor's Recommended*
+// constants, measured on a 2-core machine: CPython with numpy, pandas and
 // matplotlib imported holds ~150 MiB, runsc's gofer and sentry ~90 MiB
 // more, and an idle sandbox already has ~80 host threads.
 const (
-	gvisorGuestMemory    = 1 * GiB
-	gvisorMaxGuestMemory = 4 * GiB
-	gvisorWorkerOverhead = 256 * MiB
-	gvisorMaxMemoryLimit = 4 * GiB
-	gvisorPids           = 512
+	gvisorGuestMemory    = ByteSize(gvisor.RecommendedGuestMemoryBytes)
+	gvisorMaxGuestMemory = ByteSize(gvisor.RecommendedMaxGuestMemoryBytes)
+	gvisorWorkerOverhead = ByteSize(gvisor.RecommendedOverheadBytes)
+	gvisorMaxMemoryLimit = ByteSize(gvisor.RecommendedMaxGuestMemoryBytes)
+	gvisorPids           = gvisor.RecommendedPids
 )
 
 // ApplyProviderDefaults gives a gVisor configuration the gVisor limits for

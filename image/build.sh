@@ -94,8 +94,7 @@ if [ -z "$base" ]; then
   SUITE=${SUITE:-$(. /etc/os-release && echo "$VERSION_CODENAME")}
   # The machine's own Debian mirrors for SUITE and its -updates and
   # -security suites, as apt sees them (never a hard-coded host).
-  mapfile -t mirrors < <(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT)' 'Identifier: Packages' |
-    awk -v s="$SUITE" '$2 == s || $2 == s"-updates" || $2 == s"-security" { print "deb " $1 " " $2 " " $3 }' | sort -u)
+  mapfile -t mirrors < <(bash runtime/debian-mirrors.sh "$SUITE")
   ((${#mirrors[@]})) || { echo "build.sh: no apt source for $SUITE in this machine's apt configuration (run apt-get update?)" >&2; exit 1; }
   base=localhost/codeinterp/debian:$SUITE
   BASECTX=$WORK/debian-$SUITE
@@ -118,7 +117,17 @@ else
 fi
 
 packages=ca-certificates
-[ "$variant" = wasm ] || packages+=" $(bash runtime/install-gvisor.sh --print-packages)"
+if [ "$variant" = gvisor ]; then
+  # The image needs runsc; the sandbox's Python and packages are its own
+  # root filesystem (the same tree make setup builds), not the image's /usr.
+  packages+=" runsc"
+  log "gVisor sandbox root filesystem"
+  bash runtime/build-gvisor-rootfs.sh >&2
+  rootfs=$(bash runtime/build-gvisor-rootfs.sh --print-dir)
+  # Hard links when the cache and the context share a file system (the
+  # tree is large and read-only); a copy otherwise. Owners and modes kept.
+  cp -al "$rootfs" "$CTX/rootfs" 2>/dev/null || { rm -rf "$CTX/rootfs"; cp -a "$rootfs" "$CTX/rootfs"; }
+fi
 
 build() { # target image [podman build options]
   "${PODMAN[@]}" build "${@:3}" "${ULIMITS[@]}" --timestamp "$SOURCE_DATE_EPOCH" \

@@ -40,6 +40,7 @@ func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
 	return gvisor.Config{
 		RunscPath:       g.Runsc,
 		Platform:        g.Platform,
+		RootFS:          g.RootFS,
 		PythonPath:      g.Python,
 		StateDir:        g.StateDir,
 		LauncherCommand: []string{self, launcherCommand},

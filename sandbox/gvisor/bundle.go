@@ -21,78 +21,39 @@ const (
 	hostname     = "sandbox"
 )
 
-// hostBind is a host path the sandbox sees, read-only.
-type hostBind struct {
-	path string
-	file bool
-}
-
-// hostBinds are the interpreter and its packages (/usr), and the few files
-// under /etc that they resolve through. Nothing else of the host is
-// visible.
-func hostBinds() []hostBind {
-	return []hostBind{
-		{"/usr", false},
-		{"/etc/alternatives", false}, // Debian's libblas.so.3 → /etc/alternatives/…
-		{"/etc/ld.so.cache", true},
-		{"/etc/fonts", false},       // fontconfig, for matplotlib
-		{"/etc/matplotlibrc", true}, // Debian moves matplotlib's rc here
-	}
-}
-
-// makeRoot writes the shared read-only root: merged-usr symlinks, empty
-// mount points, and a synthetic /etc/passwd and /etc/group with the one
-// sandbox user. It is rebuilt by every Prepare.
-func makeRoot(dir string, uid, gid uint32) error {
+// identityFiles are the sandbox's /etc/passwd, /etc/group and /etc/hosts,
+// written by Prepare into dir and bound read-only over the root's own: the
+// one sandbox user (the configured uid and gid, whatever the root's passwd
+// names) and the sandbox's hostname.
+func identityFiles(dir string, uid, gid uint32) (map[string]string, error) {
 	if err := os.RemoveAll(dir); err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range []string{"", "proc", "dev", "sys", "etc", "tmp", "mnt/data", "run/ci", "usr"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return err
-		}
-	}
-	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
-		if err := os.Symlink("usr/"+l, filepath.Join(dir, l)); err != nil {
-			return err
-		}
-	}
-	for _, b := range hostBinds() {
-		if !b.file {
-			if err := os.MkdirAll(filepath.Join(dir, b.path), 0o755); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, b.path), nil, 0o644); err != nil {
-			return err
-		}
-	}
-	// The control FIFOs are bound onto regular files (a FIFO bound onto a
-	// directory, or a whole directory bound read-only, is not writable).
-	for _, f := range []string{guestCtlIn, guestCtlOut} {
-		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
-			return err
-		}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
 	u, g := strconv.FormatUint(uint64(uid), 10), strconv.FormatUint(uint64(gid), 10)
 	files := map[string]string{
-		"etc/passwd": "sandbox:x:" + u + ":" + g + ":sandbox:/tmp:/usr/sbin/nologin\n",
-		"etc/group":  "sandbox:x:" + g + ":\n",
-		"etc/hosts":  "127.0.0.1\tlocalhost " + hostname + "\n",
+		"/etc/passwd": "sandbox:x:" + u + ":" + g + ":sandbox:/tmp:/usr/sbin/nologin\n",
+		"/etc/group":  "sandbox:x:" + g + ":\n",
+		"/etc/hosts":  "127.0.0.1\tlocalhost " + hostname + "\n",
 	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			return err
+	binds := map[string]string{}
+	for guest, content := range files {
+		host := filepath.Join(dir, filepath.Base(guest))
+		if err := os.WriteFile(host, []byte(content), 0o644); err != nil {
+			return nil, err
 		}
+		binds[guest] = host
 	}
-	return nil
+	return binds, nil
 }
 
 // bundleParams are one interpreter's settings for its OCI spec.
 type bundleParams struct {
-	root         string // the shared read-only root
-	ctlIn        string // host FIFOs
+	root         string            // the root filesystem (Config.RootFS), read-only
+	identity     map[string]string // guest path → host file (identityFiles)
+	ctlIn        string            // host FIFOs
 	ctlOut       string
 	args         []string
 	uid, gid     uint32
@@ -140,15 +101,13 @@ func (p bundleParams) spec() *specs.Spec {
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 	}
-	for _, b := range hostBinds() {
-		mounts = append(mounts, specs.Mount{Destination: b.path, Type: "bind", Source: b.path, Options: ro})
+	// Sorted: the spec of every session is the same but for its FIFOs (a
+	// restore needs the checkpoint's mounts in the same order).
+	for _, guest := range []string{"/etc/group", "/etc/hosts", "/etc/passwd"} {
+		if host, ok := p.identity[guest]; ok {
+			mounts = append(mounts, specs.Mount{Destination: guest, Type: "bind", Source: host, Options: ro})
+		}
 	}
-	// /usr is the host's whole: its /usr/local is whatever the operator
-	// installed (a toolchain, the server binary in the gVisor image, pip
-	// packages Debian's python3 would import). An empty read-only tmpfs
-	// hides it, so what the sandbox sees does not depend on it.
-	mounts = append(mounts, specs.Mount{Destination: "/usr/local", Type: "tmpfs", Source: "tmpfs",
-		Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0755", "size=4k"}})
 	// Each tmpfs may hold ScratchBytes; both live in the sentry's memory,
 	// so the cgroup's memory limit bounds their sum with everything else.
 	size := "size=" + strconv.FormatInt(p.scratchBytes, 10)

@@ -78,7 +78,7 @@ func newCheckpoints(k *Kind) *checkpoints {
 // taken. The kernel and the spec are this binary's own, fixed for its life.
 func (k *Kind) runtimeStamp() string {
 	h := sha256.New()
-	for _, p := range []string{k.cfg.RunscPath, k.cfg.PythonPath, "/var/lib/dpkg/status"} {
+	for _, p := range []string{k.cfg.RunscPath, filepath.Join(k.cfg.RootFS, "MANIFEST")} {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
 			fmt.Fprintf(h, "%s: %v\n", p, err)
@@ -86,7 +86,7 @@ func (k *Kind) runtimeStamp() string {
 		}
 		fmt.Fprintf(h, "%s %d %d %d %d.%d\n", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	}
-	fmt.Fprintf(h, "%s %s %d %d\n", k.cfg.Platform, k.cfg.PythonPath, k.cfg.UID, k.cfg.GID)
+	fmt.Fprintf(h, "%s %s %s %d %d\n", k.cfg.Platform, k.cfg.RootFS, k.cfg.PythonPath, k.cfg.UID, k.cfg.GID)
 	h.Write([]byte(kernelSource))
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -18,9 +18,12 @@ type Config struct {
 	// Platform is runsc's --platform; default "ptrace". "kvm" hangs on VMs
 	// without nested virtualisation.
 	Platform string
-	// PythonPath is the interpreter inside the sandbox; default
-	// "/usr/bin/python3". It must live under /usr, the only host tree the
-	// sandbox sees.
+	// RootFS is the sandbox's root filesystem, mounted read-only as its /:
+	// the Debian tree runtime/build-gvisor-rootfs.sh builds (`make setup`;
+	// the gVisor image ships one). Default: DefaultRootFS.
+	RootFS string
+	// PythonPath is the interpreter inside the sandbox (a path in RootFS);
+	// default "/usr/bin/python3".
 	PythonPath string
 	// StateDir holds the shared read-only root, runsc's state and one
 	// directory per interpreter (bundle, control FIFOs, runsc's log). It is
@@ -115,7 +118,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("gvisor: LauncherCommand must be set (the server binary and its hidden launcher command)")
 	}
 	if !filepath.IsAbs(c.PythonPath) || filepath.Clean(c.PythonPath) != c.PythonPath || !isUnder(c.PythonPath, "/usr") {
-		return fmt.Errorf("gvisor: PythonPath %q must be a clean absolute path under /usr (the only host tree the sandbox sees)", c.PythonPath)
+		return fmt.Errorf("gvisor: PythonPath %q must be a clean absolute path under /usr of the sandbox's root filesystem", c.PythonPath)
 	}
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("gvisor: StateDir %q must be absolute", c.StateDir)

@@ -19,18 +19,22 @@
 //     --ignore-cgroups (the server owns them) --platform=ptrace. Guest
 //     syscalls are served by the sentry, a user-space kernel; the host
 //     kernel sees only the sentry's and gofer's own seccomp-filtered calls.
-//   - the OCI bundle (written by the server from runtime-spec types): a
-//     shared read-only root holding only the merged-usr symlinks, mount
-//     points and a synthetic /etc/passwd and /etc/group with one user;
-//     read-only binds of /usr, /etc/alternatives (Debian's BLAS), /etc/
-//     ld.so.cache, /etc/fonts and /etc/matplotlibrc, with the host's
-//     /usr/local hidden under an empty read-only tmpfs; tmpfs /tmp and
-//     /mnt/data (nosuid, nodev) of Limits.ScratchBytes each (both live in
-//     the sentry's memory, so the cgroup bounds their sum with the rest);
+//   - the OCI bundle (written by the server from runtime-spec types): the
+//     root is Config.RootFS, read-only — a Debian tree holding Debian's
+//     essential set, python3 and the data-science packages, built with
+//     mmdebstrap from the machine's apt sources by
+//     runtime/build-gvisor-rootfs.sh (`make setup`; the gVisor image ships
+//     the same tree), so nothing of the host's /usr or /etc is visible and
+//     the sandbox is the same on every machine; a synthetic /etc/passwd,
+//     /etc/group (one user) and /etc/hosts bound over the tree's; tmpfs
+//     /tmp and /mnt/data (nosuid, nodev) of Limits.ScratchBytes each (both
+//     live in the sentry's memory, so the cgroup bounds their sum with the
+//     rest), the only writable paths;
 //     pid, network, ipc, uts (hostname "sandbox") and mount namespaces; uid
 //     and gid 65534 with no supplementary groups, no capabilities,
 //     no_new_privs, RLIMIT_NOFILE 1024, RLIMIT_CORE 0, RLIMIT_AS (session
-//     memory + 1.5 GiB: gVisor enforces it, so one huge allocation raises
+//     memory + 1.5 GiB, which the kernel sets on itself from its begin
+//     frame: gVisor enforces it, so one huge allocation raises
 //     MemoryError instead of an OOM kill of the sandbox; memory touched bit
 //     by bit still ends in the cgroup's OOM kill, which the pool reports)
 //     and RLIMIT_NPROC derived from Limits.Pids (gVisor enforces it on the
@@ -38,8 +42,8 @@
 //     the sentry dies — an idle sandbox already holds ≈80 host threads on
 //     the ptrace platform, so this kind needs pids ≈512, RecommendedPids). The environment
 //     is PATH, HOME=/tmp, LANG=C.UTF-8, MPLBACKEND=Agg and MPLCONFIGDIR.
-//     Nothing else of the host — no /root, /home, host /etc, resolv.conf,
-//     server binary or state directory — is visible.
+//     Nothing of the host — no /root, /home, /usr, /usr/local, /etc,
+//     resolv.conf, server binary or state directory — is visible.
 //   - the host end: the guest's stdout and stderr are host pipes drained
 //     for the sandbox's life and bounded per run as they are read; a run's
 //     output ends at a marker carrying a fresh random nonce. Control frames
@@ -56,6 +60,31 @@
 //     timeout (a clean traceback for Python-level loops), and the host kills
 //     the whole sandbox one second later whatever the guest does (a C loop
 //     in numpy ignores Python's signals).
+//
+// # Checkpoints (checkpoint.go)
+//
+// With Config.ColdStart false (sandbox.snapshot: true, the default) a
+// session's sandbox is not booted: it is restored (runsc restore) from a
+// checkpoint of a sandbox whose kernel had imported the stack and reported
+// ready. The checkpoint is taken by a trusted step that runs no user code:
+// Prepare takes the first one for the pool's limits (it doubles as the
+// probe), then every Config.SnapshotRotateSessions sessions a new one is
+// taken in the background and replaces it; an image is removed once no
+// restore is reading it. A restore keeps the image's tmpfs sizes and
+// rlimits whatever the new spec says, so images are kept per imageKey
+// (scratch size, RLIMIT_NPROC), and each records a runtimeStamp (runsc's
+// binary, the root's MANIFEST, the kernel, the platform, the uid): an image
+// whose stamp no longer matches is not restored. Only the mount sources
+// differ per session (its FIFOs), and stdout and stderr are the new runsc's.
+//
+// Both ways, the kernel's first frame is "begin", sent by the host before
+// any user code: the kernel sets RLIMIT_AS for the session, reseeds every
+// generator the image could share (random, numpy's global RandomState,
+// tempfile's names, multiprocessing's authkey; os.urandom, secrets, uuid4
+// and numpy's default_rng read gVisor's getrandom, fresh in each restored
+// sandbox) and answers ready. Clocks are the host's. What a restored session
+// shares with the others of its image is the memory the trusted step left:
+// the str hash seed and the address-space layout (docs/security.md).
 //
 // # The kernel
 //

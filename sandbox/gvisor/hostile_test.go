@@ -50,10 +50,32 @@ func hostileContained(t *testing.T, e *env) {
 			c.Close()
 		}
 	}()
+	// Canaries where a host keeps what a sandbox must not see: what an
+	// operator installed (/usr/local: a toolchain, the server binary in
+	// the image) and its configuration (/etc).
+	canary := fmt.Sprintf("codeinterp-canary-%d", time.Now().UnixNano())
+	for _, dir := range []string{"/usr/local", "/etc"} {
+		p := dir + "/" + canary
+		if err := os.WriteFile(p, []byte("host"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
 	s := e.start(t)
 	// Each program prints "VERDICT ok" when the attack failed as it must;
 	// anything else is a finding.
 	cases := []struct{ name, code string }{
+		{"walking / finds no file of the host", fmt.Sprintf(`
+import os
+found, n = [], 0
+for d, dirs, files in os.walk('/'):
+    if d == '/':
+        dirs[:] = [x for x in dirs if x not in ('proc', 'sys', 'dev')]
+    n += len(files)
+    found += [os.path.join(d, f) for f in files + dirs if %q in f]
+print('walked', n, 'files')
+print('VERDICT', 'ok' if not found and n > 1000 else 'bad: %%r (%%d files)' %% (found, n))`, canary)},
+		{"the host's /usr/local is not the sandbox's", tryOpen("/usr/local/go/bin/go")},
 		{"read /etc/shadow", tryOpen("/etc/shadow")},
 		{"list /root", tryList("/root")},
 		{"list /home", tryList("/home")},
@@ -217,11 +239,14 @@ except OSError as e:
     print('VERDICT ok', e)`, path)
 }
 
+// tryList passes when path cannot be listed or is empty: the sandbox's
+// root is a Debian tree of its own, whose /home is an empty directory.
 func tryList(path string) string {
 	return fmt.Sprintf(`
 import os
 try:
-    print('VERDICT bad: listed %%r' %% os.listdir(%q))
+    names = os.listdir(%q)
+    print('VERDICT', 'ok (empty)' if not names else 'bad: listed %%r' %% names)
 except OSError as e:
     print('VERDICT ok', e)`, path)
 }

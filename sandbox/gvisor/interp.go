@@ -185,7 +185,7 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	// holds what it does depend on, and RLIMIT_AS comes in the begin frame.
 	key := k.imageKey(o.Limits)
 	spec := bundleParams{
-		root: k.root, ctlIn: in, ctlOut: out,
+		root: k.cfg.RootFS, identity: k.identity, ctlIn: in, ctlOut: out,
 		args:         []string{k.cfg.PythonPath, "-E", "-s", "-u", "-B", "-c", kernelSource},
 		uid:          k.cfg.UID,
 		gid:          k.cfg.GID,

@@ -27,10 +27,10 @@ var kernelSource string
 type Kind struct {
 	cfg      Config
 	log      *zap.Logger
-	root     string       // the shared read-only root
-	packages []string     // set by Prepare
-	python   string       // "major.minor", set by Prepare
-	images   *checkpoints // nil with ColdStart
+	identity map[string]string // the sandbox's /etc/passwd, group, hosts (set by Prepare)
+	packages []string          // set by Prepare
+	python   string            // "major.minor", set by Prepare
+	images   *checkpoints      // nil with ColdStart
 
 	ctx    context.Context // ends at Close: background rotations
 	cancel context.CancelFunc
@@ -47,7 +47,7 @@ func New(cfg Config, log *zap.Logger) (*Kind, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	k := &Kind{cfg: cfg, log: log, root: filepath.Join(cfg.StateDir, "rootfs")}
+	k := &Kind{cfg: cfg, log: log}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	if !cfg.ColdStart {
 		k.images = newCheckpoints(k)
@@ -103,14 +103,19 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if err != nil || !strings.HasPrefix(string(out), "runsc version") {
 		return fmt.Errorf("gvisor: %s --version: %v: %q; %s", runsc, err, out, installHint)
 	}
-	if st, err := os.Stat(k.cfg.PythonPath); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("gvisor: Python interpreter %s is missing (%v); %s", k.cfg.PythonPath, err, installHint)
+	if k.cfg.RootFS == "" {
+		if k.cfg.RootFS, err = DefaultRootFS(); err != nil {
+			return err
+		}
+	}
+	if err := checkRootFS(k.cfg.RootFS, k.cfg.PythonPath); err != nil {
+		return err
 	}
 	if err := makeStateDir(k.cfg.StateDir); err != nil {
 		return err
 	}
-	if err := makeRoot(k.root, k.cfg.UID, k.cfg.GID); err != nil {
-		return fmt.Errorf("gvisor: write the sandbox root: %w", err)
+	if k.identity, err = identityFiles(filepath.Join(k.cfg.StateDir, "etc"), k.cfg.UID, k.cfg.GID); err != nil {
+		return fmt.Errorf("gvisor: write the sandbox's /etc/passwd: %w", err)
 	}
 	// The probe proves the whole path works and reports which packages
 	// import. With checkpoints it is the first one's template sandbox, for
@@ -150,6 +155,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 		return fmt.Errorf("gvisor: the sandbox's Python cannot import %v; %s", missing, installHint)
 	}
 	k.log.Info("gvisor sandbox ready", zap.String("runsc", runsc), zap.String("platform", k.cfg.Platform),
+		zap.String("rootfs", k.cfg.RootFS),
 		zap.Strings("packages", k.packages), zap.Bool("checkpoints", k.images != nil),
 		zap.Duration("probe", time.Since(probeStart)))
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sbx "github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
@@ -22,16 +23,31 @@ func BenchmarkGVisorWarmPrint25(b *testing.B) {
 }
 
 // BenchmarkGVisorColdSession opens a session with no warm sandbox and runs
-// print(25): runsc, the sentry, CPython and the heavy imports all start.
+// print(25): a sandbox is restored from the checkpoint (runsc restore, the
+// kernel's begin frame). BenchmarkGVisorColdSessionNoSnapshot is the same
+// with sandbox.snapshot: false: runsc, the sentry, CPython and the heavy
+// imports all start.
 func BenchmarkGVisorColdSession(b *testing.B) {
 	sandboxtest.BenchColdPrint25(b, sandboxtest.NewGVisor(b, func(c *pool.Config) { c.WarmWorkers = 0 }))
 }
 
+func BenchmarkGVisorColdSessionNoSnapshot(b *testing.B) {
+	sandboxtest.BenchColdPrint25(b, sandboxtest.NewGVisorWith(b, coldStart, func(c *pool.Config) { c.WarmWorkers = 0 }))
+}
+
 // BenchmarkGVisorSessionThroughput opens, uses and closes sessions back to
-// back as fast as the pool can start sandboxes; it reports sessions/s.
+// back as fast as the pool can start sandboxes (restored from the
+// checkpoint); it reports sessions/s. The NoSnapshot variant starts each
+// cold.
 func BenchmarkGVisorSessionThroughput(b *testing.B) {
 	sandboxtest.BenchSessionThroughput(b, sandboxtest.NewGVisor(b, func(c *pool.Config) { c.WarmWorkers = 2 }))
 }
+
+func BenchmarkGVisorSessionThroughputNoSnapshot(b *testing.B) {
+	sandboxtest.BenchSessionThroughput(b, sandboxtest.NewGVisorWith(b, coldStart, func(c *pool.Config) { c.WarmWorkers = 2 }))
+}
+
+func coldStart(c *gvisor.Config) { c.ColdStart = true }
 
 // BenchmarkGVisorPandasPlot runs plotScript (a pandas groupby and a
 // matplotlib PNG) in a warm session; BenchmarkNativePandasPlot is the same

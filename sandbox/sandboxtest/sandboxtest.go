@@ -98,9 +98,20 @@ func GVisorConfig(tb testing.TB) (pool.Config, gvisor.Config) {
 // changed by the options, and closes it when the test ends.
 func NewGVisor(tb testing.TB, opts ...func(*pool.Config)) *pool.Pool {
 	tb.Helper()
+	return NewGVisorWith(tb, nil, opts...)
+}
+
+// NewGVisorWith is NewGVisor with the kind's configuration changed by kind
+// too (nil: none), e.g. ColdStart.
+func NewGVisorWith(tb testing.TB, kind func(*gvisor.Config), opts ...func(*pool.Config)) *pool.Pool {
+	tb.Helper()
 	pc, gc := GVisorConfig(tb)
 	for _, o := range opts {
 		o(&pc)
+	}
+	gc.Limits = pc.Limits // the first checkpoint is taken for them
+	if kind != nil {
+		kind(&gc)
 	}
 	k, err := gvisor.New(gc, zaptest.NewLogger(tb))
 	if err != nil {

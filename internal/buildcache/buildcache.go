@@ -1,0 +1,58 @@
+// Package buildcache finds what the build scripts under runtime/ leave in
+// the cache directory (the CPython-WASI runtime, the gVisor sandbox's root
+// filesystem): each builds into <cache root>/codeinterp/<prefix><recipe
+// hash> and writes MANIFEST last, so a directory with a MANIFEST is a
+// finished build and the newest one is what the checked-out scripts
+// describe.
+package buildcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotBuilt is matched by Newest's error when no finished build exists.
+var ErrNotBuilt = errors.New("not built")
+
+// Root is <cache root>/codeinterp, the cache root being $XDG_CACHE_HOME,
+// else $HOME/.cache. lookupEnv is os.LookupEnv outside tests.
+func Root(lookupEnv func(string) (string, bool)) (string, error) {
+	if x, ok := lookupEnv("XDG_CACHE_HOME"); ok && x != "" {
+		return filepath.Join(x, "codeinterp"), nil
+	}
+	if h, ok := lookupEnv("HOME"); ok && h != "" {
+		return filepath.Join(h, ".cache", "codeinterp"), nil
+	}
+	return "", errors.New("neither XDG_CACHE_HOME nor HOME is set")
+}
+
+// Newest returns the directory under root named prefix* whose MANIFEST is
+// the newest.
+func Newest(root, prefix string) (string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", root, errors.Join(err, ErrNotBuilt))
+	}
+	best := ""
+	var bestTime int64
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		fi, err := os.Stat(filepath.Join(dir, "MANIFEST"))
+		if err != nil {
+			continue // an unfinished build
+		}
+		if t := fi.ModTime().UnixNano(); best == "" || t > bestTime {
+			best, bestTime = dir, t
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("no finished %s* directory under %s: %w", prefix, root, ErrNotBuilt)
+	}
+	return best, nil
+}

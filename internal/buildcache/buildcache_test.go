@@ -1,0 +1,65 @@
+package buildcache
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestNewest(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name string, manifest bool, age time.Duration) {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if manifest {
+			m := filepath.Join(d, "MANIFEST")
+			if err := os.WriteFile(m, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			when := time.Now().Add(-age)
+			if err := os.Chtimes(m, when, when); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := Newest(root, "x-"); !errors.Is(err, ErrNotBuilt) {
+		t.Fatalf("empty root: %v, want ErrNotBuilt", err)
+	}
+	mk("x-old", true, time.Hour)
+	mk("x-new", true, time.Minute)
+	mk("x-unfinished", false, 0)
+	mk("y-newer", true, 0)
+	got, err := Newest(root, "x-")
+	if err != nil || got != filepath.Join(root, "x-new") {
+		t.Fatalf("Newest = %q, %v; want x-new", got, err)
+	}
+	if _, err := Newest(filepath.Join(root, "missing"), "x-"); !errors.Is(err, ErrNotBuilt) {
+		t.Fatalf("missing root: %v, want ErrNotBuilt", err)
+	}
+}
+
+func TestRoot(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	tests := []struct {
+		env  map[string]string
+		want string
+		err  bool
+	}{
+		{map[string]string{"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/codeinterp", false},
+		{map[string]string{"HOME": "/h"}, "/h/.cache/codeinterp", false},
+		{map[string]string{"XDG_CACHE_HOME": "", "HOME": "/h"}, "/h/.cache/codeinterp", false},
+		{map[string]string{}, "", true},
+	}
+	for _, tt := range tests {
+		got, err := Root(env(tt.env))
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("Root(%v) = %q, %v; want %q (error %v)", tt.env, got, err, tt.want, tt.err)
+		}
+	}
+}
