@@ -96,7 +96,10 @@ func Open(mode, parent string) (Driver, error) {
 // ---------------------------------------------------------------- v1
 
 type v1Driver struct {
-	parent     string
+	// parents are where each required controller's groups are made, as
+	// paths below its mount: the configured parent under the server's own
+	// cgroup (nestedParent).
+	parents    map[string]string
 	hierarchy  cgroup1.Hierarchy
 	memRoot    string // the memory hierarchy's mount, for files containerd does not read
 	memswFiles bool
@@ -116,6 +119,11 @@ func openV1(parent string) (Driver, error) {
 	var picked []cgroup1.Subsystem
 	var memRoot string
 	roots := map[string]string{}
+	self, err := readProcCgroup(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	parents := map[string]string{}
 	for _, s := range all {
 		if slices.Contains(required, string(s.Name())) {
 			picked = append(picked, s)
@@ -131,6 +139,9 @@ func openV1(parent string) (Driver, error) {
 				return nil, fmt.Errorf("%w: v1 %s: %v", ErrUnavailable, s.Name(), err)
 			}
 			roots[string(s.Name())] = root
+			if parents[string(s.Name())], err = nestedParent(self[string(s.Name())], root, parent); err != nil {
+				return nil, fmt.Errorf("%w: v1 %s: %v", ErrUnavailable, s.Name(), err)
+			}
 		}
 	}
 	if len(picked) != len(required) {
@@ -142,7 +153,7 @@ func openV1(parent string) (Driver, error) {
 	}
 	_, err = os.Stat(filepath.Join(memRoot, "memory.memsw.limit_in_bytes"))
 	return &v1Driver{
-		parent:     parent,
+		parents:    parents,
 		hierarchy:  func() ([]cgroup1.Subsystem, error) { return picked, nil },
 		memRoot:    memRoot,
 		memswFiles: err == nil,
@@ -153,7 +164,11 @@ func openV1(parent string) (Driver, error) {
 func (d *v1Driver) Version() string { return "v1" }
 
 func (d *v1Driver) New(name string, l Limits) (Group, error) {
-	p := path.Join(d.parent, name)
+	paths := map[string]string{}
+	for c, parent := range d.parents {
+		paths[c] = path.Join(parent, name)
+	}
+	p := paths["memory"]
 	swappiness := uint64(0)
 	res := &specs.LinuxResources{
 		Memory: &specs.LinuxMemory{Limit: &l.MemoryBytes, Swappiness: &swappiness},
@@ -169,11 +184,17 @@ func (d *v1Driver) New(name string, l Limits) (Group, error) {
 	if !d.memswFiles && hostHasSwap() {
 		return nil, fmt.Errorf("%w: v1 memory.memsw is not accounted and the host has swap: workers could swap", ErrUnavailable)
 	}
-	cg, err := cgroup1.New(cgroup1.StaticPath(p), res, cgroup1.WithHierarchy(d.hierarchy))
+	at := func(n cgroup1.Name) (string, error) {
+		if q, ok := paths[string(n)]; ok {
+			return q, nil
+		}
+		return "", fmt.Errorf("cgroup v1: no path for controller %s", n)
+	}
+	cg, err := cgroup1.New(at, res, cgroup1.WithHierarchy(d.hierarchy))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: create %s: %w", p, err)
 	}
-	return &v1Group{cg: cg, path: p, memRoot: d.memRoot, roots: d.roots}, nil
+	return &v1Group{cg: cg, path: p, paths: paths, memRoot: d.memRoot, roots: d.roots}, nil
 }
 
 func cpuV1(cpus float64) *specs.LinuxCPU {
@@ -184,7 +205,8 @@ func cpuV1(cpus float64) *specs.LinuxCPU {
 
 type v1Group struct {
 	cg      cgroup1.Cgroup
-	path    string
+	path    string            // the memory controller's, below its mount
+	paths   map[string]string // each required controller's, below its mount
 	memRoot string
 	roots   map[string]string
 }
@@ -205,7 +227,7 @@ func (g *v1Group) Verify(pid int) error {
 	}
 	for _, c := range required {
 		got, ok := memberships[c]
-		if want := path.Join(g.roots[c], g.path); !ok || got != want {
+		if want := path.Join(g.roots[c], g.paths[c]); !ok || got != want {
 			return fmt.Errorf("cgroup v1: pid %d is in %s:%q, want %q", pid, c, got, want)
 		}
 	}
@@ -254,6 +276,13 @@ func openV2(parent string) (Driver, error) {
 		return nil, err
 	}
 	if d.root, err = mountRootOf(mount); err != nil {
+		return nil, fmt.Errorf("%w: cgroup2 at %s: %v", ErrUnavailable, mount, err)
+	}
+	self, err := readProcCgroup(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if d.parent, err = nestedParent(self[""], d.root, parent); err != nil {
 		return nil, fmt.Errorf("%w: cgroup2 at %s: %v", ErrUnavailable, mount, err)
 	}
 	return d, nil
@@ -427,6 +456,30 @@ func (g *v2Group) Delete() error {
 }
 
 // ---------------------------------------------------------------- helpers
+
+// nestedParent is where groups are made, as a path below the hierarchy's
+// mount: parent under the server's own cgroup self (from /proc/self/cgroup,
+// which names groups from the hierarchy's real root), the mount showing
+// root as its "/". So every sandbox is charged to the cgroup the server
+// runs in — a Kubernetes pod's, whether or not it has a cgroup namespace
+// of its own — and never to a group outside it. A server that moved itself
+// into its leaf (moveSelfToLeaf) nests beside it, not inside.
+func nestedParent(self, root, parent string) (string, error) {
+	if self == "" || !strings.HasPrefix(self, "/") {
+		return "", fmt.Errorf("the server's own cgroup is unknown (%q)", self)
+	}
+	rel := self
+	if root != "/" {
+		if self != root && !strings.HasPrefix(self, root+"/") {
+			return "", fmt.Errorf("the server's cgroup %s is outside what the mount shows (%s)", self, root)
+		}
+		rel = "/" + strings.TrimPrefix(strings.TrimPrefix(self, root), "/")
+	}
+	if path.Base(rel) == serverLeaf {
+		rel = path.Dir(rel)
+	}
+	return path.Join(rel, parent), nil
+}
 
 // mountRootOf is mountRoot of the cgroup file system mounted at mountpoint,
 // read from this process's mountinfo.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,8 +51,22 @@ func TestV1GroupEnforcesLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new group: %v", err)
 	}
+	// Every controller's group is under the test process's own cgroup of
+	// that controller (on this kind of machine memory is nested, pids and
+	// cpu are at "/"), so sandboxes are charged to whatever the server runs in.
+	self, err := readProcCgroup(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := g.(*v1Group).paths
+	for _, c := range required {
+		want := path.Join(self[c], "codeinterp-cgtest", fmt.Sprintf("g-%d", os.Getpid()))
+		if paths[c] != want {
+			t.Errorf("%s group at %q, want %q (under the server's own %q)", c, paths[c], want, self[c])
+		}
+	}
 	read := func(ctrl, file string) string {
-		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, g.Path(), file))
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, paths[ctrl], file))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,3 +54,29 @@ func TestMountRoot(t *testing.T) {
 		t.Errorf("this host's memory hierarchy: %v", err)
 	}
 }
+
+func TestNestedParent(t *testing.T) {
+	tests := []struct {
+		name, self, root, parent, want string
+		err                            bool
+	}{
+		{"host root", "/", "/", "/codeinterp", "/codeinterp", false},
+		{"server in a service", "/system.slice/codeinterp.service", "/", "/codeinterp", "/system.slice/codeinterp.service/codeinterp", false},
+		{"pod on v1 without a namespace: the mount shows the pod", "/kubepods/pod1/c1", "/kubepods/pod1/c1", "/codeinterp", "/codeinterp", false},
+		{"privileged pod seeing the node's hierarchy", "/kubepods/pod1/c1", "/", "/codeinterp", "/kubepods/pod1/c1/codeinterp", false},
+		{"mount shows an ancestor", "/kubepods/pod1/c1", "/kubepods", "/codeinterp", "/pod1/c1/codeinterp", false},
+		{"server moved to its leaf", "/kubepods/pod1/c1/codeinterp-server", "/", "/codeinterp", "/kubepods/pod1/c1/codeinterp", false},
+		{"private namespace, leaf", "/codeinterp-server", "/", "/codeinterp", "/codeinterp", false},
+		{"outside the mount", "/other/x", "/kubepods", "/codeinterp", "", true},
+		{"prefix is not an ancestor", "/kubepods2/x", "/kubepods", "/codeinterp", "", true},
+		{"unknown", "", "/", "/codeinterp", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := nestedParent(tt.self, tt.root, tt.parent)
+			if got != tt.want || (err != nil) != tt.err {
+				t.Fatalf("nestedParent(%q, %q, %q) = %q, %v; want %q (error %v)", tt.self, tt.root, tt.parent, got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
