@@ -21,7 +21,9 @@ import (
 // input and appends each response to it (interceptor.WithConversations),
 // so conversations work in front of any model server.
 
-// OpenAI's bounds (design/conversations.md §3).
+// OpenAI's bounds (its API reference and SDKs): at most 20 items per
+// create call, 16 metadata pairs, keys of at most 64 and values of at most
+// 512 characters.
 const (
 	maxCreateItems     = 20
 	maxMetadataPairs   = 16
