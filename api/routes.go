@@ -31,7 +31,7 @@ type route struct {
 // plain-text 404 and 405 never reach a client.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	s.handle(mux, "/", s.invalidURL)
+	handle(mux, "/", s.invalidURL)
 	s.register(mux, nil,
 		route{"GET /v1/containers", s.listContainers},
 		route{"POST /v1/containers", s.createContainer},
@@ -55,7 +55,7 @@ func (s *Server) routes() *http.ServeMux {
 		// Whatever the method or credential: the answer says where the
 		// Files API is.
 		for _, p := range []string{"/v1/files", "/v1/files/{id}", "/v1/files/{id}/content"} {
-			s.handle(mux, p, func(w http.ResponseWriter, _ *http.Request) { s.filesUnavailable(w) })
+			handle(mux, p, func(w http.ResponseWriter, _ *http.Request) { s.filesUnavailable(w) })
 		}
 	}
 	if s.cfg.Responses != nil {
@@ -64,8 +64,8 @@ func (s *Server) routes() *http.ServeMux {
 		var other http.HandlerFunc
 		if s.cfg.ResponsesUpstreamURL != "" {
 			other = s.passResponses
-			s.handle(mux, "/v1/responses", other)
-			s.handle(mux, "/v1/responses/", other)
+			handle(mux, "/v1/responses", other)
+			handle(mux, "/v1/responses/", other)
 		}
 		s.register(mux, other,
 			route{"GET /v1/responses/{id}", s.getResponse},
@@ -105,13 +105,13 @@ func (s *Server) register(mux *http.ServeMux, other http.HandlerFunc, routes ...
 	for _, p := range paths {
 		fallback[p] = other
 		if other == nil {
-			fallback[p] = s.methodNotAllowed(methods[p])
+			fallback[p] = methodNotAllowed(methods[p])
 		}
-		s.handle(mux, p, fallback[p])
+		handle(mux, p, fallback[p])
 	}
 	for _, rt := range routes {
 		method, path, _ := strings.Cut(rt.pattern, " ")
-		s.handle(mux, rt.pattern, s.endpoint(method, rt.h, fallback[path]))
+		handle(mux, rt.pattern, s.endpoint(method, rt.h, fallback[path]))
 	}
 }
 
@@ -135,7 +135,7 @@ func (s *Server) endpoint(method string, h handler, other http.HandlerFunc) http
 
 // methodNotAllowed answers a method a path has no route for: 405 with
 // Allow, the allowed methods in the order GET, POST, DELETE.
-func (s *Server) methodNotAllowed(methods []string) http.HandlerFunc {
+func methodNotAllowed(methods []string) http.HandlerFunc {
 	var allow []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		if slices.Contains(methods, m) {
@@ -154,7 +154,7 @@ func (s *Server) methodNotAllowed(methods []string) http.HandlerFunc {
 type requestURL struct{}
 
 // handle registers h for pattern; h sees the request's own URL again.
-func (s *Server) handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
+func handle(mux *http.ServeMux, pattern string, h http.HandlerFunc) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if u, ok := r.Context().Value(requestURL{}).(*url.URL); ok {
 			r.URL = u
