@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -90,7 +89,8 @@ type Server struct {
 	cfg     Config
 	st      store.Store
 	log     *zap.Logger
-	fetcher FileFetcher // nil when file ids are not available (FilesOff)
+	fetcher FileFetcher    // nil when file ids are not available (FilesOff)
+	mux     *http.ServeMux // the endpoints cfg enables (routes.go)
 }
 
 // Bounds of requests that are not uploads.
@@ -148,7 +148,9 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, st: st, log: log, fetcher: f}, nil
+	s := &Server{cfg: cfg, st: st, log: log, fetcher: f}
+	s.mux = s.routes()
+	return s, nil
 }
 
 // NewFetcher returns the file fetcher for cfg's files source — the store
@@ -189,124 +191,5 @@ func newFetcher(cfg Config, st store.Store) (FileFetcher, error) {
 // Fetcher returns the file fetcher the server uses for file ids (nil with
 // FilesOff), so the interceptor can resolve file_ids the same way.
 func (s *Server) Fetcher() FileFetcher { return s.fetcher }
-
-// route is one endpoint: the path's shape and the handlers by method.
-type handler func(w http.ResponseWriter, r *http.Request, owner string, ids []string)
-
-// ServeHTTP routes a request. The path segments after /v1/ select the
-// endpoint; ids are the variable segments in order.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	seg, ok := splitPath(r.URL.Path)
-	if !ok {
-		s.invalidURL(w, r)
-		return
-	}
-	var methods map[string]handler
-	var ids []string
-	switch {
-	case len(seg) == 1 && seg[0] == "containers":
-		methods = map[string]handler{http.MethodGet: s.listContainers, http.MethodPost: s.createContainer}
-	case len(seg) == 2 && seg[0] == "containers":
-		methods = map[string]handler{http.MethodGet: s.getContainer, http.MethodDelete: s.deleteContainer}
-	case len(seg) == 3 && seg[0] == "containers" && seg[2] == "files":
-		methods = map[string]handler{http.MethodGet: s.listContainerFiles, http.MethodPost: s.createContainerFile}
-	case len(seg) == 4 && seg[0] == "containers" && seg[2] == "files":
-		methods = map[string]handler{http.MethodGet: s.getContainerFile, http.MethodDelete: s.deleteContainerFile}
-	case len(seg) == 5 && seg[0] == "containers" && seg[2] == "files" && seg[4] == "content":
-		methods = map[string]handler{http.MethodGet: s.containerFileContent}
-	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 2:
-		methods = map[string]handler{http.MethodGet: s.getResponse, http.MethodDelete: s.deleteResponse}
-	case seg[0] == "responses" && s.cfg.Responses != nil && len(seg) == 3 && seg[2] == "input_items":
-		methods = map[string]handler{http.MethodGet: s.listInputItems}
-	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 1:
-		methods = map[string]handler{http.MethodPost: s.createConversation}
-	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 2:
-		methods = map[string]handler{http.MethodGet: s.getConversation, http.MethodPost: s.updateConversation, http.MethodDelete: s.deleteConversation}
-	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 3 && seg[2] == "items":
-		methods = map[string]handler{http.MethodGet: s.listItems, http.MethodPost: s.createItems}
-	case seg[0] == "conversations" && s.cfg.Conversations != nil && len(seg) == 4 && seg[2] == "items":
-		methods = map[string]handler{http.MethodGet: s.getItem, http.MethodDelete: s.deleteItem}
-	case seg[0] == "responses" && s.cfg.Responses != nil && s.cfg.ResponsesUpstreamURL != "":
-		// Any other path below /v1/responses is the model server's.
-		s.passResponses(w, r)
-		return
-	case seg[0] == "files" && len(seg) <= 3 && (len(seg) < 3 || seg[2] == "content"):
-		if s.cfg.FilesSource != FilesLocal {
-			s.filesUnavailable(w)
-			return
-		}
-		switch len(seg) {
-		case 1:
-			methods = map[string]handler{http.MethodGet: s.listFiles, http.MethodPost: s.createFile}
-		case 2:
-			methods = map[string]handler{http.MethodGet: s.getFile, http.MethodDelete: s.deleteFile}
-		case 3:
-			methods = map[string]handler{http.MethodGet: s.fileContent}
-		}
-	default:
-		s.invalidURL(w, r)
-		return
-	}
-	if len(seg) >= 2 {
-		ids = append(ids, seg[1])
-	}
-	if len(seg) >= 4 && (seg[0] == "containers" || seg[0] == "conversations") {
-		ids = append(ids, seg[3])
-	}
-	h, ok := methods[r.Method]
-	if !ok && seg[0] == "responses" && s.cfg.ResponsesUpstreamURL != "" {
-		s.passResponses(w, r)
-		return
-	}
-	if !ok {
-		allow := make([]string, 0, len(methods))
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-			if methods[m] != nil {
-				allow = append(allow, m)
-			}
-		}
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
-			Message: fmt.Sprintf("Method %s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allow, " or "))})
-		return
-	}
-	owner, ok := store.Owner(r.Header, s.cfg.AuthHeaders)
-	if !ok && s.cfg.Anonymous != AnonymousShared {
-		writeError(w, errNoCredential())
-		return
-	}
-	h(w, r, owner, ids)
-}
-
-// splitPath returns the segments after /v1/, none empty.
-func splitPath(p string) ([]string, bool) {
-	rest, ok := strings.CutPrefix(p, "/v1/")
-	if !ok || rest == "" {
-		return nil, false
-	}
-	seg := strings.Split(rest, "/")
-	for _, s := range seg {
-		if s == "" {
-			return nil, false
-		}
-	}
-	return seg, true
-}
-
-func (s *Server) invalidURL(w http.ResponseWriter, r *http.Request) {
-	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
-		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
-}
-
-// filesUnavailable answers /v1/files when this server does not serve it:
-// with FilesUpstream Envoy routes it to the upstream, so a request that
-// arrives here was misrouted.
-func (s *Server) filesUnavailable(w http.ResponseWriter) {
-	msg := "The Files API is not supported by this server (files.source: off)."
-	if s.cfg.FilesSource == FilesUpstream {
-		msg = "The Files API is served by the upstream provider, not by this server (files.source: upstream)."
-	}
-	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unsupported", Message: msg})
-}
 
 func (s *Server) now() time.Time { return s.cfg.Now() }

@@ -29,7 +29,7 @@ func memoryLimits() []memoryLimit {
 const defaultMemoryLimit = "1g"
 
 // createContainer is POST /v1/containers.
-func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner string) {
 	body, e := readJSONObject(w, r)
 	if e != nil {
 		writeError(w, e)
@@ -231,7 +231,7 @@ func (s *Server) checkMemoryLimit(ml string) *Error {
 }
 
 // listContainers is GET /v1/containers.
-func (s *Server) listContainers(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+func (s *Server) listContainers(w http.ResponseWriter, r *http.Request, owner string) {
 	o, e := listOptions(r, 20, 100)
 	if e != nil {
 		writeError(w, e)
@@ -254,17 +254,18 @@ func (s *Server) listContainers(w http.ResponseWriter, r *http.Request, owner st
 // getContainer is GET /v1/containers/{id}. Retrieving is a use: it
 // refreshes last_active_at. An expired container the store still
 // remembers is shown with status "expired".
-func (s *Server) getContainer(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if !store.ValidID(ids[0]) {
-		s.storeError(w, r, store.ErrNotFound, "container_id", "container", ids[0])
+func (s *Server) getContainer(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		s.storeError(w, r, store.ErrNotFound, "container_id", "container", id)
 		return
 	}
-	c, err := s.st.TouchContainer(r.Context(), owner, ids[0], s.now())
+	c, err := s.st.TouchContainer(r.Context(), owner, id, s.now())
 	if errors.Is(err, store.ErrExpired) {
-		c, err = s.st.GetContainer(r.Context(), owner, ids[0])
+		c, err = s.st.GetContainer(r.Context(), owner, id)
 	}
 	if err != nil {
-		s.storeError(w, r, err, "container_id", "container", ids[0])
+		s.storeError(w, r, err, "container_id", "container", id)
 		return
 	}
 	writeJSON(w, http.StatusOK, containerJSON(c, s.now()))
@@ -272,16 +273,17 @@ func (s *Server) getContainer(w http.ResponseWriter, r *http.Request, owner stri
 
 // deleteContainer is DELETE /v1/containers/{id}; expired containers can
 // be deleted too.
-func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if !store.ValidID(ids[0]) {
-		s.storeError(w, r, store.ErrNotFound, "container_id", "container", ids[0])
+func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		s.storeError(w, r, store.ErrNotFound, "container_id", "container", id)
 		return
 	}
-	if err := s.st.DeleteContainer(r.Context(), owner, ids[0]); err != nil {
-		s.storeError(w, r, err, "container_id", "container", ids[0])
+	if err := s.st.DeleteContainer(r.Context(), owner, id); err != nil {
+		s.storeError(w, r, err, "container_id", "container", id)
 		return
 	}
-	writeJSON(w, http.StatusOK, deletedObject{ID: ids[0], Object: "container.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: id, Object: "container.deleted", Deleted: true})
 }
 
 // useContainer touches a container before one of its files is used: 404

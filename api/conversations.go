@@ -21,7 +21,9 @@ import (
 // input and appends each response to it (interceptor.WithConversations),
 // so conversations work in front of any model server.
 
-// OpenAI's bounds (design/conversations.md §3).
+// OpenAI's bounds (its API reference and SDKs): at most 20 items per
+// create call, 16 metadata pairs, keys of at most 64 and values of at most
+// 512 characters.
 const (
 	maxCreateItems     = 20
 	maxMetadataPairs   = 16
@@ -46,7 +48,7 @@ func conversationOf(c store.Conversation) conversationJSON {
 }
 
 // createConversation is POST /v1/conversations.
-func (s *Server) createConversation(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+func (s *Server) createConversation(w http.ResponseWriter, r *http.Request, owner string) {
 	m, e := readJSONObject(w, r)
 	if e != nil {
 		writeError(w, e)
@@ -79,10 +81,11 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request, owne
 }
 
 // getConversation is GET /v1/conversations/{id}.
-func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, id)
 	if err != nil {
-		s.conversationError(w, r, err, ids[0])
+		s.conversationError(w, r, err, id)
 		return
 	}
 	writeJSON(w, http.StatusOK, conversationOf(c))
@@ -91,7 +94,8 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, owner s
 // updateConversation is POST /v1/conversations/{id}: {"metadata": …},
 // required (null clears it). The new metadata replaces the old; a
 // conversation that does not exist (or was just deleted) is a 404.
-func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
 	m, e := readJSONObject(w, r)
 	if e != nil {
 		writeError(w, e)
@@ -115,26 +119,28 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owne
 	}
 	// One atomic store call: a delete landing meanwhile leaves the
 	// conversation deleted (404), never re-created empty.
-	c, err := s.cfg.Conversations.UpdateConversation(r.Context(), owner, ids[0], md)
+	c, err := s.cfg.Conversations.UpdateConversation(r.Context(), owner, id, md)
 	if err != nil {
-		s.conversationError(w, r, err, ids[0])
+		s.conversationError(w, r, err, id)
 		return
 	}
 	writeJSON(w, http.StatusOK, conversationOf(c))
 }
 
 // deleteConversation is DELETE /v1/conversations/{id}.
-func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if err := s.cfg.Conversations.DeleteConversation(r.Context(), owner, ids[0]); err != nil {
-		s.conversationError(w, r, err, ids[0])
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	if err := s.cfg.Conversations.DeleteConversation(r.Context(), owner, id); err != nil {
+		s.conversationError(w, r, err, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, deletedObject{ID: ids[0], Object: "conversation.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: id, Object: "conversation.deleted", Deleted: true})
 }
 
 // createItems is POST /v1/conversations/{id}/items: {"items": […]}, at
 // most 20; the answer lists the items created.
-func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
 	m, e := readJSONObject(w, r)
 	if e != nil {
 		writeError(w, e)
@@ -150,8 +156,8 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner strin
 		writeError(w, e)
 		return
 	}
-	if err := s.cfg.Conversations.AppendItems(r.Context(), owner, ids[0], items); err != nil {
-		s.conversationError(w, r, err, ids[0])
+	if err := s.cfg.Conversations.AppendItems(r.Context(), owner, id, items); err != nil {
+		s.conversationError(w, r, err, id)
 		return
 	}
 	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
@@ -159,15 +165,16 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner strin
 }
 
 // listItems is GET /v1/conversations/{id}/items.
-func (s *Server) listItems(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+func (s *Server) listItems(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
 	o, e := listOptions(r, 20, 100)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	page, more, err := s.cfg.Conversations.ListItems(r.Context(), owner, ids[0], o)
+	page, more, err := s.cfg.Conversations.ListItems(r.Context(), owner, id, o)
 	if err != nil {
-		s.conversationError(w, r, err, ids[0])
+		s.conversationError(w, r, err, id)
 		return
 	}
 	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
@@ -175,10 +182,11 @@ func (s *Server) listItems(w http.ResponseWriter, r *http.Request, owner string,
 }
 
 // getItem is GET /v1/conversations/{id}/items/{item_id}.
-func (s *Server) getItem(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	it, err := s.cfg.Conversations.GetItem(r.Context(), owner, ids[0], ids[1])
+func (s *Server) getItem(w http.ResponseWriter, r *http.Request, owner string) {
+	id, itemID := r.PathValue("id"), r.PathValue("item_id")
+	it, err := s.cfg.Conversations.GetItem(r.Context(), owner, id, itemID)
 	if err != nil {
-		s.itemError(w, r, err, ids[0], ids[1])
+		s.itemError(w, r, err, id, itemID)
 		return
 	}
 	inc := slices.Contains(includes(r.URL.Query()), includeOutputs)
@@ -189,14 +197,15 @@ func (s *Server) getItem(w http.ResponseWriter, r *http.Request, owner string, i
 
 // deleteItem is DELETE /v1/conversations/{id}/items/{item_id}; the answer
 // is the conversation, as OpenAI's is.
-func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if err := s.cfg.Conversations.DeleteItem(r.Context(), owner, ids[0], ids[1]); err != nil {
-		s.itemError(w, r, err, ids[0], ids[1])
+func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request, owner string) {
+	id, itemID := r.PathValue("id"), r.PathValue("item_id")
+	if err := s.cfg.Conversations.DeleteItem(r.Context(), owner, id, itemID); err != nil {
+		s.itemError(w, r, err, id, itemID)
 		return
 	}
-	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, ids[0])
+	c, err := s.cfg.Conversations.GetConversation(r.Context(), owner, id)
 	if err != nil {
-		s.conversationError(w, r, err, ids[0])
+		s.conversationError(w, r, err, id)
 		return
 	}
 	writeJSON(w, http.StatusOK, conversationOf(c))

@@ -41,6 +41,11 @@
 // /v1/responses/, is the model server's: the request is passed to
 // Config.ResponsesUpstreamURL with the caller's forwarded headers.
 //
+// The endpoints are ServeMux patterns (routes.go) matched against the
+// decoded path's segments: an encoded slash separates ids as a slash does,
+// a dot segment is an id, and an empty segment (a trailing or doubled
+// slash) is no endpoint's.
+//
 // # Ownership
 //
 // Every object belongs to the credential that created it: store.Owner
@@ -64,4 +69,16 @@
 // /v1/files to the model provider (Envoy routes it there) and fetches the
 // ids from it with the caller's credential (HTTPFetcher); "off" has no
 // Files API at all.
+//
+// # Source files
+//
+//	api.go            Config, New and the defaults; the file fetcher for the files source
+//	routes.go         the ServeMux patterns, the credential check, the 404 and 405 answers
+//	containers.go     the Containers API, and the JSON and list-parameter decoding the endpoints share
+//	files.go          container files and the Files API: uploads, multipart forms, downloads
+//	conversations.go  the Conversations API
+//	responses.go      stored responses, and the pass-through of the others to the model server
+//	fetch.go          FileFetcher: file ids from the store or from the upstream's Files API
+//	objects.go        OpenAI's objects as JSON: container, container file, file, list, deleted
+//	errors.go         OpenAI's error answer and what each store failure answers
 package api

@@ -17,8 +17,8 @@ import (
 // createContainerFile is POST /v1/containers/{id}/files: a multipart
 // `file` part, a multipart `file_id` field (openai-go) or a JSON
 // {"file_id"} (openai-python).
-func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	cid := ids[0]
+func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, owner string) {
+	cid := r.PathValue("id")
 	if !s.useContainer(w, r, owner, cid) {
 		return
 	}
@@ -89,18 +89,19 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 }
 
 // listContainerFiles is GET /v1/containers/{id}/files.
-func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request, owner string) {
+	cid := r.PathValue("id")
 	o, e := listOptions(r, 20, 100)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	if !s.useContainer(w, r, owner, ids[0]) {
+	if !s.useContainer(w, r, owner, cid) {
 		return
 	}
-	page, more, err := s.st.ListFiles(r.Context(), owner, ids[0], o)
+	page, more, err := s.st.ListFiles(r.Context(), owner, cid, o)
 	if err != nil {
-		s.storeError(w, r, err, "container_id", "container", ids[0])
+		s.storeError(w, r, err, "container_id", "container", cid)
 		return
 	}
 	data := make([]containerFileObject, len(page))
@@ -111,54 +112,56 @@ func (s *Server) listContainerFiles(w http.ResponseWriter, r *http.Request, owne
 }
 
 // containerFile touches the container and returns one of its files.
-func (s *Server) containerFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) (store.File, bool) {
-	if !s.useContainer(w, r, owner, ids[0]) {
+func (s *Server) containerFile(w http.ResponseWriter, r *http.Request, owner, cid, fid string) (store.File, bool) {
+	if !s.useContainer(w, r, owner, cid) {
 		return store.File{}, false
 	}
-	if !store.ValidID(ids[1]) {
-		s.storeError(w, r, store.ErrNotFound, "file_id", "container file", ids[1])
+	if !store.ValidID(fid) {
+		s.storeError(w, r, store.ErrNotFound, "file_id", "container file", fid)
 		return store.File{}, false
 	}
-	f, err := s.st.GetFile(r.Context(), owner, ids[0], ids[1])
+	f, err := s.st.GetFile(r.Context(), owner, cid, fid)
 	if err != nil {
-		s.storeError(w, r, err, "file_id", "container file", ids[1])
+		s.storeError(w, r, err, "file_id", "container file", fid)
 		return store.File{}, false
 	}
 	return f, true
 }
 
 // getContainerFile is GET /v1/containers/{id}/files/{file_id}.
-func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if f, ok := s.containerFile(w, r, owner, ids); ok {
+func (s *Server) getContainerFile(w http.ResponseWriter, r *http.Request, owner string) {
+	if f, ok := s.containerFile(w, r, owner, r.PathValue("id"), r.PathValue("file_id")); ok {
 		writeJSON(w, http.StatusOK, containerFileJSON(f))
 	}
 }
 
 // deleteContainerFile is DELETE /v1/containers/{id}/files/{file_id}.
-func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if !s.useContainer(w, r, owner, ids[0]) {
+func (s *Server) deleteContainerFile(w http.ResponseWriter, r *http.Request, owner string) {
+	cid, fid := r.PathValue("id"), r.PathValue("file_id")
+	if !s.useContainer(w, r, owner, cid) {
 		return
 	}
-	if !store.ValidID(ids[1]) {
-		s.storeError(w, r, store.ErrNotFound, "file_id", "container file", ids[1])
+	if !store.ValidID(fid) {
+		s.storeError(w, r, store.ErrNotFound, "file_id", "container file", fid)
 		return
 	}
-	if err := s.st.DeleteFile(r.Context(), owner, ids[0], ids[1]); err != nil {
-		s.storeError(w, r, err, "file_id", "container file", ids[1])
+	if err := s.st.DeleteFile(r.Context(), owner, cid, fid); err != nil {
+		s.storeError(w, r, err, "file_id", "container file", fid)
 		return
 	}
-	writeJSON(w, http.StatusOK, deletedObject{ID: ids[1], Object: "container.file.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: fid, Object: "container.file.deleted", Deleted: true})
 }
 
 // containerFileContent is GET /v1/containers/{id}/files/{file_id}/content.
-func (s *Server) containerFileContent(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	f, ok := s.containerFile(w, r, owner, ids)
+func (s *Server) containerFileContent(w http.ResponseWriter, r *http.Request, owner string) {
+	cid, fid := r.PathValue("id"), r.PathValue("file_id")
+	f, ok := s.containerFile(w, r, owner, cid, fid)
 	if !ok {
 		return
 	}
-	data, err := s.st.FileContent(r.Context(), owner, ids[0], ids[1])
+	data, err := s.st.FileContent(r.Context(), owner, cid, fid)
 	if err != nil {
-		s.storeError(w, r, err, "file_id", "container file", ids[1])
+		s.storeError(w, r, err, "file_id", "container file", fid)
 		return
 	}
 	writeContent(w, baseName(f), data)
@@ -167,7 +170,7 @@ func (s *Server) containerFileContent(w http.ResponseWriter, r *http.Request, ow
 // createFile is POST /v1/files: multipart `file` and `purpose` (any
 // string: the purpose only labels the file here), and optionally
 // expires_after[anchor]=created_at with expires_after[seconds].
-func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string) {
 	if mediaType(r) != "multipart/form-data" {
 		writeError(w, invalid("file", "invalid_content_type", "Unsupported Content-Type %q: send multipart/form-data with 'file' and 'purpose'.", r.Header.Get("Content-Type")))
 		return
@@ -222,7 +225,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 
 // listFiles is GET /v1/files (OpenAI's limit: 1 to 10000, default 10000;
 // purpose filters).
-func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, owner string) {
 	o, e := listOptions(r, 10000, 10000)
 	if e != nil {
 		writeError(w, e)
@@ -279,33 +282,36 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request, owner, id string) 
 }
 
 // getFile is GET /v1/files/{id}.
-func (s *Server) getFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if f, ok := s.file(w, r, owner, ids[0]); ok {
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	if f, ok := s.file(w, r, owner, id); ok {
 		writeJSON(w, http.StatusOK, fileJSON(f))
 	}
 }
 
 // deleteFile is DELETE /v1/files/{id}.
-func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	if _, ok := s.file(w, r, owner, ids[0]); !ok {
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	if _, ok := s.file(w, r, owner, id); !ok {
 		return
 	}
-	if err := s.st.DeleteFile(r.Context(), owner, "", ids[0]); err != nil {
-		s.storeError(w, r, err, "file_id", "file", ids[0])
+	if err := s.st.DeleteFile(r.Context(), owner, "", id); err != nil {
+		s.storeError(w, r, err, "file_id", "file", id)
 		return
 	}
-	writeJSON(w, http.StatusOK, deletedObject{ID: ids[0], Object: "file", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: id, Object: "file", Deleted: true})
 }
 
 // fileContent is GET /v1/files/{id}/content.
-func (s *Server) fileContent(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	f, ok := s.file(w, r, owner, ids[0])
+func (s *Server) fileContent(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	f, ok := s.file(w, r, owner, id)
 	if !ok {
 		return
 	}
-	data, err := s.st.FileContent(r.Context(), owner, "", ids[0])
+	data, err := s.st.FileContent(r.Context(), owner, "", id)
 	if err != nil {
-		s.storeError(w, r, err, "file_id", "file", ids[0])
+		s.storeError(w, r, err, "file_id", "file", id)
 		return
 	}
 	writeContent(w, f.Filename, data)

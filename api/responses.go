@@ -31,8 +31,9 @@ const includeOutputs = "code_interpreter_call.outputs"
 const maxUpstreamAnswer = 64 << 20
 
 // getResponse is GET /v1/responses/{id}.
-func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	rec, ok := s.storedResponse(w, r, owner, ids[0])
+func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	rec, ok := s.storedResponse(w, r, owner, id)
 	if !ok {
 		return
 	}
@@ -46,8 +47,9 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, owner strin
 }
 
 // deleteResponse is DELETE /v1/responses/{id}.
-func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
-	rec, ok := s.storedResponse(w, r, owner, ids[0])
+func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	rec, ok := s.storedResponse(w, r, owner, id)
 	if !ok {
 		return
 	}
@@ -62,13 +64,14 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request, owner st
 // listInputItems is GET /v1/responses/{id}/input_items: the request's input
 // items as the client sent them, paginated as OpenAI's lists are (newest
 // first by default).
-func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request, owner string, ids []string) {
+func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
 	o, e := listOptions(r, 20, 100)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	rec, ok := s.storedResponse(w, r, owner, ids[0])
+	rec, ok := s.storedResponse(w, r, owner, id)
 	if !ok {
 		return
 	}

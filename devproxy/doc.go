@@ -9,33 +9,34 @@
 // NONE or BUFFERED (and FULL_DUPLEX_STREAMED responses), trailer modes SKIP
 // or SEND, allow_mode_override, the
 // per-message timer with max_message_timeout, failure_mode_allow and
-// status_on_error. It follows the rules written down in
-// ../shared/design/envoy-ext-proc.md; the numbers in comments (§1.2, C19, …)
-// refer to that document:
+// status_on_error. It follows Envoy's behaviour as read from its source
+// (envoyproxy/envoy at 6806efb8, 1.39.0-dev: ext_proc.cc,
+// processor_state.cc, mutation_utils.cc) and its ext_proc integration
+// tests:
 //
 //   - message order: request_headers, request_body, response_headers,
 //     response_body, exactly one response per message, nothing sent
-//     upstream before the request_body response is applied (§1.2, C6);
+//     upstream before the request_body response is applied;
 //   - an absent body gives end_of_stream on the headers message and no body
-//     message; a present empty body gives body "" with end_of_stream (C4, C5);
-//   - protocol_config only on the stream's first message (C2);
+//     message; a present empty body gives body "" with end_of_stream;
+//   - protocol_config only on the stream's first message;
 //   - mode_override honoured only in headers responses with
 //     allow_mode_override, merged over the filter-level mode, an unset body
-//     mode meaning NONE, checked against allowed_override_modes (C9–C11);
-//   - buffer limit: a request over it gets 413, a response 500 (C12);
+//     mode meaning NONE, checked against allowed_override_modes;
+//   - buffer limit: a request over it gets 413, a response 500;
 //   - header mutations read raw_value only, remove before set, append
 //     true/false, the default mutation_rules (no host, :authority, :method,
-//     :scheme, x-envoy-*; no removing pseudo-headers or host) (C14–C17);
+//     :scheme, x-envoy-*; no removing pseudo-headers or host);
 //   - a body mutation whose length differs from the held content-length is
-//     a fail-closed error and nothing is forwarded (C19);
-//   - CONTINUE_AND_REPLACE with a body removes content-length (C20);
+//     a fail-closed error and nothing is forwarded;
+//   - CONTINUE_AND_REPLACE with a body removes content-length;
 //   - immediate_response: status < 200 becomes 200, a non-empty body gets
-//     content-length and a default text/plain content-type (C22, C23);
+//     content-length and a default text/plain content-type, its headers
+//     obey the filter's mutation_rules;
 //   - message timeout → 504, override_message_timeout once per message
-//     within [1ms, max_message_timeout] with its other fields ignored
-//     (C25, C26);
+//     within [1ms, max_message_timeout] with its other fields ignored;
 //   - a non-OK gRPC close → status_on_error, an OK close → continue
-//     unprocessed, spurious responses → status_on_error (C27, C28).
+//     unprocessed, spurious responses → status_on_error.
 //
 // Routing is a route table like Envoy's (Config.Routes): the first route
 // whose match (path, prefix or path_separated_prefix) fits the request's
@@ -45,8 +46,8 @@
 // /v1/containers and /v1/files to the Containers and Files API this way,
 // as deploy/envoy/envoy.yaml does.
 //
-// FULL_DUPLEX_STREAMED responses follow §6 (duplex.go; a test per rule in
-// duplex_test.go): the config check (trailers SEND) and a filter-level
+// FULL_DUPLEX_STREAMED responses (duplex.go; a test per rule in
+// duplex_test.go) follow Envoy's rules for that mode: the config check (trailers SEND) and a filter-level
 // duplex mode disabling mode_override; the headers message and every chunk
 // sent without waiting for answers; the headers answer first (an early body
 // answer is a 500) and possibly withheld; streamed_response only; each

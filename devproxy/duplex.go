@@ -13,10 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// DefaultStreamIdleTimeout is the HCM's stream_idle_timeout default (§6.7).
+// DefaultStreamIdleTimeout is the HCM's stream_idle_timeout default: in
+// FULL_DUPLEX_STREAMED it is the only timer that runs.
 const DefaultStreamIdleTimeout = 5 * time.Minute
 
-// checkDuplex is Envoy's config-time rule (§6.1, config.cc): a direction
+// checkDuplex is Envoy's config-time rule (config.cc): a direction
 // whose body mode is FULL_DUPLEX_STREAMED must have its trailer mode SEND,
 // or the filter configuration is rejected.
 func checkDuplex(m *filterv3.ProcessingMode) error {
@@ -30,7 +31,7 @@ func checkDuplex(m *filterv3.ProcessingMode) error {
 }
 
 // filterLevelDuplex reports a filter-level FULL_DUPLEX_STREAMED body mode,
-// which makes Envoy ignore every mode_override (§1.6, ext_proc.cc
+// which makes Envoy ignore every mode_override (ext_proc.cc
 // onReceiveMessage).
 func filterLevelDuplex(m *filterv3.ProcessingMode) bool {
 	return m.GetRequestBodyMode() == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED ||
@@ -44,7 +45,7 @@ type pumpEvent struct {
 	err      error       // the upstream body failed mid-way
 }
 
-// duplexResponse is the response half in FULL_DUPLEX_STREAMED (§6): the
+// duplexResponse is the response half in FULL_DUPLEX_STREAMED: the
 // headers message, then every upstream chunk sent the moment it arrives
 // without waiting for any answer, then trailers; the answers are applied as
 // they come, each streamed_response written and flushed to the client at
@@ -57,7 +58,8 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 	}
 	send := ex.send
 	// The processor sees the original content-length; Envoy strips it
-	// afterwards unless allow_content_length_header (§3.8a, §6.6).
+	// afterwards, as in every mode that streams the body, unless
+	// allow_content_length_header.
 	send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: respH.proto(), EndOfStream: !hasBody},
 	}})
@@ -86,7 +88,8 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 		case <-ctx.Done():
 			return
 		case <-idle.C:
-			// §6.7: the request is complete here, so 504; a reset once the
+			// The stream idle timeout: the request is complete here, so
+			// 504 (408 would be for an incomplete one); a reset once the
 			// client has headers.
 			ex.complete = true
 			ex.closeStream()
@@ -117,7 +120,7 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 					return
 				}
 				if errors.Is(m.err, io.EOF) {
-					// §5.5: an OK close ends processing; what was already
+					// An OK close ends processing; what was already
 					// drained to the processor is gone (simplification: the
 					// rest is not passed through).
 					ex.complete = true
@@ -158,12 +161,13 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 			case *extprocv3.ProcessingResponse_ResponseBody:
 				sr := r.ResponseBody.GetResponse().GetBodyMutation().GetStreamedResponse()
 				if !headersDone || sr == nil {
-					// §6.3: a body response before the headers response;
-					// §6.4: anything but streamed_response.
+					// A body response before the headers response, or one
+					// without streamed_response, is spurious.
 					ex.duplexFailure(ctx, "spurious_message")
 					return
 				}
-				// header_mutation is ignored here (§6.6).
+				// header_mutation is ignored here: in this mode headers change
+				// through the headers response only.
 				if !ex.started {
 					ex.writeHead(respH, nil)
 				}
@@ -182,7 +186,7 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 				}
 			case *extprocv3.ProcessingResponse_ResponseTrailers:
 				if !headersDone || trailers == nil {
-					// §6.5: trailers are answered only after Envoy sent real
+					// Trailers are answered only after Envoy sent real
 					// ones; synthesized trailers are unsupported.
 					ex.duplexFailure(ctx, "spurious_message")
 					return
@@ -211,8 +215,8 @@ func (ex *exchange) duplexResponse(ctx context.Context, respH *headerMap, resp *
 }
 
 // duplexFailure is a fail-closed failure in this mode: failure_mode_allow
-// does not apply once body bytes went to the processor (§5.7), and a
-// client that already has headers can only be reset (§4.5).
+// does not apply once body bytes went to the processor, and a client
+// that already has headers can only be reset.
 func (ex *exchange) duplexFailure(ctx context.Context, details string) {
 	ex.complete = true
 	ex.closeStream()
@@ -222,9 +226,9 @@ func (ex *exchange) duplexFailure(ctx context.Context, details string) {
 	ex.localReply(ex.p.cfg.StatusOnError, "", details)
 }
 
-// pump sends each upstream chunk as it is read (§6.2): drained, never
+// pump sends each upstream chunk as it is read: drained, never
 // kept, no answer awaited. With real trailers the last body message never
-// carries end_of_stream (§6.5) and the trailers message follows when the
+// carries end_of_stream and the trailers message follows when the
 // trailer mode is SEND.
 func (ex *exchange) pump(ctx context.Context, resp *http.Response, send func(*extprocv3.ProcessingRequest), events chan<- pumpEvent) {
 	report := func(ev pumpEvent) {

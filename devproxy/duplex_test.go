@@ -14,10 +14,11 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
 
-// One test per rule of §6 (FULL_DUPLEX_STREAMED) of
-// ../shared/design/envoy-ext-proc.md, the response direction switched to
-// duplex by a mode_override in the request_headers answer, as codeinterp's
-// server does.
+// One test per rule of Envoy's FULL_DUPLEX_STREAMED body mode (as read
+// from ext_proc.cc, processor_state.cc and Envoy's full-duplex
+// integration tests), the response direction switched to duplex by a
+// mode_override in the request_headers answer, as codeinterp's server
+// does.
 
 // duplexOverride is the override codeinterp sends (filter.DuplexMode).
 func duplexOverride() *filterv3.ProcessingMode {
@@ -118,7 +119,7 @@ func echoBody(s extprocv3.ExternalProcessor_ProcessServer) (chunks int, eos int,
 	}
 }
 
-// §6.1: a filter-level duplex mode needs trailer mode SEND, and disables
+// A filter-level duplex mode needs trailer mode SEND, and disables
 // mode_override altogether.
 func TestDuplexConfigCheck(t *testing.T) {
 	u, _ := startUpstream(t, okUpstream("x"))
@@ -157,7 +158,7 @@ func TestDuplexConfigCheck(t *testing.T) {
 	}
 }
 
-// §6.2, §6.3: Envoy sends the headers and every chunk without waiting for
+// Envoy sends the headers and every chunk without waiting for
 // an answer; the processor may withhold its headers answer until the body
 // is in, and answers with any number of chunks.
 func TestDuplexSendsWithoutWaiting(t *testing.T) {
@@ -192,7 +193,7 @@ func TestDuplexSendsWithoutWaiting(t *testing.T) {
 	}
 }
 
-// §6.3 and §6.4: a body answer before the headers answer, or one without
+// A body answer before the headers answer, or one without
 // streamed_response, is a 500.
 func TestDuplexSpuriousAnswers(t *testing.T) {
 	cases := []struct {
@@ -232,7 +233,7 @@ func TestDuplexSpuriousAnswers(t *testing.T) {
 	}
 }
 
-// §6.4: each streamed_response reaches the client at once (flushed): the
+// Each streamed_response reaches the client at once (flushed): the
 // client reads the first event while the upstream still holds the second.
 func TestDuplexForwardsEachChunkAtOnce(t *testing.T) {
 	gate := make(chan struct{})
@@ -264,8 +265,9 @@ func TestDuplexForwardsEachChunkAtOnce(t *testing.T) {
 	}
 }
 
-// §6.4: end_of_stream from the processor ends the client's body; §6.9: with
-// DuplicateEndOfStream Envoy re-delivers its final chunk.
+// end_of_stream from the processor ends the client's body; with
+// DuplicateEndOfStream Envoy re-delivers its final chunk, as 1.35–1.37 do
+// for large bodies (envoyproxy/envoy#46237).
 func TestDuplexEndOfStream(t *testing.T) {
 	eosSeen := make(chan int, 1)
 	url, _ := duplexProxy(t, chunkedUpstream([]string{"x", "y"}, nil, nil), func(s extprocv3.ExternalProcessor_ProcessServer) error {
@@ -295,7 +297,7 @@ func TestDuplexEndOfStream(t *testing.T) {
 	}
 }
 
-// §6.5: with upstream trailers the body never carries end_of_stream; the
+// With upstream trailers the body never carries end_of_stream; the
 // trailers message follows and a TrailersResponse ends the body.
 func TestDuplexTrailers(t *testing.T) {
 	url, _ := duplexProxy(t, chunkedUpstream([]string{"p", "q"}, nil, map[string]string{"X-Checksum": "abc"}), func(s extprocv3.ExternalProcessor_ProcessServer) error {
@@ -332,7 +334,7 @@ func TestDuplexTrailers(t *testing.T) {
 	}
 }
 
-// §6.6: headers change through the HeadersResponse only; content-length is
+// Headers change through the HeadersResponse only; content-length is
 // dropped unless allow_content_length_header.
 func TestDuplexHeaders(t *testing.T) {
 	for _, keep := range []bool{false, true} {
@@ -372,7 +374,7 @@ func TestDuplexHeaders(t *testing.T) {
 	}
 }
 
-// §6.1 and §6.7: no message timer runs, only the stream idle timeout: a
+// No message timer runs, only the stream idle timeout: a
 // slow answer within it is fine; silence past it is 504, or a reset once
 // the client has headers.
 func TestDuplexTimers(t *testing.T) {

@@ -32,7 +32,7 @@ type exchange struct {
 	stream  extprocv3.ExternalProcessor_ProcessClient
 	cancel  context.CancelFunc
 	recv    chan recvResult
-	sent    bool // protocol_config goes on the first message only (C2)
+	sent    bool // protocol_config goes on the first message only
 	closed  bool
 	started bool // response headers went to the client
 
@@ -76,8 +76,9 @@ func responseKind(r *extprocv3.ProcessingResponse) msgKind {
 	return kindNone
 }
 
-// dropsContentLength is §3.8(a): the modes in which Envoy removes
-// content-length at header time and ignores a processor-set one.
+// dropsContentLength reports the modes in which Envoy removes
+// content-length at header time and ignores a processor-set one: the
+// streaming body modes, and BUFFERED when the headers are not sent.
 func dropsContentLength(header filterv3.ProcessingMode_HeaderSendMode, body filterv3.ProcessingMode_BodySendMode) bool {
 	switch body {
 	case filterv3.ProcessingMode_STREAMED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
@@ -93,7 +94,7 @@ func (ex *exchange) run(ctx context.Context) {
 	reqH := requestHeaders(r)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 
-	// Request headers (§1.2 step 1).
+	// Request headers: Envoy holds them until their response.
 	clDrop := dropsContentLength(ex.mode.GetRequestHeaderMode(), ex.mode.GetRequestBodyMode())
 	var hdrOut headersOutcome
 	if ex.mode.GetRequestHeaderMode() != filterv3.ProcessingMode_SKIP && !ex.complete {
@@ -116,7 +117,7 @@ func (ex *exchange) run(ctx context.Context) {
 		reqH.del("content-length")
 	}
 
-	// Request body (§1.2 step 2): nothing goes upstream before its response.
+	// Request body: nothing goes upstream before its response.
 	var body io.Reader
 	bodyLen := int64(0)
 	var trailer http.Header
@@ -214,7 +215,9 @@ func (ex *exchange) forward(ctx context.Context, reqH *headerMap, body io.Reader
 	return resp, true
 }
 
-// handleResponse runs the response half (§1.2 steps 3 and 4).
+// handleResponse runs the response half: the response headers message,
+// then the body's (with a BUFFERED body the client gets neither before the
+// body's response).
 func (ex *exchange) handleResponse(ctx context.Context, resp *http.Response) {
 	respH := &headerMap{h: []header{{":status", strconv.Itoa(resp.StatusCode)}}}
 	rest := fromHTTP(resp.Header)
@@ -223,7 +226,7 @@ func (ex *exchange) handleResponse(ctx context.Context, resp *http.Response) {
 	if resp.ContentLength >= 0 && ex.r.Method != http.MethodHead {
 		respH.add("content-length", strconv.FormatInt(resp.ContentLength, 10))
 	}
-	// §1.3: 204, 304, HEAD and content-length 0 carry no body message.
+	// 204, 304, HEAD and content-length 0 carry no body message.
 	hasBody := !(ex.r.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
 		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0)
 
@@ -343,7 +346,8 @@ func (ex *exchange) processTrailers(ctx context.Context, t http.Header, kind msg
 	return true
 }
 
-// call sends one message and waits for its one response (§0.5). It
+// call sends one message and waits for its one response (outside
+// FULL_DUPLEX_STREAMED every message gets exactly one). It
 // returns the response to apply; (nil, true) when processing has ended and
 // the exchange goes on unprocessed; (nil, false) when the client already
 // has its reply or is gone.
@@ -362,7 +366,8 @@ func (ex *exchange) call(ctx context.Context, req *extprocv3.ProcessingRequest, 
 		case <-ctx.Done():
 			return nil, false
 		case <-timer.C:
-			// §5.2: always 504, whatever status_on_error says.
+			// A message timeout is always 504, whatever status_on_error
+			// says.
 			return ex.failure(ctx, http.StatusGatewayTimeout, "ext_proc_error_per-message_timeout_exceeded")
 		case m := <-ex.recv:
 			if m.err != nil {
@@ -370,7 +375,7 @@ func (ex *exchange) call(ctx context.Context, req *extprocv3.ProcessingRequest, 
 					return nil, false
 				}
 				if errors.Is(m.err, io.EOF) {
-					// §5.5: an OK close; the pending message counts as unmodified.
+					// An OK close; the pending message counts as unmodified.
 					ex.complete = true
 					ex.closeStream()
 					return nil, true
@@ -380,7 +385,8 @@ func (ex *exchange) call(ctx context.Context, req *extprocv3.ProcessingRequest, 
 			}
 			resp := m.resp
 			if d := resp.GetOverrideMessageTimeout(); d != nil {
-				// §5.3: restart the timer once per message, within bounds;
+				// override_message_timeout: restart the timer once per
+				// message, within [1ms, max_message_timeout];
 				// every other field of this response is ignored.
 				v := d.AsDuration()
 				if !overridden && ex.p.cfg.MaxMessageTimeout > 0 && v >= time.Millisecond && v <= ex.p.cfg.MaxMessageTimeout {
@@ -404,7 +410,7 @@ func (ex *exchange) call(ctx context.Context, req *extprocv3.ProcessingRequest, 
 }
 
 // failure is a stream failure: fail-closed → local reply with status,
-// fail-open → close the stream and go on unprocessed (§5.2, §5.4, §5.6).
+// fail-open → close the stream and go on unprocessed.
 func (ex *exchange) failure(ctx context.Context, st int, details string) (*extprocv3.ProcessingResponse, bool) {
 	ex.complete = true
 	ex.closeStream()
@@ -424,7 +430,7 @@ func (ex *exchange) failure(ctx context.Context, st int, details string) (*extpr
 func (ex *exchange) send(req *extprocv3.ProcessingRequest) {
 	req.MetadataContext = &corev3.Metadata{}
 	if !ex.sent {
-		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{ // C2: the first message only
+		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{ // the first message only
 			RequestBodyMode:  ex.mode.GetRequestBodyMode(),
 			ResponseBodyMode: ex.mode.GetResponseBodyMode(),
 		}
@@ -462,7 +468,8 @@ func (ex *exchange) open(ctx context.Context) error {
 	return nil
 }
 
-// closeStream half-closes and resets the stream, as Envoy does (§8.3).
+// closeStream half-closes and resets the stream, as Envoy does when
+// neither direction needs more messages.
 func (ex *exchange) closeStream() {
 	if ex.stream == nil || ex.closed {
 		return
@@ -472,8 +479,9 @@ func (ex *exchange) closeStream() {
 	ex.cancel()
 }
 
-// applyModeOverride is §1.6: merged over the filter-level mode, an unset
-// body mode meaning NONE, request_header_mode without effect.
+// applyModeOverride applies a mode_override as Envoy does: merged over the
+// filter-level mode, an unset body mode meaning NONE, request_header_mode
+// without effect.
 func (ex *exchange) applyModeOverride(o *filterv3.ProcessingMode) bool {
 	if o == nil || !ex.p.cfg.AllowModeOverride || filterLevelDuplex(ex.p.mode) {
 		return true
@@ -549,20 +557,21 @@ func (ex *exchange) applyHeadersResponse(h *headerMap, cr *extprocv3.CommonRespo
 		case *extprocv3.BodyMutation_ClearBody:
 			out.replaced = m.ClearBody
 		case *extprocv3.BodyMutation_StreamedResponse:
-			// §3.5: only valid in FULL_DUPLEX_STREAMED.
+			// Valid only in FULL_DUPLEX_STREAMED; spurious here.
 			_, ok := ex.failure(context.Background(), ex.p.cfg.StatusOnError, "spurious_message")
 			return headersOutcome{}, ok
 		}
 		if out.replaced {
-			h.del("content-length") // §3.6: Envoy removes it and frames the new body itself
+			h.del("content-length") // CONTINUE_AND_REPLACE: Envoy removes it and frames the new body itself
 		}
 	}
 	return out, true
 }
 
 // applyBodyResponse applies a BUFFERED body response: header_mutation only
-// while the headers are held (C21), then the body mutation with the
-// content-length check (C19).
+// while the headers are held, then the body mutation; a held
+// content-length must equal the new body's length (clear_body counts as
+// 0), or it is a fail-closed error.
 func (ex *exchange) applyBodyResponse(h *headerMap, body []byte, cr *extprocv3.CommonResponse, held, clDrop bool) ([]byte, bool) {
 	if cr == nil {
 		return body, true
@@ -588,7 +597,7 @@ func (ex *exchange) applyBodyResponse(h *headerMap, body []byte, cr *extprocv3.C
 		}
 		body = nil
 	case *extprocv3.BodyMutation_StreamedResponse:
-		// §3.5: only valid in FULL_DUPLEX_STREAMED.
+		// Valid only in FULL_DUPLEX_STREAMED; spurious here.
 		_, ok := ex.failure(context.Background(), ex.p.cfg.StatusOnError, "spurious_message")
 		return body, ok
 	default:
@@ -618,7 +627,9 @@ func (ex *exchange) mutationFailed(err error) {
 	ex.localReply(ex.p.cfg.StatusOnError, "", details)
 }
 
-// immediate sends an ImmediateResponse to the client (§4, C22, C23).
+// immediate sends an ImmediateResponse to the client: a status below 200
+// becomes 200, its headers obey the filter's mutation_rules, a non-empty
+// body gets content-length and a default text/plain content-type.
 func (ex *exchange) immediate(ir *extprocv3.ImmediateResponse) {
 	ex.complete = true
 	ex.closeStream()
@@ -656,7 +667,7 @@ func (ex *exchange) reply(st int, h *headerMap, body []byte, details string) {
 		ex.p.cfg.OnLocalReply(st, details)
 	}
 	if ex.started {
-		// §4.5: the client already has headers; all Envoy can do is reset.
+		// The client already has headers; all Envoy can do is reset.
 		panic(http.ErrAbortHandler)
 	}
 	h.del("content-length")

@@ -173,7 +173,7 @@ func setRaw(k, v string) *corev3.HeaderValueOption {
 }
 
 func appendRaw(k, v string) *corev3.HeaderValueOption {
-	//lint:ignore SA1019 ext_proc reads the deprecated append field (§3.2).
+	//lint:ignore SA1019 ext_proc reads the deprecated append field, never append_action.
 	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}, Append: wrapperspb.Bool(true)}
 }
 

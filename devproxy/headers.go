@@ -82,7 +82,7 @@ var inlineHeaders = map[string]bool{
 	"accept-encoding": true, "cache-control": true, "via": true, "x-forwarded-for": true,
 }
 
-// proto encodes the map as Envoy does: key plus raw_value, value empty (§0.2).
+// proto encodes the map as Envoy does: key plus raw_value, value empty.
 func (m *headerMap) proto() *corev3.HeaderMap {
 	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(m.h))}
 	for _, e := range m.h {
@@ -104,7 +104,7 @@ func (m *headerMap) httpHeader() http.Header {
 	return out
 }
 
-// hopByHop are removed by Envoy's HCM before any filter runs (§0.3) and
+// hopByHop are removed by Envoy's HCM before any filter runs and
 // by its HTTP/1 codec on responses.
 var hopByHop = []string{"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
 
@@ -131,17 +131,19 @@ type mutationError struct {
 func (e *mutationError) Error() string { return e.details + ": " + e.err.Error() }
 
 // errDisallowed marks a mutation the default mutation_rules refuse; Envoy
-// skips those unless disallow_is_error is set (§3.4).
+// skips those (counting rejected_header_mutations) unless
+// disallow_is_error is set.
 var errDisallowed = errors.New("disallowed by mutation_rules")
 
-// checkSet applies Envoy's default mutation_rules to setting key (§3.3).
+// checkSet applies Envoy's default mutation_rules to setting key
+// (mutation_rules.cc).
 func checkSet(key, value string, appendValue, allowMethod bool) error {
 	if err := validHeader(key, value); err != nil {
 		return err
 	}
 	switch {
 	case key == ":method" && allowMethod && !appendValue:
-		// §3.3: :method may be set with CONTINUE_AND_REPLACE.
+		// :method may be set with CONTINUE_AND_REPLACE.
 	case key == "host", key == ":authority", key == ":method", key == ":scheme":
 		return fmt.Errorf("setting %s: %w", key, errDisallowed)
 	case strings.HasPrefix(key, "x-envoy-"):
@@ -160,7 +162,9 @@ func checkSet(key, value string, appendValue, allowMethod bool) error {
 	return nil
 }
 
-// checkRemove applies the default mutation_rules to removing key (§3.3).
+// checkRemove applies the default mutation_rules to removing key: a
+// pseudo-header or host never, whatever the rules, and x-envoy-* not by
+// default.
 func checkRemove(key string) error {
 	if err := validHeader(key, ""); err != nil {
 		return err
@@ -175,7 +179,7 @@ func checkRemove(key string) error {
 }
 
 // validHeader rejects names and values Envoy's header map refuses; these
-// are always fail-closed errors, never skipped (§3.2).
+// are always fail-closed errors, never skipped.
 func validHeader(key, value string) error {
 	name := strings.TrimPrefix(key, ":")
 	if name == "" {
@@ -208,9 +212,11 @@ type mutationResult struct {
 }
 
 // applyMutation edits m as Envoy's MutationUtils does: removals first, then
-// sets in order; only raw_value is read (C14, C15). dropContentLength is
-// true in the modes where Envoy drops a processor-set content-length (C18);
-// allowMethod is set for CONTINUE_AND_REPLACE headers responses (§3.3).
+// sets in order; only raw_value is read (a value sent in value alone sets
+// the header to ""), append false replaces and true adds. dropContentLength
+// is true in the modes where Envoy drops a processor-set content-length;
+// allowMethod is set for CONTINUE_AND_REPLACE headers responses, the one
+// case where :method may be set.
 func applyMutation(m *headerMap, mut *extprocv3.HeaderMutation, disallowIsError, dropContentLength, allowMethod bool) (mutationResult, error) {
 	var res mutationResult
 	if mut == nil {
@@ -230,7 +236,7 @@ func applyMutation(m *headerMap, mut *extprocv3.HeaderMutation, disallowIsError,
 	for _, o := range mut.GetSetHeaders() {
 		key := strings.ToLower(o.GetHeader().GetKey())
 		value := string(o.GetHeader().GetRawValue()) // never .Value: #31555
-		//lint:ignore SA1019 ext_proc reads the deprecated append field and never append_action (§3.2).
+		//lint:ignore SA1019 ext_proc reads the deprecated append field and never append_action.
 		appendValue := o.GetAppend().GetValue()
 		if err := checkSet(key, value, appendValue, allowMethod); err != nil {
 			if errors.Is(err, errDisallowed) && !disallowIsError {

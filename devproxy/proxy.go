@@ -19,7 +19,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Envoy's defaults (§0.1, §2.2, §5.1).
+// Envoy's defaults: message_timeout, the listener's
+// per_connection_buffer_limit_bytes (which bounds buffered bodies in both
+// directions) and status_on_error.
 const (
 	DefaultMessageTimeout = 200 * time.Millisecond
 	DefaultBufferLimit    = 1 << 20
@@ -52,19 +54,19 @@ type Config struct {
 	MaxMessageTimeout time.Duration
 	// AllowModeOverride honours mode_override in headers responses. Envoy
 	// ignores every override when a filter-level body mode is
-	// FULL_DUPLEX_STREAMED (§6.1).
+	// FULL_DUPLEX_STREAMED.
 	AllowModeOverride bool
 	// AllowContentLengthHeader is Envoy's allow_content_length_header:
 	// keep content-length in a FULL_DUPLEX_STREAMED response, which
-	// otherwise loses it (§6.6).
+	// otherwise loses it.
 	AllowContentLengthHeader bool
 	// StreamIdleTimeout is the HCM stream_idle_timeout: the only timer of
-	// a FULL_DUPLEX_STREAMED response (§6.7). Zero means Envoy's 5 minutes.
+	// a FULL_DUPLEX_STREAMED response. Zero means Envoy's 5 minutes.
 	StreamIdleTimeout time.Duration
 	// DuplicateEndOfStream re-delivers the final end-of-stream body chunk
 	// of a FULL_DUPLEX_STREAMED response, as Envoy 1.35–1.37 do for large
-	// bodies (§6.9, envoyproxy/envoy#46237). Tests turn it on to check that
-	// the processor ignores the second one.
+	// bodies (about 1 MB or more; envoyproxy/envoy#46237). Tests turn it on
+	// to check that the processor ignores the second one.
 	DuplicateEndOfStream bool
 	// AllowedOverrideModes, when non-empty, lists the only merged modes an
 	// override may produce.
@@ -256,7 +258,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // requestHeaders builds the header map the processor sees: after Envoy's
 // HCM has turned Host into :authority, added x-forwarded-proto and
-// x-request-id and removed hop-by-hop headers (§0.3, C3).
+// x-request-id and removed hop-by-hop headers, all keys lowercase.
 func requestHeaders(r *http.Request) *headerMap {
 	m := &headerMap{}
 	scheme := "http"

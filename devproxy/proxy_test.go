@@ -30,9 +30,10 @@ func okUpstream(body string) func(http.ResponseWriter, *http.Request, []byte) {
 	}
 }
 
-// C2, C3, C6, §1.2: the four messages in order, one at a time; headers as
-// key + raw_value after HCM mutation; nothing reaches the upstream before
-// the request_body response.
+// BUFFERED bodies with both header modes SEND: the four messages in
+// order, one at a time; protocol_config on the first only; headers as
+// lowercase key + raw_value after HCM mutation; nothing reaches the
+// upstream before the request_body response.
 func TestBufferedMessageOrder(t *testing.T) {
 	var bodyAnswered atomic.Bool
 	var mu sync.Mutex
@@ -87,7 +88,7 @@ func TestBufferedMessageOrder(t *testing.T) {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
 	if upstreamSawEarly.Load() {
-		t.Fatal("the upstream got the request before the request_body response (C6)")
+		t.Fatal("the upstream got the request before the request_body response")
 	}
 	select {
 	case <-handled:
@@ -104,7 +105,7 @@ func TestBufferedMessageOrder(t *testing.T) {
 	if want := []msgKind{kindRequestHeaders, kindRequestBody, kindResponseHeaders, kindResponseBody}; !slices.Equal(kinds, want) {
 		t.Fatalf("message kinds %v, want %v", kinds, want)
 	}
-	// C2: protocol_config on the first message only.
+	// protocol_config on the first message only.
 	if pc := log[0].GetProtocolConfig(); pc == nil || pc.GetRequestBodyMode() != filterv3.ProcessingMode_BUFFERED || pc.GetResponseBodyMode() != filterv3.ProcessingMode_BUFFERED {
 		t.Errorf("first message protocol_config = %v", log[0].GetProtocolConfig())
 	}
@@ -113,7 +114,7 @@ func TestBufferedMessageOrder(t *testing.T) {
 			t.Errorf("message %d carries protocol_config", i+1)
 		}
 	}
-	// C3: lowercase key + raw_value, :authority, no hop-by-hop headers.
+	// Lowercase key + raw_value, :authority, no hop-by-hop headers.
 	h := log[0].GetRequestHeaders()
 	if h.GetEndOfStream() {
 		t.Error("request_headers end_of_stream with a body")
@@ -154,8 +155,8 @@ func TestBufferedMessageOrder(t *testing.T) {
 	}
 }
 
-// C4 and §1.3: no body → end_of_stream on headers and no body message, in
-// both directions.
+// No body → end_of_stream on headers and no body message, even in
+// BUFFERED, in both directions.
 func TestAbsentBodiesSendNoBodyMessage(t *testing.T) {
 	kinds := make(chan []msgKind, 1)
 	proc := startProc(t, func(s extprocv3.ExternalProcessor_ProcessServer) error {
@@ -194,7 +195,7 @@ func TestAbsentBodiesSendNoBodyMessage(t *testing.T) {
 	}
 }
 
-// C5: a chunked body that turns out empty → body "" with end_of_stream.
+// A chunked body that turns out empty → body "" with end_of_stream.
 func TestEmptyChunkedBody(t *testing.T) {
 	type bodyMsg struct {
 		body []byte
@@ -235,7 +236,10 @@ func TestEmptyChunkedBody(t *testing.T) {
 	}
 }
 
-// C9, C10, C11: mode_override semantics.
+// mode_override: honoured only in headers responses with
+// allow_mode_override; an unset body mode means NONE and a DEFAULT header
+// mode keeps the filter's; an override not exactly in a non-empty
+// allowed_override_modes is ignored.
 func TestModeOverride(t *testing.T) {
 	bufferedResponseOnly := &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_BUFFERED}
 	cases := []struct {
@@ -334,7 +338,9 @@ func TestModeOverride(t *testing.T) {
 	}
 }
 
-// C19, C20, §3.8(b): content-length must match a mutated body.
+// BUFFERED + SEND keeps content-length, and a held content-length must
+// match a mutated body (clear_body counts as 0), or the exchange fails
+// closed and the upstream gets nothing.
 func TestBodyMutationContentLength(t *testing.T) {
 	cases := []struct {
 		name        string
@@ -421,7 +427,7 @@ func TestBodyMutationContentLength(t *testing.T) {
 	}
 }
 
-// C20: CONTINUE_AND_REPLACE with a body in a headers response replaces it,
+// CONTINUE_AND_REPLACE with a body in a headers response replaces it,
 // removes content-length, and sends no body message for that direction.
 func TestContinueAndReplace(t *testing.T) {
 	kinds := make(chan []msgKind, 1)
@@ -467,7 +473,9 @@ func TestContinueAndReplace(t *testing.T) {
 	}
 }
 
-// C14–C17: mutation order, append, raw_value, default mutation_rules.
+// Header mutations: removals before sets, append false replaces and true
+// adds, only raw_value is read, and the default mutation_rules skip what
+// they refuse (an error only with disallow_is_error).
 func TestHeaderMutationRules(t *testing.T) {
 	mut := &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{"x-remove", ":path", "host", "x-envoy-keep"},
@@ -546,7 +554,10 @@ func TestHeaderMutationRules(t *testing.T) {
 	})
 }
 
-// C22, C23, §4.
+// ImmediateResponse: a status below 200 or none becomes 200; a non-empty
+// body gets content-length and a default text/plain content-type; its
+// headers obey the filter's mutation_rules; it is accepted at response
+// headers too.
 func TestImmediateResponse(t *testing.T) {
 	cases := []struct {
 		name       string
@@ -647,7 +658,9 @@ func TestImmediateResponse(t *testing.T) {
 	}
 }
 
-// C25, C26, §5.2, §5.3: the message timer and its override.
+// The message timer (a timeout is 504 whatever status_on_error; fail-open
+// goes on unprocessed) and override_message_timeout (once per message,
+// within [1ms, max_message_timeout], its other fields ignored).
 func TestMessageTimeout(t *testing.T) {
 	never := make(chan struct{})
 	t.Cleanup(func() { close(never) })
@@ -757,7 +770,9 @@ func TestMessageTimeout(t *testing.T) {
 	}
 }
 
-// C27, C28, §5.4–5.6: stream failures and spurious responses.
+// Stream failures and spurious responses: a non-OK close or a spurious
+// response is status_on_error (fail-open continues), an OK close continues
+// unprocessed.
 func TestStreamFailures(t *testing.T) {
 	cases := []struct {
 		name        string
@@ -861,7 +876,8 @@ func TestStreamFailures(t *testing.T) {
 	}
 }
 
-// C12: buffer limits.
+// Buffer limits: a buffered request over the limit is a 413, a buffered
+// response over it a 500.
 func TestBufferLimits(t *testing.T) {
 	t.Run("request over the limit → 413 and no body message", func(t *testing.T) {
 		kinds := make(chan []msgKind, 1)
@@ -930,7 +946,7 @@ func TestBufferLimits(t *testing.T) {
 }
 
 // A body response's header_mutation applies while headers are held
-// (BUFFERED + SEND), including :status on the response (C21).
+// (BUFFERED + SEND), including :status on the response.
 func TestResponseBodyMutation(t *testing.T) {
 	proc := startProc(t, func(s extprocv3.ExternalProcessor_ProcessServer) error {
 		for _, k := range []msgKind{kindRequestHeaders, kindRequestBody, kindResponseHeaders} {

@@ -12,8 +12,8 @@ import (
 	"github.com/codeinterp/codeinterp/interceptor"
 )
 
-// This file is the response half in FULL_DUPLEX_STREAMED (docs/streaming.md,
-// ../shared/design/envoy-ext-proc.md §6). Envoy sends the response headers
+// This file is the response half in FULL_DUPLEX_STREAMED (docs/streaming.md;
+// devproxy/duplex.go emulates Envoy's side). Envoy sends the response headers
 // and then every body chunk as it arrives, without waiting for answers; the
 // server answers with one HeadersResponse first, then streamed_response
 // chunks, ending with end_of_stream (or a TrailersResponse) only after
@@ -22,14 +22,15 @@ import (
 // intercepted non-streaming request: the buffered loop, its answer sent in
 // chunks) and liveResponse (an intercepted stream, live).
 
-// maxChunk bounds one streamed_response body (§6.4: 64 KiB or less).
+// maxChunk bounds one streamed_response body: Envoy recommends chunks of
+// 64 KiB or less.
 const maxChunk = 64 << 10
 
 // DuplexMode is the override sent with the request_headers answer of every
 // selected request unless streams are synthetic: request body BUFFERED as
 // always, response body FULL_DUPLEX_STREAMED with trailers SEND (the
-// pairing Envoy's config check demands of a filter-level duplex mode,
-// §6.1). It must be made here: an override to FULL_DUPLEX_STREAMED in the
+// pairing Envoy's config check demands of a filter-level duplex mode).
+// It must be made here: an override to FULL_DUPLEX_STREAMED in the
 // response_headers answer lets the body bytes Envoy held meanwhile reach
 // the client unseen (envoyproxy/envoy#40340), and at request_headers the
 // body that says "stream": true has not arrived yet.
@@ -104,7 +105,8 @@ func (o *duplexOut) chunks(data []byte, eos bool) error {
 	}
 }
 
-// trailers ends the body when Envoy sent trailers (§6.5).
+// trailers ends the body when Envoy sent trailers: then no body message
+// carries end_of_stream, and a TrailersResponse is the end.
 func (o *duplexOut) trailers() error {
 	return o.sendOne(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
 		ResponseTrailers: &extprocv3.TrailersResponse{},
@@ -140,7 +142,8 @@ func (st *streamState) newResponseHandler(ex *interceptor.Exchange) responseHand
 
 // duplexMessage routes a response-direction message to the handler. A
 // body message after the end of the body is Envoy re-delivering its last
-// chunk (§6.9, envoyproxy/envoy#46237): it is dropped, never answered.
+// chunk (Envoy 1.35–1.37 do for bodies of about 1 MB or more,
+// envoyproxy/envoy#46237): it is dropped, never answered.
 func (st *streamState) duplexMessage(ctx context.Context, req *extprocv3.ProcessingRequest) error {
 	if st.phase == phaseClosed {
 		// An immediate response was sent; chunks Envoy had already sent

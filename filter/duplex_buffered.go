@@ -8,9 +8,10 @@ import (
 )
 
 // bufferedResponse is an intercepted non-streaming exchange in duplex
-// mode: the chunks are collected (the headers answer withheld, §6.3), the
-// buffered loop runs over the whole body, and its answer goes out as the
-// headers answer plus chunks. No message timer runs meanwhile (§6.1); the
+// mode: the chunks are collected (the headers answer withheld, which
+// Envoy allows until the whole body is in), the buffered loop runs over
+// the whole body, and its answer goes out as the headers answer plus
+// chunks. No message timer runs meanwhile (none does in this mode); the
 // stream idle timeout does.
 type bufferedResponse struct {
 	st   *streamState

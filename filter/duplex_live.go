@@ -23,7 +23,8 @@ import (
 // arrive (a pipe read by StreamResponse in a goroutine), and every event it
 // writes leaves as a streamed_response chunk. The body ends (end_of_stream,
 // or a TrailersResponse when Envoy sent trailers) once both the live stream
-// is over and Envoy's own end has arrived (§6.4).
+// is over and Envoy's own end has arrived: Envoy wants the answer's
+// end_of_stream only after it has sent its own.
 type liveResponse struct {
 	st  *streamState
 	out *duplexOut

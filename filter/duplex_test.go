@@ -21,9 +21,9 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
-// These tests play Envoy in FULL_DUPLEX_STREAMED response mode (§6 of
-// ../shared/design/envoy-ext-proc.md): response headers, then body chunks
-// sent without waiting for answers, then end of stream or trailers.
+// These tests play Envoy in FULL_DUPLEX_STREAMED response mode: response
+// headers, then body chunks sent without waiting for answers, then end of
+// stream or trailers.
 
 func startDuplexFilter(t *testing.T, cfg Config, prov sandbox.Provider, answers ...string) *env {
 	t.Helper()
@@ -55,7 +55,7 @@ type duplexEnd struct {
 }
 
 // readBody reads streamed_response answers until end_of_stream or a
-// TrailersResponse, checking §6.4: every body answer carries
+// TrailersResponse, checking that every body answer carries
 // streamed_response of at most 64 KiB, end_of_stream only on the last.
 func (es *envoyStream) readBody() duplexEnd {
 	es.t.Helper()
@@ -177,7 +177,7 @@ func TestDuplexEcho(t *testing.T) {
 				t.Errorf("%d chunks: 150 KiB must be split", end.chunks)
 			}
 			if !tc.trailers {
-				es.sendBody([]byte("again"), true) // §6.9: Envoy re-delivers the last chunk
+				es.sendBody([]byte("again"), true) // Envoy 1.35–1.37 re-deliver the last chunk (envoyproxy/envoy#46237)
 			}
 			es.expectEnd()
 		})

@@ -263,7 +263,8 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 
 // LetGoMode is the override for exchanges the filter does not touch:
 // bodies NONE and no response headers message. Body modes are written
-// out although unset already means NONE (§1.6).
+// out although in a mode_override an unset body mode already means NONE
+// (Envoy copies body modes verbatim).
 func LetGoMode() *filterv3.ProcessingMode {
 	return &filterv3.ProcessingMode{
 		RequestBodyMode:    filterv3.ProcessingMode_NONE,
