@@ -15,10 +15,11 @@ import (
 )
 
 // The pydantic-ai recordings of OpenAI's container file download and its
-// Files API upload (VCR.py cassettes, read in place).
+// Files API upload (VCR.py cassettes): the project's turns in their
+// shapes, and the recordings themselves when CODEINTERP_FIXTURES is set.
 const (
-	downloadFixture = "pydantic-ai-code-execution-download-file.yaml"
-	uploadFixture   = "pydantic-ai-hosted-shell-uploaded-file.yaml"
+	downloadFixture = fixtures.Download
+	uploadFixture   = fixtures.Upload
 )
 
 func keys(js string) []string {
@@ -28,10 +29,10 @@ func keys(js string) []string {
 	return out
 }
 
-// recorded returns the first recorded answer whose JSON has object obj.
-func recorded(t *testing.T, name, obj string) fixtures.Turn {
+// recorded returns the first answer among turns whose JSON has object obj.
+func recorded(t *testing.T, name string, turns []fixtures.Turn, obj string) fixtures.Turn {
 	t.Helper()
-	for _, tr := range fixtures.Load(t, name) {
+	for _, tr := range turns {
 		if gjson.Get(tr.Response, "object").Str == obj {
 			return tr
 		}
@@ -41,14 +42,22 @@ func recorded(t *testing.T, name, obj string) fixtures.Turn {
 }
 
 // Our objects have exactly the keys OpenAI sent, and the content download
-// has the recorded content-disposition for the recorded file name.
+// has the recorded content-disposition for the recorded file name: in the
+// recordings' shapes, and the recordings themselves when they are there.
 func TestMatchesRecordings(t *testing.T) {
+	uploads := fixtures.Sources(t, uploadFixture)
+	for i, src := range fixtures.Sources(t, downloadFixture) {
+		t.Run(src.Name, func(t *testing.T) { testMatchesRecordings(t, src.Turns, uploads[i].Turns) })
+	}
+}
+
+func testMatchesRecordings(t *testing.T, download, upload []fixtures.Turn) {
 	e := newEnv(t, nil)
 	c := e.client("sk-a")
 
-	recFile := recorded(t, downloadFixture, "container.file")
+	recFile := recorded(t, downloadFixture, download, "container.file")
 	var content fixtures.Turn
-	for _, tr := range fixtures.Load(t, downloadFixture) {
+	for _, tr := range download {
 		if tr.RespHeaders["content-disposition"] != "" {
 			content = tr
 		}
@@ -97,7 +106,7 @@ func TestMatchesRecordings(t *testing.T) {
 	}
 
 	// The Files API object.
-	recUpload := recorded(t, uploadFixture, "file")
+	recUpload := recorded(t, uploadFixture, upload, "file")
 	f, err := c.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader("city\nParis\n"), gjson.Get(recUpload.Response, "filename").Str, "text/csv"),
 		Purpose: openai.FilePurpose(gjson.Get(recUpload.Response, "purpose").Str)})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
@@ -103,9 +104,10 @@ func jsonKeys(raw string) []string {
 	return keys
 }
 
-// checkStream checks a synthetic stream against the reference recording:
-// sequence numbers from 0 without gaps and the same event-type sequence
-// (consecutive repeats merged) as OpenAI's own code-interpreter stream.
+// checkStream checks a synthetic stream against the reference: sequence
+// numbers from 0 without gaps and the same event-type sequence
+// (consecutive repeats merged) as OpenAI's own code-interpreter stream (in
+// its recorded shape, and as recorded when CODEINTERP_FIXTURES is set).
 func checkStream(t *testing.T, sh shapes, evs []responses.ResponseStreamEventUnion, wantReferenceShape bool) {
 	t.Helper()
 	var types []string
@@ -117,13 +119,15 @@ func checkStream(t *testing.T, sh shapes, evs []responses.ResponseStreamEventUni
 			types = append(types, ev.Type)
 		}
 	}
-	if wantReferenceShape && !slices.Equal(types, sh.ciEventTypes) {
-		t.Errorf("event types\n got %v\nwant %v (OpenAI's recording)", types, sh.ciEventTypes)
+	for _, ref := range sh.refs {
+		if wantReferenceShape && !slices.Equal(types, ref.ciEventTypes) {
+			t.Errorf("event types\n got %v\nwant %v (OpenAI's, %s)", types, ref.ciEventTypes, ref.source)
+		}
 	}
 }
 
-// oneCallScript is the reference conversation: the model runs OpenAI's
-// recorded code, then answers with what it printed.
+// oneCallScript is the reference conversation: the model runs the
+// reference code, then answers with what it printed.
 func oneCallScript(m **model, sh shapes) script {
 	return func(t testing.TB, c *convo) reply {
 		if len(c.outputs()) == 0 {
@@ -157,8 +161,10 @@ func TestOneCall(t *testing.T) {
 					!strings.HasPrefix(ci.ID, "ci_") || !strings.HasPrefix(ci.ContainerID, "cntr_") {
 					t.Errorf("code_interpreter_call %+v", ci)
 				}
-				if keys, want := jsonKeys(r.Output[0].RawJSON()), jsonKeys(sh.ciItem.Raw); !slices.Equal(keys, want) {
-					t.Errorf("code_interpreter_call fields %v, OpenAI's have %v", keys, want)
+				for _, ref := range sh.refs {
+					if keys, want := jsonKeys(r.Output[0].RawJSON()), jsonKeys(ref.ciItem.Raw); !slices.Equal(keys, want) {
+						t.Errorf("code_interpreter_call fields %v, OpenAI's have %v (%s)", keys, want, ref.source)
+					}
 				}
 				if include {
 					if len(ci.Outputs) != 1 || ci.Outputs[0].Type != "logs" || ci.Outputs[0].Logs != "CODE_INTERPRETER_OK=385\n" {
@@ -189,10 +195,17 @@ func TestOneCall(t *testing.T) {
 }
 
 // TestPassThrough: without the code_interpreter tool nothing is touched:
-// the model gets the client's bytes, the client gets the model's bytes.
+// the model gets the client's bytes, the client gets the model's bytes (a
+// function-tool exchange in OpenAI's recorded shape, and the recorded one
+// when CODEINTERP_FIXTURES is set).
 func TestPassThrough(t *testing.T) {
 	sh := loadShapes(t)
-	pt := sh.passThrough
+	for _, src := range fixtures.Sources(t, fixtureFunctionTool) {
+		t.Run(src.Name, func(t *testing.T) { testPassThrough(t, sh, src.Turns[0]) })
+	}
+}
+
+func testPassThrough(t *testing.T, sh shapes, pt cassetteTurn) {
 	streamBody := pt.SSE
 	jsonBody := ""
 	for _, ev := range pt.Events {

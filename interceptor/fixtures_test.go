@@ -9,17 +9,15 @@ import (
 	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
-// The recorded OpenAI traffic: package internal/fixtures reads it.
+// The recorded OpenAI traffic the conformance tests compare against:
+// package internal/fixtures hands out the project's turns built from the
+// recordings' shapes (testdata/openai), and the recordings themselves
+// when CODEINTERP_FIXTURES is set.
 const (
 	fixtureNonStreaming = fixtures.CINonStreaming
 	fixtureStreaming    = fixtures.CIStreaming
 	fixtureFunctionTool = fixtures.FunctionTool
 )
-
-// turn is one recorded HTTP exchange.
-type turn = fixtures.Turn
-
-func loadCassette(t testing.TB, name string) []turn { return fixtures.Load(t, name) }
 
 // sseEvent is one parsed server-sent event.
 type sseEvent struct {

@@ -7,16 +7,29 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
+
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
-// Seeds: the recorded requests and responses, plus the corpus committed in
-// testdata/fuzz. Run longer with: go test -run '^$' -fuzz FuzzRewriteRequest ./interceptor/
+// Seeds: the requests and responses in OpenAI's shapes (the project's,
+// and the recordings' when CODEINTERP_FIXTURES is set), plus the corpus
+// committed in testdata/fuzz. Run longer with:
+// go test -run '^$' -fuzz FuzzRewriteRequest ./interceptor/
+
+// seedTurns is every turn of the recordings fx, in each source.
+func seedTurns(f *testing.F, fx ...string) []fixtures.Turn {
+	var out []fixtures.Turn
+	for _, name := range fx {
+		for _, src := range fixtures.Sources(f, name) {
+			out = append(out, src.Turns...)
+		}
+	}
+	return out
+}
 
 func FuzzRewriteRequest(f *testing.F) {
-	for _, fx := range []string{fixtureNonStreaming, fixtureStreaming, fixtureFunctionTool} {
-		for _, tu := range loadCassette(f, fx) {
-			f.Add([]byte(tu.Request))
-		}
+	for _, tu := range seedTurns(f, fixtureNonStreaming, fixtureStreaming, fixtureFunctionTool) {
+		f.Add([]byte(tu.Request))
 	}
 	f.Add([]byte(`{"tools":[{"type":"code_interpreter","container":{"type":"auto","memory_limit":"1g"}}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"code_interpreter"}]},"stream":true,"include":["code_interpreter_call.outputs"],"input":[{"id":"ci_1","type":"code_interpreter_call","code":"x","outputs":[{"type":"logs","logs":"1"}]}]}`))
 	f.Add([]byte(`{"input":[{"type":"code_interpreter_call","id":"ci_2","outputs":null}]}`))
@@ -75,14 +88,13 @@ func FuzzRewriteRequest(f *testing.F) {
 }
 
 func FuzzSynthesizeSSE(f *testing.F) {
-	tu := loadCassette(f, fixtureNonStreaming)[0]
-	f.Add([]byte(tu.Response))
-	for _, fx := range []string{fixtureStreaming, fixtureFunctionTool} {
-		for _, tu := range loadCassette(f, fx) {
-			evs := strings.Split(tu.SSE, "\n\n")
-			last := evs[len(evs)-2]
-			f.Add([]byte(gjson.Get(last[strings.Index(last, "data: ")+6:], "response").Raw))
-		}
+	for _, tu := range seedTurns(f, fixtureNonStreaming) {
+		f.Add([]byte(tu.Response))
+	}
+	for _, tu := range seedTurns(f, fixtureStreaming, fixtureFunctionTool) {
+		evs := strings.Split(tu.SSE, "\n\n")
+		last := evs[len(evs)-2]
+		f.Add([]byte(gjson.Get(last[strings.Index(last, "data: ")+6:], "response").Raw))
 	}
 	f.Add([]byte("{\n  \"id\": \"r\",\n  \"status\": \"failed\",\n  \"output\": [\n    {\"type\": \"message\", \"content\": [{\"type\": \"output_text\", \"text\": \"a\\nb\"}, 7]},\n    \"x\", 3, null\n  ]\n}"))
 	f.Add([]byte(`{"id":"r","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"\u2028"}],"content":[{"type":"reasoning_text","text":"\ud83d\ude00"}]},{"type":"custom_tool_call","input":"x"}]}`))

@@ -14,11 +14,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
 // This file is the test stand-in for what cannot run here: the model. The
-// scripted upstream answers with response objects built on the recorded
-// OpenAI response (every field OpenAI sends), echoes the request fields a
+// scripted upstream answers with response objects built on OpenAI's
+// response in its recorded shape (every field OpenAI sends, the project's
+// values: internal/fixtures), echoes the request fields a
 // real Responses API echoes, and checks every request it gets. The gateway
 // puts the interceptor behind HTTP the way the filter does, so the real
 // openai-go client talks to it.
@@ -44,7 +47,7 @@ type step struct {
 type scriptedUpstream struct {
 	t        *testing.T
 	fn       string
-	template string // the recorded OpenAI response body
+	template string // a response body in OpenAI's recorded shape
 
 	mu    sync.Mutex
 	steps []step
@@ -54,7 +57,7 @@ type scriptedUpstream struct {
 
 func newScriptedUpstream(t *testing.T, steps ...step) *scriptedUpstream {
 	t.Helper()
-	tpl := loadCassette(t, fixtureNonStreaming)[0].Response
+	tpl := fixtures.Built(t, fixtureNonStreaming)[0].Response
 	if !gjson.Get(tpl, "output").IsArray() {
 		t.Fatalf("fixture response has no output: %s", tpl)
 	}

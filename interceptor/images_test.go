@@ -190,73 +190,79 @@ func recordedCI(t *testing.T, item gjson.Result) *call {
 }
 
 // TestImageOutputsMatchOpenAIRecording: given what OpenAI's run produced
-// (the recorded PNG and text), our item is OpenAI's: in the stream's raw
+// (the PNG and text of the item), our item is OpenAI's: in the stream's raw
 // JSON (the one place the recording keeps OpenAI's field order) byte for
-// byte, and in the buffered recording field for field.
+// byte, and in the buffered answer field for field. Against the items in
+// the recorded shapes, and the recordings themselves when
+// CODEINTERP_FIXTURES is set.
 func TestImageOutputsMatchOpenAIRecording(t *testing.T) {
-	t.Run("stream", func(t *testing.T) {
-		var ref gjson.Result
-		for _, e := range loadCassette(t, fixtures.ImageStreaming)[0].Events {
-			if e.Get("type").Str == "response.output_item.done" && e.Get("item.type").Str == "code_interpreter_call" {
-				ref = e.Get("item")
-			}
-		}
-		if !ref.Exists() {
-			t.Fatal("recorded stream has no code_interpreter_call item")
-		}
-		l := ciLoop(true)
-		l.containerID = ref.Get("container_id").Str
-		if got := l.ciItem(recordedCI(t, ref), true); got != ref.Raw {
-			t.Fatalf("our item differs from OpenAI's\n got %.300s … %s\nwant %.300s … %s", got, tail(got), ref.Raw, tail(ref.Raw))
-		}
-	})
-	t.Run("buffered", func(t *testing.T) {
-		// VCR.py wrote these bodies with sorted keys, so only field sets,
-		// types and values are compared.
-		var refs []gjson.Result
-		for _, tu := range loadCassette(t, fixtures.ImageNonStreaming) {
-			gjson.Get(tu.Response, "output").ForEach(func(_, it gjson.Result) bool {
-				if it.Get("type").Str == "code_interpreter_call" {
-					refs = append(refs, it)
+	for _, src := range fixtures.Sources(t, fixtures.ImageStreaming) {
+		t.Run("stream/"+src.Name, func(t *testing.T) {
+			var ref gjson.Result
+			for _, e := range src.Turns[0].Events {
+				if e.Get("type").Str == "response.output_item.done" && e.Get("item.type").Str == "code_interpreter_call" {
+					ref = e.Get("item")
 				}
-				return true
-			})
-		}
-		if len(refs) != 2 {
-			t.Fatalf("recording has %d code_interpreter_call items, want 2", len(refs))
-		}
-		for _, ref := range refs {
+			}
+			if !ref.Exists() {
+				t.Fatal("recorded stream has no code_interpreter_call item")
+			}
 			l := ciLoop(true)
 			l.containerID = ref.Get("container_id").Str
-			got := gjson.Parse(l.ciItem(recordedCI(t, ref), true))
-			if k, wk := keys(got), keys(ref); !slices.Equal(k, wk) {
-				t.Errorf("item fields %v, OpenAI's %v", k, wk)
+			if got := l.ciItem(recordedCI(t, ref), true); got != ref.Raw {
+				t.Fatalf("our item differs from OpenAI's\n got %.300s … %s\nwant %.300s … %s", got, tail(got), ref.Raw, tail(ref.Raw))
 			}
-			refShapes := map[string]bool{}
-			ref.Get("outputs").ForEach(func(_, o gjson.Result) bool { refShapes[outputShape(o)] = true; return true })
-			got.Get("outputs").ForEach(func(_, o gjson.Result) bool {
-				if !refShapes[outputShape(o)] {
-					t.Errorf("output entry shape %s not among OpenAI's %v", outputShape(o), refShapes)
+		})
+	}
+	for _, src := range fixtures.Sources(t, fixtures.ImageNonStreaming) {
+		t.Run("buffered/"+src.Name, func(t *testing.T) {
+			// VCR.py wrote these bodies with sorted keys, so only field sets,
+			// types and values are compared.
+			var refs []gjson.Result
+			for _, tu := range src.Turns {
+				gjson.Get(tu.Response, "output").ForEach(func(_, it gjson.Result) bool {
+					if it.Get("type").Str == "code_interpreter_call" {
+						refs = append(refs, it)
+					}
+					return true
+				})
+			}
+			if len(refs) != 2 {
+				t.Fatalf("recording has %d code_interpreter_call items, want 2", len(refs))
+			}
+			for _, ref := range refs {
+				l := ciLoop(true)
+				l.containerID = ref.Get("container_id").Str
+				got := gjson.Parse(l.ciItem(recordedCI(t, ref), true))
+				if k, wk := keys(got), keys(ref); !slices.Equal(k, wk) {
+					t.Errorf("item fields %v, OpenAI's %v", k, wk)
 				}
-				return true
-			})
-		}
-		// The first call is a chart cell ending in an expression: OpenAI's
-		// outputs are [image, logs], exactly what we produce.
-		l := ciLoop(true)
-		l.containerID = refs[0].Get("container_id").Str
-		if got := gjson.Get(l.ciItem(recordedCI(t, refs[0]), true), "outputs"); !jsonEqual(got, refs[0].Get("outputs")) {
-			t.Errorf("outputs differ from OpenAI's for the first call")
-		}
-		// The second printed a warning before plt.show(): OpenAI interleaves
-		// [logs, image, logs] in notebook order. A Result does not carry that
-		// order, so ours is [image, logs]; pin it so a change is deliberate.
-		var types []string
-		refs[1].Get("outputs.#.type").ForEach(func(_, v gjson.Result) bool { types = append(types, v.Str); return true })
-		if strings.Join(types, ",") != "logs,image,logs" {
-			t.Errorf("recorded second call outputs %v", types)
-		}
-	})
+				refShapes := map[string]bool{}
+				ref.Get("outputs").ForEach(func(_, o gjson.Result) bool { refShapes[outputShape(o)] = true; return true })
+				got.Get("outputs").ForEach(func(_, o gjson.Result) bool {
+					if !refShapes[outputShape(o)] {
+						t.Errorf("output entry shape %s not among OpenAI's %v", outputShape(o), refShapes)
+					}
+					return true
+				})
+			}
+			// The first call is a chart cell ending in an expression: OpenAI's
+			// outputs are [image, logs], exactly what we produce.
+			l := ciLoop(true)
+			l.containerID = refs[0].Get("container_id").Str
+			if got := gjson.Get(l.ciItem(recordedCI(t, refs[0]), true), "outputs"); !jsonEqual(got, refs[0].Get("outputs")) {
+				t.Errorf("outputs differ from OpenAI's for the first call")
+			}
+			// The second printed a warning before plt.show(): OpenAI interleaves
+			// [logs, image, logs] in notebook order. A Result does not carry that
+			// order, so ours is [image, logs]; pin it so a change is deliberate.
+			var types []string
+			refs[1].Get("outputs.#.type").ForEach(func(_, v gjson.Result) bool { types = append(types, v.Str); return true })
+			if strings.Join(types, ",") != "logs,image,logs" {
+				t.Errorf("recorded second call outputs %v", types)
+			}
+		})
+	}
 }
 
 // outputShape is an output entry's fields and their JSON types.

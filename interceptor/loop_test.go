@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -734,46 +735,52 @@ func TestLoopCancelled(t *testing.T) {
 
 // TestLoopBodyShapeMatchesOpenAI: the JSON the client gets has OpenAI's
 // fields, and our code_interpreter_call item exactly the recorded item's
-// field set and order.
+// field set and order: against the recorded shapes, and the recordings
+// themselves when CODEINTERP_FIXTURES is set.
 func TestLoopBodyShapeMatchesOpenAI(t *testing.T) {
 	p := sandboxtest.New(t)
-	ref := gjson.Parse(loadCassette(t, fixtureNonStreaming)[0].Response)
-	refStream := parseSSE(t, loadCassette(t, fixtureStreaming)[0].SSE)
-	refCI := gjson.Get(finalResponse(t, refStream), "output.0")
-	up := newScriptedUpstream(t,
-		step{items: []string{fcItem("c1", `print(f"CODE_INTERPRETER_OK={sum(i*i for i in range(1, 11))}")`)}},
-		step{items: []string{msgItem("CODE_INTERPRETER_OK=385")}},
-	)
-	ic := newLoopInterceptor(t, p, nil)
-	x, err := ic.RewriteRequest([]byte(loadCassette(t, fixtureNonStreaming)[0].Request))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, hdr, body, _ := up.CreateResponse(context.Background(), x.UpstreamBody())
-	res, err := x.CompleteResponse(context.Background(), up, st, hdr, body)
-	if err != nil || res.Status != 200 || res.ContentType != "application/json" || res.Rounds != 1 || res.ToolCalls != 1 {
-		t.Fatalf("result %+v, %v", res, err)
-	}
-	got := gjson.ParseBytes(res.Body)
-	if strings.Join(keys(got), ",") != strings.Join(keys(ref), ",") {
-		t.Errorf("top-level fields\n got %v\nwant %v", keys(got), keys(ref))
-	}
-	ci := got.Get("output.0")
-	var order, refOrder []string
-	ci.ForEach(func(k, _ gjson.Result) bool { order = append(order, k.Str); return true })
-	refCI.ForEach(func(k, _ gjson.Result) bool { refOrder = append(refOrder, k.Str); return true })
-	if strings.Join(order, ",") != strings.Join(refOrder, ",") || ci.Get("outputs").Raw != "null" {
-		t.Errorf("code_interpreter_call %s\nOpenAI's %s", ci.Raw, refCI.Raw)
-	}
-	if strings.Join(keys(got.Get("output.1")), ",") != strings.Join(keys(ref.Get("output.1")), ",") {
-		t.Errorf("message fields %s", got.Get("output.1").Raw)
-	}
-	var r responses.Response
-	if err := r.UnmarshalJSON(res.Body); err != nil {
-		t.Fatal(err)
-	}
-	if r.OutputText() != "CODE_INTERPRETER_OK=385" || r.Output[0].AsCodeInterpreterCall().Status != "completed" {
-		t.Errorf("decoded: %s", r.RawJSON())
+	streams := fixtures.Sources(t, fixtureStreaming)
+	for i, src := range fixtures.Sources(t, fixtureNonStreaming) {
+		t.Run(src.Name, func(t *testing.T) {
+			ref := gjson.Parse(src.Turns[0].Response)
+			refStream := parseSSE(t, streams[i].Turns[0].SSE)
+			refCI := gjson.Get(finalResponse(t, refStream), "output.0")
+			up := newScriptedUpstream(t,
+				step{items: []string{fcItem("c1", `print(f"CODE_INTERPRETER_OK={sum(i*i for i in range(1, 11))}")`)}},
+				step{items: []string{msgItem("CODE_INTERPRETER_OK=385")}},
+			)
+			ic := newLoopInterceptor(t, p, nil)
+			x, err := ic.RewriteRequest([]byte(src.Turns[0].Request))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, hdr, body, _ := up.CreateResponse(context.Background(), x.UpstreamBody())
+			res, err := x.CompleteResponse(context.Background(), up, st, hdr, body)
+			if err != nil || res.Status != 200 || res.ContentType != "application/json" || res.Rounds != 1 || res.ToolCalls != 1 {
+				t.Fatalf("result %+v, %v", res, err)
+			}
+			got := gjson.ParseBytes(res.Body)
+			if strings.Join(keys(got), ",") != strings.Join(keys(ref), ",") {
+				t.Errorf("top-level fields\n got %v\nwant %v", keys(got), keys(ref))
+			}
+			ci := got.Get("output.0")
+			var order, refOrder []string
+			ci.ForEach(func(k, _ gjson.Result) bool { order = append(order, k.Str); return true })
+			refCI.ForEach(func(k, _ gjson.Result) bool { refOrder = append(refOrder, k.Str); return true })
+			if strings.Join(order, ",") != strings.Join(refOrder, ",") || ci.Get("outputs").Raw != "null" {
+				t.Errorf("code_interpreter_call %s\nOpenAI's %s", ci.Raw, refCI.Raw)
+			}
+			if strings.Join(keys(got.Get("output.1")), ",") != strings.Join(keys(ref.Get("output.1")), ",") {
+				t.Errorf("message fields %s", got.Get("output.1").Raw)
+			}
+			var r responses.Response
+			if err := r.UnmarshalJSON(res.Body); err != nil {
+				t.Fatal(err)
+			}
+			if r.OutputText() != "CODE_INTERPRETER_OK=385" || r.Output[0].AsCodeInterpreterCall().Status != "completed" {
+				t.Errorf("decoded: %s", r.RawJSON())
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -104,46 +105,49 @@ func TestPassThrough(t *testing.T) {
 	}
 }
 
-// TestRewriteFixtureRequests rewrites the recorded OpenAI requests.
+// TestRewriteFixtureRequests rewrites OpenAI's code-interpreter requests:
+// ours in the recorded shape, and the recorded ones when they are there.
 func TestRewriteFixtureRequests(t *testing.T) {
 	ic := newRewriter(t, nil)
 	for _, fx := range []string{fixtureNonStreaming, fixtureStreaming} {
-		t.Run(fx, func(t *testing.T) {
-			body := loadCassette(t, fx)[0].Request
-			x, err := ic.RewriteRequest([]byte(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !x.Intercepted() || !x.Modified() {
-				t.Fatal("fixture request not intercepted")
-			}
-			wantStream := gjson.Get(body, "stream").Bool()
-			if x.ClientStream() != wantStream {
-				t.Fatalf("ClientStream = %v, fixture stream = %v", x.ClientStream(), wantStream)
-			}
-			up := gjson.ParseBytes(x.UpstreamBody())
-			checkFunctionTool(t, up.Get("tools.0"), "code_interpreter")
-			if up.Get("tools.#").Int() != 1 {
-				t.Fatalf("tools: %s", up.Get("tools").Raw)
-			}
-			if up.Get("stream").Type != gjson.False {
-				t.Fatalf("upstream stream = %s", up.Get("stream").Raw)
-			}
-			// Everything else is unchanged, byte for byte.
-			orig := gjson.Parse(body)
-			orig.ForEach(func(k, v gjson.Result) bool {
-				if k.Str == "tools" || k.Str == "stream" {
+		for _, src := range fixtures.Sources(t, fx) {
+			t.Run(fx+"/"+src.Name, func(t *testing.T) {
+				body := src.Turns[0].Request
+				x, err := ic.RewriteRequest([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !x.Intercepted() || !x.Modified() {
+					t.Fatal("fixture request not intercepted")
+				}
+				wantStream := gjson.Get(body, "stream").Bool()
+				if x.ClientStream() != wantStream {
+					t.Fatalf("ClientStream = %v, fixture stream = %v", x.ClientStream(), wantStream)
+				}
+				up := gjson.ParseBytes(x.UpstreamBody())
+				checkFunctionTool(t, up.Get("tools.0"), "code_interpreter")
+				if up.Get("tools.#").Int() != 1 {
+					t.Fatalf("tools: %s", up.Get("tools").Raw)
+				}
+				if up.Get("stream").Type != gjson.False {
+					t.Fatalf("upstream stream = %s", up.Get("stream").Raw)
+				}
+				// Everything else is unchanged, byte for byte.
+				orig := gjson.Parse(body)
+				orig.ForEach(func(k, v gjson.Result) bool {
+					if k.Str == "tools" || k.Str == "stream" {
+						return true
+					}
+					if got := up.Get(k.Str).Raw; got != v.Raw {
+						t.Errorf("%s changed: %s → %s", k.Str, v.Raw, got)
+					}
 					return true
+				})
+				if up.Get("tool_choice").Str != "required" {
+					t.Errorf("tool_choice required should stay: %s", up.Get("tool_choice").Raw)
 				}
-				if got := up.Get(k.Str).Raw; got != v.Raw {
-					t.Errorf("%s changed: %s → %s", k.Str, v.Raw, got)
-				}
-				return true
 			})
-			if up.Get("tool_choice").Str != "required" {
-				t.Errorf("tool_choice required should stay: %s", up.Get("tool_choice").Raw)
-			}
-		})
+		}
 	}
 }
 

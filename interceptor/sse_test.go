@@ -88,9 +88,11 @@ func checkStreamInvariants(t *testing.T, evs []sseEvent) {
 	}
 }
 
-// TestSSEMatchesOpenAIStreams replays the final response of each recorded
-// OpenAI stream through our synthesiser and compares the lifecycle (event
-// order, with delta runs merged) and the field sets of every event type.
+// TestSSEMatchesOpenAIStreams replays the final response of each OpenAI
+// stream through our synthesiser and compares the lifecycle (event order,
+// with delta runs merged) and the field sets of every event type: the
+// streams in the recorded shapes, and the recordings themselves when
+// CODEINTERP_FIXTURES is set.
 func TestSSEMatchesOpenAIStreams(t *testing.T) {
 	cases := []struct {
 		fixture string
@@ -102,78 +104,85 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 		{fixtures.ImageStreaming, 0}, // reasoning + code_interpreter_call with an image + message with citations
 	}
 	for _, tc := range cases {
-		t.Run(tc.fixture+"/"+string(rune('1'+tc.turn)), func(t *testing.T) {
-			ref := parseSSE(t, loadCassette(t, tc.fixture)[tc.turn].SSE)
-			ours := parseSSE(t, string(synthesizeSSE([]byte(finalResponse(t, ref)), true)))
+		for _, src := range fixtures.Sources(t, tc.fixture) {
+			t.Run(tc.fixture+"/"+string(rune('1'+tc.turn))+"/"+src.Name, func(t *testing.T) {
+				testSSEMatchesStream(t, parseSSE(t, src.Turns[tc.turn].SSE))
+			})
+		}
+	}
+}
 
-			if got, want := mergeRuns(ours), mergeRuns(ref); !slices.Equal(got, want) {
-				t.Fatalf("event lifecycle differs\n got: %v\nwant: %v", got, want)
-			}
-			refShapes := map[string]bool{}
-			for _, e := range ref {
-				refShapes[shape(e)] = true
-			}
-			for _, e := range ours {
-				if !refShapes[shape(e)] {
-					t.Errorf("event shape not in the OpenAI stream: %s", shape(e))
-				}
-			}
-			checkStreamInvariants(t, ours)
-			checkStreamInvariants(t, ref) // the checker itself agrees with OpenAI
+// testSSEMatchesStream checks our synthesis of ref's final response
+// against ref.
+func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
+	ours := parseSSE(t, string(synthesizeSSE([]byte(finalResponse(t, ref)), true)))
 
-			// A code_interpreter_call is added exactly as OpenAI adds it
-			// (outputs null, or [] when the request included them).
-			added := func(evs []sseEvent) []string {
-				var out []string
-				for _, e := range evs {
-					if e.Name == "response.output_item.added" && e.Data.Get("item.type").Str == "code_interpreter_call" {
-						out = append(out, e.Data.Get("item").Raw)
-					}
-				}
-				return out
-			}
-			if got, want := added(ours), added(ref); !slices.Equal(got, want) {
-				t.Errorf("code_interpreter_call added\n got %v\nwant %v", got, want)
-			}
+	if got, want := mergeRuns(ours), mergeRuns(ref); !slices.Equal(got, want) {
+		t.Fatalf("event lifecycle differs\n got: %v\nwant: %v", got, want)
+	}
+	refShapes := map[string]bool{}
+	for _, e := range ref {
+		refShapes[shape(e)] = true
+	}
+	for _, e := range ours {
+		if !refShapes[shape(e)] {
+			t.Errorf("event shape not in the OpenAI stream: %s", shape(e))
+		}
+	}
+	checkStreamInvariants(t, ours)
+	checkStreamInvariants(t, ref) // the checker itself agrees with OpenAI
 
-			// The deltas rebuild the texts exactly.
-			var code, text, args strings.Builder
-			for _, e := range ours {
-				switch e.Name {
-				case "response.code_interpreter_call_code.delta":
-					code.WriteString(e.Data.Get("delta").Str)
-				case "response.output_text.delta":
-					text.WriteString(e.Data.Get("delta").Str)
-				case "response.function_call_arguments.delta":
-					args.WriteString(e.Data.Get("delta").Str)
-				}
+	// A code_interpreter_call is added exactly as OpenAI adds it
+	// (outputs null, or [] when the request included them).
+	added := func(evs []sseEvent) []string {
+		var out []string
+		for _, e := range evs {
+			if e.Name == "response.output_item.added" && e.Data.Get("item.type").Str == "code_interpreter_call" {
+				out = append(out, e.Data.Get("item").Raw)
 			}
-			final := gjson.Parse(finalResponse(t, ref))
-			var wantCode, wantText, wantArgs string
-			for _, it := range final.Get("output").Array() {
-				switch it.Get("type").Str {
-				case "code_interpreter_call":
-					wantCode += it.Get("code").Str
-				case "message":
-					wantText += it.Get("content.0.text").Str
-				case "function_call":
-					wantArgs += it.Get("arguments").Str
-				}
-			}
-			if code.String() != wantCode || text.String() != wantText || args.String() != wantArgs {
-				t.Fatalf("deltas do not rebuild the items: code %q/%q text %q/%q args %q/%q",
-					code.String(), wantCode, text.String(), wantText, args.String(), wantArgs)
-			}
-			// The terminal event carries the response unchanged.
-			if got := finalResponse(t, ours); got != final.Raw {
-				t.Fatalf("terminal response changed:\n got %s\nwant %s", got, final.Raw)
-			}
-			// The opening events show the response in progress, empty.
-			created := ours[0].Data.Get("response")
-			if created.Get("status").Str != "in_progress" || created.Get("output").Raw != "[]" || created.Get("usage").Type != gjson.Null {
-				t.Fatalf("response.created: %s", created.Raw)
-			}
-		})
+		}
+		return out
+	}
+	if got, want := added(ours), added(ref); !slices.Equal(got, want) {
+		t.Errorf("code_interpreter_call added\n got %v\nwant %v", got, want)
+	}
+
+	// The deltas rebuild the texts exactly.
+	var code, text, args strings.Builder
+	for _, e := range ours {
+		switch e.Name {
+		case "response.code_interpreter_call_code.delta":
+			code.WriteString(e.Data.Get("delta").Str)
+		case "response.output_text.delta":
+			text.WriteString(e.Data.Get("delta").Str)
+		case "response.function_call_arguments.delta":
+			args.WriteString(e.Data.Get("delta").Str)
+		}
+	}
+	final := gjson.Parse(finalResponse(t, ref))
+	var wantCode, wantText, wantArgs string
+	for _, it := range final.Get("output").Array() {
+		switch it.Get("type").Str {
+		case "code_interpreter_call":
+			wantCode += it.Get("code").Str
+		case "message":
+			wantText += it.Get("content.0.text").Str
+		case "function_call":
+			wantArgs += it.Get("arguments").Str
+		}
+	}
+	if code.String() != wantCode || text.String() != wantText || args.String() != wantArgs {
+		t.Fatalf("deltas do not rebuild the items: code %q/%q text %q/%q args %q/%q",
+			code.String(), wantCode, text.String(), wantText, args.String(), wantArgs)
+	}
+	// The terminal event carries the response unchanged.
+	if got := finalResponse(t, ours); got != final.Raw {
+		t.Fatalf("terminal response changed:\n got %s\nwant %s", got, final.Raw)
+	}
+	// The opening events show the response in progress, empty.
+	created := ours[0].Data.Get("response")
+	if created.Get("status").Str != "in_progress" || created.Get("output").Raw != "[]" || created.Get("usage").Type != gjson.Null {
+		t.Fatalf("response.created: %s", created.Raw)
 	}
 }
 
