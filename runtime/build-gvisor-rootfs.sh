@@ -64,6 +64,17 @@ mmdebstrap --quiet --variant=essential --mode=root \
   --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/* "$1"/var/cache/ldconfig/aux-cache' \
   "$SUITE" "$tmp" "${mirrors[@]}"
 
+# mmdebstrap copies the build machine's /etc/hostname and /etc/resolv.conf
+# in and writes its apt sources: none of the host's configuration may reach
+# the sandbox (it has no network; its hostname is "sandbox", and the server
+# binds its own /etc/hosts, passwd and group over the tree's).
+printf 'sandbox\n' >"$tmp/etc/hostname"
+: >"$tmp/etc/resolv.conf"
+: >"$tmp/etc/hosts"
+rm -f "$tmp/etc/apt/sources.list"
+rm -rf "$tmp/etc/apt/sources.list.d"
+chmod 0644 "$tmp/etc/hostname" "$tmp/etc/resolv.conf" "$tmp/etc/hosts"
+
 # Mount points of the sandbox's spec (sandbox/gvisor/bundle.go): the root is
 # read-only, so each must exist in the tree.
 mkdir -p "$tmp/mnt/data" "$tmp/run/ci" "$tmp/tmp" "$tmp/proc" "$tmp/dev" "$tmp/sys"

@@ -115,21 +115,49 @@ func hostileCorpus() []hostileCase {
 		{name: "list /root", code: "import os\nprint(os.listdir('/root'))", want: both(failed)},
 		// The host's /usr/local holds what its operator installed (a Go
 		// toolchain here, the server binary in the gVisor image): none of
-		// it may show. The WASM guest's /usr/local/lib is its own stdlib.
-		{name: "look into the host's /usr/local", code: "import os\nprint(sorted(os.listdir('/usr/local')))",
+		// it may show. The WASM guest's /usr/local/lib is its own stdlib;
+		// the gVisor sandbox's root is a Debian tree of its own, whose
+		// /usr/local holds only Debian's empty skeleton (base-files).
+		{name: "look into the host's /usr/local", code: "import os\nprint(sorted(os.listdir('/usr/local')))\n" +
+			"print(sorted(os.path.join(d, f) for d, _, fs in os.walk('/usr/local') for f in fs))",
 			want: outcomes{"wasm": {completed, failed}, "gvisor": {completed}},
 			check: func(t *testing.T, provider string, r sandbox.Result) {
-				if want := map[string]string{"wasm": "['lib']\n", "gvisor": "[]\n"}[provider]; r.Outcome == completed && r.Stdout != want {
+				if r.Outcome != completed {
+					return
+				}
+				want := map[string]string{
+					"wasm":   "['lib']\n",
+					"gvisor": "['bin', 'etc', 'games', 'include', 'lib', 'man', 'sbin', 'share', 'src']\n[]\n",
+				}[provider]
+				if provider == "wasm" {
+					r.Stdout, _, _ = strings.Cut(r.Stdout, "\n")
+					r.Stdout += "\n"
+				}
+				if r.Stdout != want {
 					t.Errorf("/usr/local in the guest: %q, want %q", r.Stdout, want)
 				}
 			}},
-		{name: "list /home", code: "import os\nprint(os.listdir('/home'))", want: both(failed)},
+		{name: "list /home", code: "import os\nprint(os.listdir('/home'))", want: outcomes{"wasm": {failed}, "gvisor": {completed}},
+			check: func(t *testing.T, provider string, r sandbox.Result) {
+				if provider == "gvisor" && r.Stdout != "[]\n" {
+					t.Errorf("/home in the sandbox: %q, want Debian's empty directory", r.Stdout)
+				}
+			}},
 		{name: "read /proc/1/environ", code: "print(open('/proc/1/environ', 'rb').read())", want: outcomes{"wasm": {failed}, "gvisor": {completed, failed}},
 			check: all(stdoutLacks(canaryValue), stdoutLacks("/root"))},
 		{name: "read the server binary", code: "print(open(%[3]q, 'rb').read(4))", want: both(failed), check: stdoutLacks("ELF")},
 		{name: "look into /sys", code: "import os\nfor d, _, fs in os.walk('/sys'):\n    print(d, fs)", want: both(completed, failed),
 			check: all(stdoutLacks("codeinterp"), stdoutLacks("kubepods"))},
-		{name: "escape a mount with ..", code: "print(open('/usr/lib/../../etc/hostname').read())", want: both(failed)},
+		// Climbing out of /usr reaches the guest's own root, never the
+		// host's: the WASM guest has no /etc; the gVisor sandbox's
+		// /etc/hostname is its root filesystem's, which names no host.
+		{name: "escape a mount with ..", code: "print(open('/usr/lib/../../etc/hostname').read())",
+			want: outcomes{"wasm": {failed}, "gvisor": {completed}},
+			check: func(t *testing.T, provider string, r sandbox.Result) {
+				if provider == "gvisor" && r.Stdout != "sandbox\n\n" {
+					t.Errorf("/etc/hostname in the sandbox: %q, want the root filesystem's own \"sandbox\"", r.Stdout)
+				}
+			}},
 		{name: "hostname", code: "import socket\nprint(socket.gethostname())", want: both(completed, failed),
 			check: func(t *testing.T, _ string, r sandbox.Result) {
 				if h, _ := os.Hostname(); h != "" && strings.Contains(r.Stdout, h) {
