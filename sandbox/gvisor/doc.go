@@ -47,7 +47,7 @@
 //   - the host end: the guest's stdout and stderr are host pipes drained
 //     for the sandbox's life and bounded per run as they are read; a run's
 //     output ends at a marker carrying a fresh random nonce. Control frames
-//     (4-byte length + JSON, like sandbox/internal/wire) travel on two
+//     (4-byte length + JSON, sandbox/internal/wire's framing) travel on two
 //     FIFOs bind-mounted as files at /run/ci/in and /run/ci/out; the host
 //     bounds each frame (the base64 of the larger of the images' bound and
 //     sandbox.MaxFileBytes, + 1 MiB) and validates kind, run id, status,

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -40,8 +37,10 @@ const (
 	frameSlack   = 1 << 20          // frame bytes beyond the images' base64
 )
 
-// frame is one control message. It is wire.Msg's shape, with the fields
-// this kind adds (the run's nonce and image bounds, the packages found).
+// frame is one control message, in wire's framing (wire.ReadFrame with this
+// kind's bound, wire.WriteFrame). It is wire.Msg's shape, with the fields
+// this kind adds (the begin frame, the run's nonce and image bounds, the
+// packages found).
 type frame struct {
 	Kind   string        `json:"kind"`
 	Run    *runRequest   `json:"run,omitempty"`
@@ -82,11 +81,6 @@ type readyReport struct {
 	Python       string   `json:"python"`
 }
 
-type frameOrErr struct {
-	f   *frame
-	err error
-}
-
 // interp is one sandbox: the runsc process (the launcher, exec'd), its
 // gofer and sentry, and the kernel inside.
 type interp struct {
@@ -99,7 +93,7 @@ type interp struct {
 	maxFrame int
 
 	ctlIn, ctlOut  *os.File
-	frames         chan frameOrErr
+	frames         *wire.Receiver[frame] // the kernel's, from ctlOut
 	stdout, stderr *stream
 
 	exited  chan struct{}
@@ -141,7 +135,6 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		group:    o.Group,
 		limits:   o.Limits,
 		maxFrame: base64Len(max(k.cfg.ImageMaxBytes, sandbox.MaxFileBytes)) + frameSlack,
-		frames:   make(chan frameOrErr, 1),
 		stdout:   newStream(o.Limits.StdoutBytes),
 		stderr:   newStream(o.Limits.StderrBytes),
 		exited:   make(chan struct{}),
@@ -253,7 +246,7 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	if _, err := gateW.Write([]byte{1}); err != nil {
 		return nil, fmt.Errorf("gvisor: release the launcher: %w", err)
 	}
-	go it.readFrames()
+	it.frames = wire.Receive[frame](it.ctlOut, it.maxFrame, 1)
 
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -304,14 +297,14 @@ func (it *interp) runscArgs() []string {
 // awaitReady waits for the kernel's ready frame.
 func (it *interp) awaitReady(ctx context.Context) error {
 	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return fmt.Errorf("gvisor: kernel start-up: %w%s", fe.err, it.diagSuffix())
+	case f, ok := <-it.frames.C():
+		if !ok {
+			return fmt.Errorf("gvisor: kernel start-up: control channel: %w%s", it.frames.Err(), it.diagSuffix())
 		}
-		if fe.f.Kind != wire.KindReady || fe.f.Ready == nil {
-			return fmt.Errorf("gvisor: kernel sent %q before ready%s", fe.f.Kind, it.diagSuffix())
+		if f.Kind != wire.KindReady || f.Ready == nil {
+			return fmt.Errorf("gvisor: kernel sent %q before ready%s", f.Kind, it.diagSuffix())
 		}
-		it.packages, it.python = fe.f.Ready.Packages, fe.f.Ready.Python
+		it.packages, it.python = f.Ready.Packages, f.Ready.Python
 		return nil
 	case <-it.exited:
 		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
@@ -322,49 +315,12 @@ func (it *interp) awaitReady(ctx context.Context) error {
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 }
 
-// readFrames reads the kernel's frames until the FIFO fails (it is closed by
-// Kill) or a frame is malformed; then it reports the error and stops.
-func (it *interp) readFrames() {
-	for {
-		f, err := readFrame(it.ctlOut, it.maxFrame)
-		it.frames <- frameOrErr{f, err}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// readFrame is wire.Read with this kind's smaller bound.
-func readFrame(r io.Reader, limit int) (*frame, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("control channel: %w", err)
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if int64(n) > int64(limit) {
-		return nil, fmt.Errorf("control frame of %d bytes exceeds %d: %w", n, limit, wire.ErrFrameTooLarge)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("control channel: short frame: %w", err)
-	}
-	var f frame
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("control channel: decode: %w", err)
-	}
-	return &f, nil
-}
-
+// send writes one frame to the kernel by deadline. The kernel bounds
+// nothing it reads: the host's frames are bounded where they are made (the
+// pool's source and file limits), MaxFrame only backs that up.
 func (it *interp) send(f *frame, deadline time.Time) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("gvisor: encode: %w", err)
-	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
 	_ = it.ctlIn.SetWriteDeadline(deadline)
-	if _, err := it.ctlIn.Write(buf); err != nil {
+	if err := wire.WriteFrame(it.ctlIn, f, wire.MaxFrame); err != nil {
 		return fmt.Errorf("gvisor: send %s: %w", f.Kind, err)
 	}
 	return nil
@@ -430,11 +386,11 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 		return r
 	}
 	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return nil, fmt.Errorf("gvisor: %w", fe.err)
+	case f, ok := <-it.frames.C():
+		if !ok {
+			return nil, fmt.Errorf("gvisor: control channel: %w", it.frames.Err())
 		}
-		res, err := it.check(fe.f, runID)
+		res, err := it.check(f, runID)
 		if err != nil {
 			return nil, err
 		}
@@ -532,11 +488,11 @@ func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) 
 		return nil, err
 	}
 	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return nil, fmt.Errorf("gvisor: %w", fe.err)
+	case f, ok := <-it.frames.C():
+		if !ok {
+			return nil, fmt.Errorf("gvisor: control channel: %w", it.frames.Err())
 		}
-		return it.checkFile(fe.f, kind, req)
+		return it.checkFile(f, kind, req)
 	case <-it.exited:
 		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.waitErr, it.diagSuffix())
 	case <-ctx.Done():
