@@ -51,11 +51,13 @@
 //     FIFOs bind-mounted as files at /run/ci/in and /run/ci/out; the host
 //     bounds each frame (the base64 of the larger of the images' bound and
 //     sandbox.MaxFileBytes, + 1 MiB) and validates kind, run id, status,
-//     and image type, count and size, and for file operations the request
-//     id, the error code, the bytes against the read's bound and every
-//     listed path against the listed directory. Code that forges a frame
-//     or a marker can only break its own session: Run returns an error and
-//     the pool kills the sandbox.
+//     and image type, count and size; a file operation's answer must be a
+//     file result, which the pool checks like every kind's
+//     (wire.CheckFileResult: the request id, the error code, the bytes
+//     against the read's bound, every listed path against the listed
+//     directory). Code that forges a frame or a marker can only break its
+//     own session: Run or File returns an error and the pool kills the
+//     sandbox.
 //   - the wall clock: the kernel arms an ITIMER_REAL alarm for the run's
 //     timeout (a clean traceback for Python-level loops), and the host kills
 //     the whole sandbox one second later whatever the guest does (a C loop

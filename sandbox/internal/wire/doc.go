@@ -9,4 +9,6 @@
 //     and error codes and the bounds, and the framing: Write and Read for
 //     Msg, WriteFrame and ReadFrame for any message under a caller's bound.
 //   - receive.go: Receiver, which reads a peer's frames in the background.
+//   - check.go: CheckFileResult, the check of a file operation's answer
+//     against its request that the pool makes of every kind's answers.
 package wire

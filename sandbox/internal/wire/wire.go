@@ -160,7 +160,7 @@ type FileRequest struct {
 const MaxListPathTotal = 4 << 20
 
 // FileResult answers a FileRequest. Error is empty on success, else one of
-// the FileErr codes, with a short Detail.
+// the FileErr codes, with a short Detail (at most MaxDetail bytes).
 type FileResult struct {
 	ID     uint64      `json:"id"`
 	Error  string      `json:"error,omitempty"`
@@ -173,6 +173,10 @@ type FileResult struct {
 	// Data (get) is last so that Write can stream it; base64 in JSON.
 	Data []byte `json:"data,omitempty"`
 }
+
+// MaxDetail bounds a Result's or a FileResult's Detail: it ends up in error
+// messages, and an interpreter the guest controls must not fill them.
+const MaxDetail = 256
 
 // FileEntry is one listed regular file.
 type FileEntry struct {
