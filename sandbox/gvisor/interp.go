@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
@@ -30,7 +32,6 @@ const (
 	markerWait   = 2 * time.Second  // for the end markers once the result frame is in
 	eofWait      = 2 * time.Second  // for the output pipes to end once the sandbox died
 	diagTail     = 4 << 10          // bytes of runsc's log kept for Diagnostics
-	startNice    = 10               // priority of a background (warm refill) start
 	frameSlack   = 1 << 20          // frame bytes beyond the images' base64
 )
 
@@ -83,8 +84,8 @@ type readyReport struct {
 type interp struct {
 	k        *Kind
 	id       string
-	dir      string // per-interpreter: bundle, FIFOs, runsc state and log
-	cmd      *exec.Cmd
+	dir      string         // per-interpreter: bundle, FIFOs, runsc state and log
+	proc     *spawn.Process // the launcher, which becomes runsc (nil until it started)
 	group    cgroup.Group
 	limits   pool.Limits
 	maxFrame int
@@ -92,9 +93,6 @@ type interp struct {
 	ctlIn, ctlOut  *os.File
 	frames         *wire.Receiver[frame] // the kernel's, from ctlOut
 	stdout, stderr *stream
-
-	exited  chan struct{}
-	waitErr error // set before exited closes
 
 	packages []string
 	python   string
@@ -134,7 +132,6 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		maxFrame: base64Len(max(k.cfg.ImageMaxBytes, sandbox.MaxFileBytes)) + frameSlack,
 		stdout:   newStream(o.Limits.StdoutBytes),
 		stderr:   newStream(o.Limits.StderrBytes),
-		exited:   make(chan struct{}),
 	}
 	if err := os.Mkdir(it.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: interpreter dir: %w", err)
@@ -193,59 +190,34 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		args = append(args, "run", "--bundle="+bundle, it.id)
 	}
 
-	gateR, gateW, err := os.Pipe()
+	// The launcher waits for a byte on its gate (fd 3) before it execs
+	// runsc: nothing runs before the pool has confined it.
+	p, err := spawn.Start(spawn.Command{
+		Argv:   append(append([]string(nil), k.cfg.LauncherCommand...), args...),
+		Stdout: true,
+		Stderr: true,
+		Files:  []spawn.File{{ChildReads: true}},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	defer gateW.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		gateR.Close()
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		gateR.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	lc := k.cfg.LauncherCommand
-	cmd := exec.Command(lc[0], append(append([]string(nil), lc[1:]...), args...)...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{gateR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	gateR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("gvisor: start launcher: %w", err)
 	}
-	it.cmd = cmd
-	go it.stdout.drain(outR)
-	go it.stderr.drain(errR)
-	go func() {
-		it.waitErr = cmd.Wait()
-		close(it.exited)
-	}()
-	if err := o.Confine(cmd.Process.Pid); err != nil {
+	it.proc = p
+	gate := p.Files[0]
+	// Closing the gate before the byte went out is EOF to the launcher,
+	// which then exits without running runsc.
+	defer gate.Close()
+	go it.stdout.drain(p.Stdout)
+	go it.stderr.drain(p.Stderr)
+	// Inherited by runsc and everything it forks; Foreground undoes it.
+	if err := p.Confine(o.Confine, o.Background); err != nil {
 		return nil, fmt.Errorf("gvisor: confine the launcher: %w", err)
 	}
-	if o.Background {
-		// Inherited by runsc and everything it forks; Foreground undoes it.
-		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, startNice)
-	}
-	if _, err := gateW.Write([]byte{1}); err != nil {
+	if _, err := gate.Write([]byte{1}); err != nil {
 		return nil, fmt.Errorf("gvisor: release the launcher: %w", err)
 	}
 	it.frames = wire.Receive[frame](it.ctlOut, it.maxFrame, 1)
 
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, fmt.Errorf("not ready after %s", startTimeout))
 	defer cancel()
 	if mode != restoreStart {
 		if err := it.awaitReady(ctx); err != nil {
@@ -291,23 +263,21 @@ func (it *interp) runscArgs() []string {
 	return args
 }
 
-// awaitReady waits for the kernel's ready frame.
+// awaitReady waits for the kernel's ready frame. The host holds the
+// control FIFO open too, so it never ends: the sandbox's exit is learnt
+// from runsc's.
 func (it *interp) awaitReady(ctx context.Context) error {
-	select {
-	case f, ok := <-it.frames.C():
-		if !ok {
-			return fmt.Errorf("gvisor: kernel start-up: control channel: %w%s", it.frames.Err(), it.diagSuffix())
-		}
-		if f.Kind != wire.KindReady || f.Ready == nil {
-			return fmt.Errorf("gvisor: kernel sent %q before ready%s", f.Kind, it.diagSuffix())
-		}
-		it.packages, it.python = f.Ready.Packages, f.Ready.Python
-		return nil
-	case <-it.exited:
-		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
-	case <-ctx.Done():
-		return fmt.Errorf("gvisor: sandbox start-up: %w%s", ctx.Err(), it.diagSuffix())
+	f, err := spawn.Await(ctx, it.proc, it.frames, spawn.AtExit)
+	switch {
+	case errors.Is(err, spawn.ErrExited):
+		return fmt.Errorf("gvisor: sandbox exited during start-up (%w)%s", err, it.diagSuffix())
+	case err != nil:
+		return fmt.Errorf("gvisor: kernel start-up: %w%s", err, it.diagSuffix())
+	case f.Kind != wire.KindReady || f.Ready == nil:
+		return fmt.Errorf("gvisor: kernel sent %q before ready%s", f.Kind, it.diagSuffix())
 	}
+	it.packages, it.python = f.Ready.Packages, f.Ready.Python
+	return nil
 }
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 }
@@ -324,15 +294,15 @@ func (it *interp) send(f *frame, deadline time.Time) error {
 }
 
 // PID implements pool.Interpreter: the launcher, which became runsc.
-func (it *interp) PID() int { return it.cmd.Process.Pid }
+func (it *interp) PID() int { return it.proc.PID() }
 
 // Exited implements pool.Interpreter.
-func (it *interp) Exited() <-chan struct{} { return it.exited }
+func (it *interp) Exited() <-chan struct{} { return it.proc.Exited() }
 
 // Foreground implements pool.Interpreter: it restores normal priority to
 // every thread of every process of the sandbox.
 func (it *interp) Foreground() {
-	pids := []int{it.cmd.Process.Pid}
+	pids := []int{it.proc.PID()}
 	if it.group != nil {
 		if p, err := it.group.Procs(); err == nil {
 			pids = p
@@ -354,8 +324,8 @@ func (it *interp) Foreground() {
 // Run implements pool.Interpreter.
 func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error) {
 	select {
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.proc.Err(), it.diagSuffix())
 	default:
 	}
 	var nb [16]byte
@@ -399,7 +369,7 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 		for _, done := range []<-chan struct{}{outDone, errDone} {
 			select {
 			case <-done:
-			case <-it.exited:
+			case <-it.proc.Exited():
 			case <-wait.Done():
 			}
 		}
@@ -412,9 +382,9 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 			r.InterpreterGone = true
 		}
 		return r, nil
-	case <-it.exited:
+	case <-it.proc.Exited():
 		it.waitEOF()
-		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.waitErr)), nil
+		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.proc.Err())), nil
 	case <-hard.C:
 		// A C loop ignores Python's alarm: only the host can end it.
 		it.Kill()
@@ -473,8 +443,8 @@ func (it *interp) check(f *frame, runID uint64) (*wire.Result, error) {
 // the answer itself against the request (its id and bounds).
 func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
 	select {
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.proc.Err(), it.diagSuffix())
 	default:
 	}
 	// A frame of tens of MiB blocks until the kernel has read it: bound the
@@ -492,8 +462,8 @@ func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) 
 			return nil, fmt.Errorf("gvisor: control channel: %w", it.frames.Err())
 		}
 		return it.checkFile(f, kind)
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.waitErr, it.diagSuffix())
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.proc.Err(), it.diagSuffix())
 	case <-ctx.Done():
 		return nil, fmt.Errorf("gvisor: %s: %w", kind, ctx.Err())
 	}
@@ -527,17 +497,17 @@ func (it *interp) waitEOF() {
 // in their own sessions), reap runsc, then remove the interpreter's files.
 func (it *interp) Kill() {
 	it.killOnce.Do(func() {
-		if it.cmd != nil {
-			_ = syscall.Kill(-it.cmd.Process.Pid, syscall.SIGKILL)
+		if it.proc != nil {
+			it.proc.Kill()
 			if it.group != nil {
 				if err := it.group.KillAll(); err != nil {
 					it.k.log.Warn("gvisor: kill the cgroup", zap.String("id", it.id), zap.Error(err))
 				}
 			}
-			<-it.exited
+			<-it.proc.Exited()
 		}
 		it.captureDiag()
-		if it.group == nil || it.cmd == nil {
+		if it.group == nil || it.proc == nil {
 			// Without a cgroup the sandbox's other processes are only
 			// reachable through runsc's state.
 			it.runscDelete()
@@ -548,7 +518,7 @@ func (it *interp) Kill() {
 		if it.ctlOut != nil {
 			it.ctlOut.Close()
 		}
-		if it.cmd != nil {
+		if it.proc != nil {
 			it.waitEOF()
 		}
 		if err := os.RemoveAll(it.dir); err != nil {
