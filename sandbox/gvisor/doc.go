@@ -90,8 +90,9 @@
 //
 // # The kernel
 //
-// kernel.py (embedded, passed to python3 -E -s -u -B -c) is one
-// long-lived process per sandbox. It opens the FIFOs and moves them to fds
+// kernel.py (embedded after sandbox/internal/cellrunner's cell runner, which
+// the WASM guest's kernel shares, and passed to python3 -E -s -u -B -c) is
+// one long-lived process per sandbox. It opens the FIFOs and moves them to fds
 // 1000 and 1001, imports numpy, pandas and matplotlib (Agg; plt.show is a
 // no-op that leaves figures for the capture) before reporting ready — the
 // pool's warm interpreters pay those ≈2 s before a session needs them —
