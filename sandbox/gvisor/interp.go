@@ -270,7 +270,7 @@ func (it *interp) awaitReady(ctx context.Context) error {
 	f, err := spawn.Await(ctx, it.proc, it.frames, spawn.AtExit)
 	switch {
 	case errors.Is(err, spawn.ErrExited):
-		return fmt.Errorf("gvisor: sandbox exited during start-up (%w)%s", err, it.diagSuffix())
+		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.proc.Err(), it.diagSuffix())
 	case err != nil:
 		return fmt.Errorf("gvisor: kernel start-up: %w%s", err, it.diagSuffix())
 	case f.Kind != wire.KindReady || f.Ready == nil:

@@ -150,13 +150,16 @@ func (w *proc) Recycle(ctx context.Context) error {
 	return w.awaitReady(ctx)
 }
 
+// awaitReady waits for the worker's ready (a fatal message says why it
+// could not start). The control pipe ends with the worker, so a fatal
+// message written just before it exited is still read.
 func (w *proc) awaitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, fmt.Errorf("not ready after %s", startTimeout))
 	defer cancel()
-	m, err := w.next(ctx)
+	m, err := spawn.Await(ctx, w.p, w.msgs, spawn.AtEOF)
 	switch {
 	case errors.Is(err, spawn.ErrExited):
-		return fmt.Errorf("wasm: worker died during start-up (%w): %s", err, w.diag.String())
+		return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.p.Err(), w.diag.String())
 	case err != nil:
 		return fmt.Errorf("wasm: worker start-up: %w", err)
 	case m.Kind == wire.KindFatal:
@@ -167,10 +170,15 @@ func (w *proc) awaitReady(ctx context.Context) error {
 	return nil
 }
 
-// next waits for the worker's next message. Its control pipe ends with it,
-// so a message written just before it exited is still read.
+// next waits for the worker's next message, between runs and file
+// operations. The control pipe ends with the worker, so a message written
+// just before it exited is still read.
 func (w *proc) next(ctx context.Context) (*wire.Msg, error) {
-	return spawn.Await(ctx, w.p, w.msgs, spawn.AtEOF)
+	m, err := spawn.Await(ctx, w.p, w.msgs, spawn.AtEOF)
+	if errors.Is(err, spawn.ErrExited) {
+		return nil, fmt.Errorf("the worker died (%v)", w.p.Err())
+	}
+	return m, err
 }
 
 // PID implements pool.Interpreter.
@@ -192,7 +200,7 @@ func (w *proc) Run(ctx context.Context, runID uint64, code []byte, timeout time.
 	}
 	m, err := w.next(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("the worker died: %w", err)
+		return nil, err
 	}
 	if m.Kind != wire.KindResult || m.Result == nil || m.Result.ID != runID {
 		return nil, errors.New("the worker broke protocol")
@@ -219,7 +227,7 @@ func (w *proc) File(ctx context.Context, kind string, req *wire.FileRequest) (*w
 	}
 	m, err := w.next(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("the worker died: %w", err)
+		return nil, err
 	}
 	if m.Kind != wire.KindFileResult || m.FileResult == nil || m.FileResult.ID != req.ID {
 		return nil, errors.New("the worker broke protocol")
