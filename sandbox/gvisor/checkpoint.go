@@ -248,7 +248,7 @@ func (c *checkpoints) take(ctx context.Context, l pool.Limits, background bool) 
 	}
 	// The checkpointed container stops: runsc run exits.
 	select {
-	case <-it.exited:
+	case <-it.proc.Exited():
 	case <-cctx.Done():
 		return nil, fmt.Errorf("gvisor: checkpoint: the template sandbox did not stop: %w", cctx.Err())
 	}

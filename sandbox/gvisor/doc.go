@@ -47,15 +47,17 @@
 //   - the host end: the guest's stdout and stderr are host pipes drained
 //     for the sandbox's life and bounded per run as they are read; a run's
 //     output ends at a marker carrying a fresh random nonce. Control frames
-//     (4-byte length + JSON, like sandbox/internal/wire) travel on two
+//     (4-byte length + JSON, sandbox/internal/wire's framing) travel on two
 //     FIFOs bind-mounted as files at /run/ci/in and /run/ci/out; the host
 //     bounds each frame (the base64 of the larger of the images' bound and
 //     sandbox.MaxFileBytes, + 1 MiB) and validates kind, run id, status,
-//     and image type, count and size, and for file operations the request
-//     id, the error code, the bytes against the read's bound and every
-//     listed path against the listed directory. Code that forges a frame
-//     or a marker can only break its own session: Run returns an error and
-//     the pool kills the sandbox.
+//     and image type, count and size; a file operation's answer must be a
+//     file result, which the pool checks like every kind's
+//     (wire.CheckFileResult: the request id, the error code, the bytes
+//     against the read's bound, every listed path against the listed
+//     directory). Code that forges a frame or a marker can only break its
+//     own session: Run or File returns an error and the pool kills the
+//     sandbox.
 //   - the wall clock: the kernel arms an ITIMER_REAL alarm for the run's
 //     timeout (a clean traceback for Python-level loops), and the host kills
 //     the whole sandbox one second later whatever the guest does (a C loop
@@ -88,8 +90,9 @@
 //
 // # The kernel
 //
-// kernel.py (embedded, passed to python3 -E -s -u -B -c) is one
-// long-lived process per sandbox. It opens the FIFOs and moves them to fds
+// kernel.py (embedded after sandbox/internal/cellrunner's cell runner, which
+// the WASM guest's kernel shares, and passed to python3 -E -s -u -B -c) is
+// one long-lived process per sandbox. It opens the FIFOs and moves them to fds
 // 1000 and 1001, imports numpy, pandas and matplotlib (Agg; plt.show is a
 // no-op that leaves figures for the capture) before reporting ready — the
 // pool's warm interpreters pay those ≈2 s before a session needs them —

@@ -4,27 +4,23 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
@@ -36,12 +32,13 @@ const (
 	markerWait   = 2 * time.Second  // for the end markers once the result frame is in
 	eofWait      = 2 * time.Second  // for the output pipes to end once the sandbox died
 	diagTail     = 4 << 10          // bytes of runsc's log kept for Diagnostics
-	startNice    = 10               // priority of a background (warm refill) start
 	frameSlack   = 1 << 20          // frame bytes beyond the images' base64
 )
 
-// frame is one control message. It is wire.Msg's shape, with the fields
-// this kind adds (the run's nonce and image bounds, the packages found).
+// frame is one control message, in wire's framing (wire.ReadFrame with this
+// kind's bound, wire.WriteFrame). It is wire.Msg's shape, with the fields
+// this kind adds (the begin frame, the run's nonce and image bounds, the
+// packages found).
 type frame struct {
 	Kind   string        `json:"kind"`
 	Run    *runRequest   `json:"run,omitempty"`
@@ -82,28 +79,20 @@ type readyReport struct {
 	Python       string   `json:"python"`
 }
 
-type frameOrErr struct {
-	f   *frame
-	err error
-}
-
 // interp is one sandbox: the runsc process (the launcher, exec'd), its
 // gofer and sentry, and the kernel inside.
 type interp struct {
 	k        *Kind
 	id       string
-	dir      string // per-interpreter: bundle, FIFOs, runsc state and log
-	cmd      *exec.Cmd
+	dir      string         // per-interpreter: bundle, FIFOs, runsc state and log
+	proc     *spawn.Process // the launcher, which becomes runsc (nil until it started)
 	group    cgroup.Group
 	limits   pool.Limits
 	maxFrame int
 
 	ctlIn, ctlOut  *os.File
-	frames         chan frameOrErr
+	frames         *wire.Receiver[frame] // the kernel's, from ctlOut
 	stdout, stderr *stream
-
-	exited  chan struct{}
-	waitErr error // set before exited closes
 
 	packages []string
 	python   string
@@ -141,10 +130,8 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		group:    o.Group,
 		limits:   o.Limits,
 		maxFrame: base64Len(max(k.cfg.ImageMaxBytes, sandbox.MaxFileBytes)) + frameSlack,
-		frames:   make(chan frameOrErr, 1),
 		stdout:   newStream(o.Limits.StdoutBytes),
 		stderr:   newStream(o.Limits.StderrBytes),
-		exited:   make(chan struct{}),
 	}
 	if err := os.Mkdir(it.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: interpreter dir: %w", err)
@@ -203,59 +190,34 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		args = append(args, "run", "--bundle="+bundle, it.id)
 	}
 
-	gateR, gateW, err := os.Pipe()
+	// The launcher waits for a byte on its gate (fd 3) before it execs
+	// runsc: nothing runs before the pool has confined it.
+	p, err := spawn.Start(spawn.Command{
+		Argv:   append(append([]string(nil), k.cfg.LauncherCommand...), args...),
+		Stdout: true,
+		Stderr: true,
+		Files:  []spawn.File{{ChildReads: true}},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	defer gateW.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		gateR.Close()
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		gateR.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("gvisor: %w", err)
-	}
-	lc := k.cfg.LauncherCommand
-	cmd := exec.Command(lc[0], append(append([]string(nil), lc[1:]...), args...)...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{gateR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
-	gateR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, fmt.Errorf("gvisor: start launcher: %w", err)
 	}
-	it.cmd = cmd
-	go it.stdout.drain(outR)
-	go it.stderr.drain(errR)
-	go func() {
-		it.waitErr = cmd.Wait()
-		close(it.exited)
-	}()
-	if err := o.Confine(cmd.Process.Pid); err != nil {
+	it.proc = p
+	gate := p.Files[0]
+	// Closing the gate before the byte went out is EOF to the launcher,
+	// which then exits without running runsc.
+	defer gate.Close()
+	go it.stdout.drain(p.Stdout)
+	go it.stderr.drain(p.Stderr)
+	// Inherited by runsc and everything it forks; Foreground undoes it.
+	if err := p.Confine(o.Confine, o.Background); err != nil {
 		return nil, fmt.Errorf("gvisor: confine the launcher: %w", err)
 	}
-	if o.Background {
-		// Inherited by runsc and everything it forks; Foreground undoes it.
-		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, startNice)
-	}
-	if _, err := gateW.Write([]byte{1}); err != nil {
+	if _, err := gate.Write([]byte{1}); err != nil {
 		return nil, fmt.Errorf("gvisor: release the launcher: %w", err)
 	}
-	go it.readFrames()
+	it.frames = wire.Receive[frame](it.ctlOut, it.maxFrame, 1)
 
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, fmt.Errorf("not ready after %s", startTimeout))
 	defer cancel()
 	if mode != restoreStart {
 		if err := it.awaitReady(ctx); err != nil {
@@ -301,85 +263,46 @@ func (it *interp) runscArgs() []string {
 	return args
 }
 
-// awaitReady waits for the kernel's ready frame.
+// awaitReady waits for the kernel's ready frame. The host holds the
+// control FIFO open too, so it never ends: the sandbox's exit is learnt
+// from runsc's.
 func (it *interp) awaitReady(ctx context.Context) error {
-	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return fmt.Errorf("gvisor: kernel start-up: %w%s", fe.err, it.diagSuffix())
-		}
-		if fe.f.Kind != wire.KindReady || fe.f.Ready == nil {
-			return fmt.Errorf("gvisor: kernel sent %q before ready%s", fe.f.Kind, it.diagSuffix())
-		}
-		it.packages, it.python = fe.f.Ready.Packages, fe.f.Ready.Python
-		return nil
-	case <-it.exited:
-		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.waitErr, it.diagSuffix())
-	case <-ctx.Done():
-		return fmt.Errorf("gvisor: sandbox start-up: %w%s", ctx.Err(), it.diagSuffix())
+	f, err := spawn.Await(ctx, it.proc, it.frames, spawn.AtExit)
+	switch {
+	case errors.Is(err, spawn.ErrExited):
+		return fmt.Errorf("gvisor: sandbox exited during start-up (%v)%s", it.proc.Err(), it.diagSuffix())
+	case err != nil:
+		return fmt.Errorf("gvisor: kernel start-up: %w%s", err, it.diagSuffix())
+	case f.Kind != wire.KindReady || f.Ready == nil:
+		return fmt.Errorf("gvisor: kernel sent %q before ready%s", f.Kind, it.diagSuffix())
 	}
+	it.packages, it.python = f.Ready.Packages, f.Ready.Python
+	return nil
 }
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 }
 
-// readFrames reads the kernel's frames until the FIFO fails (it is closed by
-// Kill) or a frame is malformed; then it reports the error and stops.
-func (it *interp) readFrames() {
-	for {
-		f, err := readFrame(it.ctlOut, it.maxFrame)
-		it.frames <- frameOrErr{f, err}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// readFrame is wire.Read with this kind's smaller bound.
-func readFrame(r io.Reader, limit int) (*frame, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("control channel: %w", err)
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if int64(n) > int64(limit) {
-		return nil, fmt.Errorf("control frame of %d bytes exceeds %d: %w", n, limit, wire.ErrFrameTooLarge)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("control channel: short frame: %w", err)
-	}
-	var f frame
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("control channel: decode: %w", err)
-	}
-	return &f, nil
-}
-
+// send writes one frame to the kernel by deadline. The kernel bounds
+// nothing it reads: the host's frames are bounded where they are made (the
+// pool's source and file limits), MaxFrame only backs that up.
 func (it *interp) send(f *frame, deadline time.Time) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("gvisor: encode: %w", err)
-	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
 	_ = it.ctlIn.SetWriteDeadline(deadline)
-	if _, err := it.ctlIn.Write(buf); err != nil {
+	if err := wire.WriteFrame(it.ctlIn, f, wire.MaxFrame); err != nil {
 		return fmt.Errorf("gvisor: send %s: %w", f.Kind, err)
 	}
 	return nil
 }
 
 // PID implements pool.Interpreter: the launcher, which became runsc.
-func (it *interp) PID() int { return it.cmd.Process.Pid }
+func (it *interp) PID() int { return it.proc.PID() }
 
 // Exited implements pool.Interpreter.
-func (it *interp) Exited() <-chan struct{} { return it.exited }
+func (it *interp) Exited() <-chan struct{} { return it.proc.Exited() }
 
 // Foreground implements pool.Interpreter: it restores normal priority to
 // every thread of every process of the sandbox.
 func (it *interp) Foreground() {
-	pids := []int{it.cmd.Process.Pid}
+	pids := []int{it.proc.PID()}
 	if it.group != nil {
 		if p, err := it.group.Procs(); err == nil {
 			pids = p
@@ -401,8 +324,8 @@ func (it *interp) Foreground() {
 // Run implements pool.Interpreter.
 func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error) {
 	select {
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.proc.Err(), it.diagSuffix())
 	default:
 	}
 	var nb [16]byte
@@ -430,11 +353,11 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 		return r
 	}
 	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return nil, fmt.Errorf("gvisor: %w", fe.err)
+	case f, ok := <-it.frames.C():
+		if !ok {
+			return nil, fmt.Errorf("gvisor: control channel: %w", it.frames.Err())
 		}
-		res, err := it.check(fe.f, runID)
+		res, err := it.check(f, runID)
 		if err != nil {
 			return nil, err
 		}
@@ -446,7 +369,7 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 		for _, done := range []<-chan struct{}{outDone, errDone} {
 			select {
 			case <-done:
-			case <-it.exited:
+			case <-it.proc.Exited():
 			case <-wait.Done():
 			}
 		}
@@ -459,9 +382,9 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 			r.InterpreterGone = true
 		}
 		return r, nil
-	case <-it.exited:
+	case <-it.proc.Exited():
 		it.waitEOF()
-		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.waitErr)), nil
+		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.proc.Err())), nil
 	case <-hard.C:
 		// A C loop ignores Python's alarm: only the host can end it.
 		it.Kill()
@@ -495,7 +418,7 @@ func (it *interp) check(f *frame, runID uint64) (*wire.Result, error) {
 	if len(r.Stdout) > 0 || len(r.Stderr) > 0 || r.StdoutDropped != 0 || r.StderrDropped != 0 {
 		return nil, bad("the result carries fields only the host sets")
 	}
-	if len(r.Detail) > 256 {
+	if len(r.Detail) > wire.MaxDetail {
 		return nil, bad("detail of %d bytes", len(r.Detail))
 	}
 	if len(r.Images) > it.k.cfg.ImageMaxCount || r.ImagesDropped < 0 || r.ImagesDropped > 1<<20 {
@@ -515,11 +438,13 @@ func (it *interp) check(f *frame, runID uint64) (*wire.Result, error) {
 }
 
 // File implements pool.Interpreter: the kernel does the operation between
-// runs (see kernel.py), and its answer is checked like a run's result.
+// runs (see kernel.py). The guest can write to the control FIFO, so a frame
+// that is not a file result is a protocol error here, and the pool checks
+// the answer itself against the request (its id and bounds).
 func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
 	select {
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.waitErr, it.diagSuffix())
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.proc.Err(), it.diagSuffix())
 	default:
 	}
 	// A frame of tens of MiB blocks until the kernel has read it: bound the
@@ -532,79 +457,25 @@ func (it *interp) File(ctx context.Context, kind string, req *wire.FileRequest) 
 		return nil, err
 	}
 	select {
-	case fe := <-it.frames:
-		if fe.err != nil {
-			return nil, fmt.Errorf("gvisor: %w", fe.err)
+	case f, ok := <-it.frames.C():
+		if !ok {
+			return nil, fmt.Errorf("gvisor: control channel: %w", it.frames.Err())
 		}
-		return it.checkFile(fe.f, kind, req)
-	case <-it.exited:
-		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.waitErr, it.diagSuffix())
+		return it.checkFile(f, kind)
+	case <-it.proc.Exited():
+		return nil, fmt.Errorf("gvisor: the sandbox exited during a file operation (%v)%s", it.proc.Err(), it.diagSuffix())
 	case <-ctx.Done():
 		return nil, fmt.Errorf("gvisor: %s: %w", kind, ctx.Err())
 	}
 }
 
-// checkFile validates a frame that should answer file request req: as for
-// results, the guest can write to the control FIFO, so anything malformed,
-// for another request or beyond the request's bounds is a protocol error.
-func (it *interp) checkFile(f *frame, kind string, req *wire.FileRequest) (*wire.FileResult, error) {
-	bad := func(why string, args ...any) error {
-		return fmt.Errorf("gvisor: the kernel broke protocol: "+why, args...)
-	}
+// checkFile refuses a frame that is not a file result: code that forged
+// one between runs must not pass it for the answer the pool waits for.
+func (it *interp) checkFile(f *frame, kind string) (*wire.FileResult, error) {
 	if f.Kind != wire.KindFileResult || f.FileResult == nil {
-		return nil, bad("sent %q while a file operation was waiting", f.Kind)
+		return nil, fmt.Errorf("gvisor: the kernel broke protocol: sent %q while a %s was waiting", f.Kind, kind)
 	}
-	r := f.FileResult
-	if r.ID != req.ID {
-		return nil, bad("file result for request %d, want %d", r.ID, req.ID)
-	}
-	if len(r.Detail) > 256 {
-		return nil, bad("detail of %d bytes", len(r.Detail))
-	}
-	switch r.Error {
-	case "":
-	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge, wire.FileErrInvalid, wire.FileErrIO:
-		if len(r.Data) > 0 || len(r.Files) > 0 || r.Truncated {
-			return nil, bad("a refusal that carries data")
-		}
-		return r, nil
-	default:
-		return nil, bad("file error %q", r.Error)
-	}
-	if r.Truncated && kind != wire.KindList {
-		return nil, bad("a truncated answer to a %s", kind)
-	}
-	switch kind {
-	case wire.KindPut, wire.KindRemove:
-		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
-			return nil, bad("an answer to a %s that carries data", kind)
-		}
-	case wire.KindGet:
-		if int64(len(r.Data)) > req.Max || r.Size != int64(len(r.Data)) || len(r.Files) > 0 {
-			return nil, bad("%d bytes (size %d) for a read of at most %d", len(r.Data), r.Size, req.Max)
-		}
-	case wire.KindList:
-		if len(r.Data) > 0 || int64(len(r.Files)) > req.Max {
-			return nil, bad("%d files for a listing of at most %d", len(r.Files), req.Max)
-		}
-		total := 0
-		seen := make(map[string]struct{}, len(r.Files))
-		for _, e := range r.Files {
-			total += len(e.Path)
-			_, dup := seen[e.Path]
-			seen[e.Path] = struct{}{}
-			if dup || e.Size < 0 || len(e.Path) > req.MaxPath || !strings.HasPrefix(e.Path, req.Path+"/") ||
-				path.Clean(e.Path) != e.Path || !utf8.ValidString(e.Path) || strings.IndexByte(e.Path, 0) >= 0 {
-				return nil, bad("listed %q (%d bytes) below %s", e.Path, e.Size, req.Path)
-			}
-		}
-		if total > req.MaxPathTotal {
-			return nil, bad("%d bytes of listed paths, more than %d", total, req.MaxPathTotal)
-		}
-	default:
-		return nil, bad("answer to an unknown operation %q", kind)
-	}
-	return r, nil
+	return f.FileResult, nil
 }
 
 // waitEOF gives the output pipes a moment to deliver what the dead sandbox
@@ -626,17 +497,17 @@ func (it *interp) waitEOF() {
 // in their own sessions), reap runsc, then remove the interpreter's files.
 func (it *interp) Kill() {
 	it.killOnce.Do(func() {
-		if it.cmd != nil {
-			_ = syscall.Kill(-it.cmd.Process.Pid, syscall.SIGKILL)
+		if it.proc != nil {
+			it.proc.Kill()
 			if it.group != nil {
 				if err := it.group.KillAll(); err != nil {
 					it.k.log.Warn("gvisor: kill the cgroup", zap.String("id", it.id), zap.Error(err))
 				}
 			}
-			<-it.exited
+			<-it.proc.Exited()
 		}
 		it.captureDiag()
-		if it.group == nil || it.cmd == nil {
+		if it.group == nil || it.proc == nil {
 			// Without a cgroup the sandbox's other processes are only
 			// reachable through runsc's state.
 			it.runscDelete()
@@ -647,7 +518,7 @@ func (it *interp) Kill() {
 		if it.ctlOut != nil {
 			it.ctlOut.Close()
 		}
-		if it.cmd != nil {
+		if it.proc != nil {
 			it.waitEOF()
 		}
 		if err := os.RemoveAll(it.dir); err != nil {

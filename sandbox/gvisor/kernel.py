@@ -1,12 +1,13 @@
 # codeinterp gVisor kernel: one long-lived process per sandbox. It reads
 # framed requests (4-byte big-endian length + JSON) from /run/ci/in, runs
-# each program in one persistent namespace (state survives between runs, as
+# each program with the cell runner (sandbox/internal/cellrunner, prepended
+# to this file) in one persistent namespace (state survives between runs, as
 # in a notebook) and answers on /run/ci/out. Program output goes to fd 1 and
 # fd 2, host pipes the server bounds; after each run the kernel flushes them
 # and writes b"\0CI-END:<nonce>\n" to each, then the result frame.
 # Everything here is reachable by user code too: it is plumbing, not a wall.
 # The walls are gVisor, the cgroup and the host's validation of every frame.
-import ast, base64, builtins, errno, io, json, linecache, os, signal, stat, struct, sys, time, traceback
+import base64, errno, io, json, os, stat, struct, sys, time
 
 _T0 = time.monotonic()
 
@@ -21,10 +22,6 @@ _CANDIDATES = [
     "reportlab", "fitz", "imageio", "shapely", "geopandas", "torch", "tensorflow", "joblib",
     "tqdm", "regex", "chardet", "toolz", "mpmath", "patsy", "kiwisolver", "fontTools", "pyparsing",
 ]
-
-
-class _Timeout(BaseException):
-    pass
 
 
 def reseed():
@@ -106,26 +103,7 @@ def _main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         plt.show = lambda *a, **k: None  # figures stay open for the capture
-    warm = compile(b"_ = 1\n_", "<warmup>", "exec", ast.PyCF_ONLY_AST)
-    last = ast.Expression(warm.body.pop().value)
-    ns = {"__builtins__": builtins}
-    exec(compile(warm, "<warmup>", "exec"), ns)
-    eval(compile(last, "<warmup>", "eval"), ns)
-    del warm, last
-
-    def on_alarm(signum, frame):
-        raise _Timeout()
-
-    def print_user_tb(e, last_line):
-        # The kernel's own frames (compiled from -c, "<string>") are noise.
-        te = traceback.TracebackException.from_exception(e)
-        te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != "<string>"])
-        lines = list(te.format())
-        if last_line is not None:
-            lines[-1] = last_line
-        if len(te.stack) == 0 and lines and lines[0].startswith("Traceback"):
-            lines = lines[1:]
-        sys.stderr.write("".join(lines))
+    _codeinterp_warmup()
 
     def figures(max_count, max_bytes):
         p = sys.modules.get("matplotlib.pyplot")
@@ -553,7 +531,7 @@ def _main():
     # The host pipes the run's output must reach; code that closes or
     # replaces them leaves a kernel whose next runs would be silent.
     out_ids = [ident(1), ident(2)]
-    ns = {"__name__": "__main__", "__builtins__": builtins}
+    ns = _codeinterp_namespace()
     ready["ready"]["startup_ns"] = int((time.monotonic() - _T0) * 1e9)
     send(ready)
     n = 0
@@ -568,57 +546,15 @@ def _main():
         run = req["run"]
         src = base64.b64decode(run["code"])
         n += 1
-        name = "<cell %d>" % n
-        status, detail = "ok", ""
-        signal.signal(signal.SIGALRM, on_alarm)
-        try:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, max(run["timeout_ns"], 1000) / 1e9)
-                try:
-                    text = src.decode("utf-8")
-                    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-                except UnicodeDecodeError:
-                    pass
-                tree = compile(src, name, "exec", ast.PyCF_ONLY_AST)
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-                exec(compile(tree, name, "exec"), ns)
-                if last is not None:
-                    value = eval(compile(last, name, "eval"), ns)
-                    if value is not None:
-                        ns["_"] = value
-                        print(repr(value))
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-        except _Timeout as e:
-            status, detail = "timeout", "the run's time limit passed"
-            print_user_tb(e, "TimeoutError: the run's time limit passed\n")
-        except SystemExit as e:
-            if e.code not in (None, 0):
-                status = "error"
-                print("SystemExit: %s" % (e.code,), file=sys.stderr)
-        except BaseException as e:
-            status = "memory" if isinstance(e, MemoryError) else "error"
-            try:
-                print_user_tb(e, None)
-            except BaseException:
-                try:
-                    write(2, ("%s\n" % type(e).__name__).encode())
-                except BaseException:
-                    pass
-            e = None
+        status = _codeinterp_run(src, "<cell %d>" % n, ns, max(run["timeout_ns"], 1000) / 1e9)
+        detail = "the run's time limit passed" if status == "timeout" else ""
         images, dropped = [], 0
         if status != "timeout":
             try:
                 images, dropped = figures(run["image_max_count"], run["image_max_bytes"])
             except BaseException:
                 pass
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
+        _codeinterp_flush()
         marker = b"\0CI-END:" + run["nonce"].encode() + b"\n"
         broken = False
         for i, fd in enumerate((1, 2)):

@@ -16,11 +16,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/internal/cellrunner"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
 //go:embed kernel.py
-var kernelSource string
+var kernelMain string
+
+// kernelSource is what the sandbox's python3 runs: the cell runner both
+// kernels share, then kernel.py. A checkpoint's stamp hashes this, the
+// whole of it.
+var kernelSource = cellrunner.Prepend(kernelMain)
 
 // Kind runs Debian's CPython inside gVisor, one sandbox per interpreter. It
 // implements pool.Kind.

@@ -22,7 +22,8 @@
 // kept under /mnt/data or /tmp, sizes against the scratch bound and
 // MaxFileBytes; a removal of many paths is split into requests that fit a
 // frame) and done by the kind on the interpreter's own scratch space
-// (Interpreter.File).
+// (Interpreter.File); every kind's answer is checked against its request
+// (wire.CheckFileResult) before anything of it reaches the caller.
 // They replace a lost interpreter first, like a run; each fresh interpreter
 // is a new Generation, with empty scratch space.
 package pool

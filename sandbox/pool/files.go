@@ -166,7 +166,7 @@ func (s *session) file(ctx context.Context, kind string, req *wire.FileRequest) 
 	r, err := w.File(opCtx, kind, req)
 	cancel()
 	if err == nil {
-		err = checkFileResult(kind, req, r)
+		err = wire.CheckFileResult(kind, req, r)
 	}
 	if err != nil {
 		w.Kill()
@@ -232,66 +232,8 @@ func fileError(op string, req *wire.FileRequest, r *wire.FileResult) error {
 		}
 	case wire.FileErrInvalid:
 		sentinel = sandbox.ErrInvalidPath
-	default: // wire.FileErrIO; checkFileResult refused any other code
+	default: // wire.FileErrIO; wire.CheckFileResult refused any other code
 		return fmt.Errorf("sandbox: %s %s: %s", op, target(req), why)
 	}
 	return fmt.Errorf("sandbox: %s %s: %w: %s", op, target(req), sentinel, why)
-}
-
-// checkFileResult enforces the operation's bounds on an answer whatever the
-// kind checked: an answer outside them is a broken interpreter, not data. A
-// truncated listing is bounded like a complete one.
-func checkFileResult(kind string, req *wire.FileRequest, r *wire.FileResult) error {
-	bad := func(why string, args ...any) error {
-		return fmt.Errorf("the interpreter broke protocol: "+why, args...)
-	}
-	if r == nil || r.ID != req.ID {
-		return bad("an answer for another request")
-	}
-	switch r.Error {
-	case "":
-	case wire.FileErrNoSpace, wire.FileErrNotExist, wire.FileErrNotRegular, wire.FileErrTooLarge,
-		wire.FileErrInvalid, wire.FileErrIO:
-		if len(r.Data) > 0 || len(r.Files) > 0 || r.Truncated {
-			return bad("a refusal with data")
-		}
-		return nil
-	default:
-		return bad("error code %q", r.Error)
-	}
-	if r.Truncated && kind != wire.KindList {
-		return bad("a truncated answer to a %s", opName(kind))
-	}
-	switch kind {
-	case wire.KindPut, wire.KindRemove:
-		if len(r.Data) > 0 || len(r.Files) > 0 || r.Size != 0 {
-			return bad("data in the answer to a %s", opName(kind))
-		}
-	case wire.KindGet:
-		if int64(len(r.Data)) > req.Max || len(r.Files) > 0 {
-			return bad("%d bytes for a read of at most %d", len(r.Data), req.Max)
-		}
-	case wire.KindList:
-		if len(r.Data) > 0 || int64(len(r.Files)) > req.Max {
-			return bad("%d files listed, at most %d", len(r.Files), req.Max)
-		}
-		total := 0
-		for _, f := range r.Files {
-			total += len(f.Path)
-			if !listedPath(req.Path, f.Path) || f.Size < 0 {
-				return bad("listed %q (%d bytes) below %s", f.Path, f.Size, req.Path)
-			}
-		}
-		if total > req.MaxPathTotal {
-			return bad("%d bytes of listed paths, at most %d", total, req.MaxPathTotal)
-		}
-	}
-	return nil
-}
-
-// listedPath reports whether p may be listed below dir: clean, strictly
-// inside dir, and nameable by the file operations.
-func listedPath(dir, p string) bool {
-	return strings.HasPrefix(p, dir+"/") && path.Clean(p) == p && len(p) <= sandbox.MaxPathBytes &&
-		utf8.ValidString(p) && strings.IndexByte(p, 0) < 0
 }

@@ -13,20 +13,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 )
 
 // proc is the server's handle on one worker process: a pool.Interpreter.
 type proc struct {
-	id      string
-	cmd     *exec.Cmd
-	ctl     *os.File // server → worker
-	msgs    chan *wire.Msg
-	exited  chan struct{} // closed once the process is reaped
-	waitErr error
-	diag    *tailBuffer // the worker's own stderr (never guest output)
-	kind    *Kind
+	id         string
+	p          *spawn.Process
+	ctl        *os.File // server → worker
+	fromWorker *os.File // worker → server, read by msgs
+	msgs       *wire.Receiver[wire.Msg]
+	diag       *tailBuffer // the worker's own stderr (never guest output)
+	kind       *Kind
 
 	killOnce sync.Once
 }
@@ -66,101 +66,44 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 
 func (s *spawner) stop() { close(s.reqs) }
 
-// warmNice is the scheduling niceness of a worker while it waits in the
-// warm pool; handing it to a session restores 0.
-const warmNice = 10
-
 // Start implements pool.Kind: it starts a worker, has the pool confine it,
 // configures it and waits until its interpreter is warm. A background start
-// (a warm refill nobody waits for) runs niced, so that starting a spare
-// interpreter does not slow the runs of live sessions on a busy machine.
+// (a warm refill nobody waits for) runs niced (spawn.BackgroundNice).
 func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpreter, err error) {
 	rtDir, err := os.Open(k.cfg.RuntimeDir)
 	if err != nil {
 		return nil, fmt.Errorf("pool: runtime dir: %w", err)
 	}
 	defer rtDir.Close()
-	// Two pipes: the guest's output never shares a channel with control.
-	toWorkerR, toWorkerW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	fromWorkerR, fromWorkerW, err := os.Pipe()
-	if err != nil {
-		toWorkerR.Close()
-		toWorkerW.Close()
-		return nil, err
-	}
-	diagR, diagW, err := os.Pipe()
-	if err != nil {
-		for _, f := range []*os.File{toWorkerR, toWorkerW, fromWorkerR, fromWorkerW} {
-			f.Close()
-		}
-		return nil, err
-	}
-
-	args := append(append([]string(nil), k.cfg.WorkerCommand[1:]...), "serve")
-	cmd := exec.Command(k.cfg.WorkerCommand[0], args...)
-	cmd.Env = []string{} // non-nil: an empty environment, not the server's
-	cmd.Dir = "/"
-	cmd.Stdin = nil  // /dev/null
-	cmd.Stdout = nil // /dev/null
-	cmd.Stderr = diagW
-	cmd.ExtraFiles = []*os.File{toWorkerR, fromWorkerW, rtDir} // fds 3, 4, 5 (package wire)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Pdeathsig: syscall.SIGKILL,
-		Setpgid:   true,
+	c := spawn.Command{
+		Argv:   append(append([]string(nil), k.cfg.WorkerCommand...), "serve"),
+		Stderr: true,
+		// fds 3, 4, 5 (package wire). Two pipes: the guest's output never
+		// shares a channel with control.
+		Files: []spawn.File{{ChildReads: true}, {ChildReads: false}, {Given: rtDir}},
+		Start: k.spawner.start,
 	}
 	if k.root {
 		// An empty network namespace (not even loopback up) and a private
 		// IPC namespace: defence in depth behind WASI, which has no sockets.
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC
+		c.Cloneflags = syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC
 	}
-
-	startErr := k.spawner.start(cmd)
-	// The child has its copies; the server keeps only its own ends.
-	toWorkerR.Close()
-	fromWorkerW.Close()
-	diagW.Close()
-	if startErr != nil {
-		toWorkerW.Close()
-		fromWorkerR.Close()
-		diagR.Close()
-		return nil, fmt.Errorf("wasm: start worker: %w", startErr)
-	}
-
-	if o.Background {
-		// PRIO_PGRP reaches every thread of the worker (its own process
-		// group); threads it makes later inherit the niceness.
-		_ = syscall.Setpriority(syscall.PRIO_PGRP, cmd.Process.Pid, warmNice)
+	p, err := spawn.Start(c)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: start worker: %w", err)
 	}
 	w := &proc{
-		id:     o.ID,
-		cmd:    cmd,
-		ctl:    toWorkerW,
-		msgs:   make(chan *wire.Msg, 4),
-		exited: make(chan struct{}),
-		diag:   &tailBuffer{max: 8 << 10},
-		kind:   k,
+		id:         o.ID,
+		p:          p,
+		ctl:        p.Files[0],
+		fromWorker: p.Files[1],
+		msgs:       wire.Receive[wire.Msg](p.Files[1], wire.MaxFrame, 4),
+		diag:       &tailBuffer{max: 8 << 10},
+		kind:       k,
 	}
 	go func() {
-		_, _ = io.Copy(w.diag, diagR)
-		diagR.Close()
-	}()
-	go func() {
-		defer close(w.msgs)
-		defer fromWorkerR.Close()
-		for {
-			m, err := wire.Read(fromWorkerR)
-			if err != nil {
-				return
-			}
-			w.msgs <- m
-		}
-	}()
-	go func() {
-		w.waitErr = cmd.Wait()
-		close(w.exited)
+		_, _ = io.Copy(w.diag, p.Stderr)
+		p.Stderr.Close()
 	}()
 	defer func() {
 		if err != nil {
@@ -169,7 +112,7 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 	}()
 	// The worker waits for its init message, so nothing it runs is
 	// untrusted until the pool has confined and verified it.
-	if err := o.Confine(cmd.Process.Pid); err != nil {
+	if err := p.Confine(o.Confine, o.Background); err != nil {
 		return nil, err
 	}
 
@@ -207,33 +150,42 @@ func (w *proc) Recycle(ctx context.Context) error {
 	return w.awaitReady(ctx)
 }
 
+// awaitReady waits for the worker's ready (a fatal message says why it
+// could not start). The control pipe ends with the worker, so a fatal
+// message written just before it exited is still read.
 func (w *proc) awaitReady(ctx context.Context) error {
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case m, ok := <-w.msgs:
-		switch {
-		case !ok:
-			<-w.exited
-			return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.waitErr, w.diag.String())
-		case m.Kind == wire.KindFatal:
-			return fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
-		case m.Kind != wire.KindReady:
-			return fmt.Errorf("wasm: worker sent %q before ready", m.Kind)
-		}
-	case <-timer.C:
-		return fmt.Errorf("wasm: worker not ready after %s", startTimeout)
-	case <-ctx.Done():
-		return fmt.Errorf("wasm: %w", ctx.Err())
+	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, fmt.Errorf("not ready after %s", startTimeout))
+	defer cancel()
+	m, err := spawn.Await(ctx, w.p, w.msgs, spawn.AtEOF)
+	switch {
+	case errors.Is(err, spawn.ErrExited):
+		return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.p.Err(), w.diag.String())
+	case err != nil:
+		return fmt.Errorf("wasm: worker start-up: %w", err)
+	case m.Kind == wire.KindFatal:
+		return fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
+	case m.Kind != wire.KindReady:
+		return fmt.Errorf("wasm: worker sent %q before ready", m.Kind)
 	}
 	return nil
 }
 
+// next waits for the worker's next message, between runs and file
+// operations. The control pipe ends with the worker, so a message written
+// just before it exited is still read.
+func (w *proc) next(ctx context.Context) (*wire.Msg, error) {
+	m, err := spawn.Await(ctx, w.p, w.msgs, spawn.AtEOF)
+	if errors.Is(err, spawn.ErrExited) {
+		return nil, fmt.Errorf("the worker died (%v)", w.p.Err())
+	}
+	return m, err
+}
+
 // PID implements pool.Interpreter.
-func (w *proc) PID() int { return w.cmd.Process.Pid }
+func (w *proc) PID() int { return w.p.PID() }
 
 // Exited implements pool.Interpreter.
-func (w *proc) Exited() <-chan struct{} { return w.exited }
+func (w *proc) Exited() <-chan struct{} { return w.p.Exited() }
 
 // Diagnostics implements pool.Interpreter.
 func (w *proc) Diagnostics() string { return w.diag.String() }
@@ -246,19 +198,14 @@ func (w *proc) Run(ctx context.Context, runID uint64, code []byte, timeout time.
 	}}); err != nil {
 		return nil, errors.New("the worker stopped accepting work")
 	}
-	select {
-	case m, ok := <-w.msgs:
-		if !ok {
-			<-w.exited
-			return nil, fmt.Errorf("the worker died (%v)", w.waitErr)
-		}
-		if m.Kind != wire.KindResult || m.Result == nil || m.Result.ID != runID {
-			return nil, errors.New("the worker broke protocol")
-		}
-		return m.Result, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	m, err := w.next(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if m.Kind != wire.KindResult || m.Result == nil || m.Result.ID != runID {
+		return nil, errors.New("the worker broke protocol")
+	}
+	return m.Result, nil
 }
 
 // File implements pool.Interpreter: the worker answers from its memfs
@@ -278,43 +225,34 @@ func (w *proc) File(ctx context.Context, kind string, req *wire.FileRequest) (*w
 		}
 		return nil, errors.New("the worker stopped accepting work")
 	}
-	select {
-	case m, ok := <-w.msgs:
-		if !ok {
-			<-w.exited
-			return nil, fmt.Errorf("the worker died (%v)", w.waitErr)
-		}
-		if m.Kind != wire.KindFileResult || m.FileResult == nil || m.FileResult.ID != req.ID {
-			return nil, errors.New("the worker broke protocol")
-		}
-		return m.FileResult, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	m, err := w.next(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if m.Kind != wire.KindFileResult || m.FileResult == nil || m.FileResult.ID != req.ID {
+		return nil, errors.New("the worker broke protocol")
+	}
+	return m.FileResult, nil
 }
 
 // startTimeout bounds a worker's start-up (it loads the compiled module from
 // the cache and starts CPython: well under a second normally).
 const startTimeout = 60 * time.Second
 
-// Foreground restores normal scheduling priority for a worker taken from
-// the warm pool. Lowering niceness needs CAP_SYS_NICE: as non-root the
-// worker stays niced, which costs speed, not safety.
-func (w *proc) Foreground() {
-	_ = syscall.Setpriority(syscall.PRIO_PGRP, w.cmd.Process.Pid, 0)
-}
+// Foreground implements pool.Interpreter: a worker taken from the warm
+// pool gets normal priority back (its whole process group: every thread).
+func (w *proc) Foreground() { w.p.Foreground() }
 
 // Kill ends the worker's process group and waits until it is reaped. It is
 // safe to call more than once and from several goroutines.
 func (w *proc) Kill() {
 	w.killOnce.Do(func() {
 		w.ctl.Close()
-		if w.cmd.Process != nil {
-			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
-			_ = w.cmd.Process.Kill()
-		}
+		w.p.Kill()
+		<-w.p.Exited()
+		w.fromWorker.Close() // ends msgs' reader, if it had not read the EOF yet
 	})
-	<-w.exited
+	<-w.p.Exited()
 }
 
 // tailBuffer keeps the last max bytes written to it.

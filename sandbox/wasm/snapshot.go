@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/rotation"
+	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/worker"
 )
 
@@ -101,7 +102,7 @@ func (s *snapshots) take(ctx context.Context, background bool) (string, error) {
 	}
 	if background {
 		// A rotation must not slow live sessions down.
-		_ = syscall.Setpriority(syscall.PRIO_PGRP, c.Process.Pid, warmNice)
+		_ = syscall.Setpriority(syscall.PRIO_PGRP, c.Process.Pid, spawn.BackgroundNice)
 	}
 	if err := c.Wait(); err != nil {
 		return "", fmt.Errorf("snapshot: %w: %s", err, out.String())

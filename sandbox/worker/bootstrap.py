@@ -1,27 +1,18 @@
 # codeinterp guest bootstrap: runs once per interpreter, before any user code.
 # It reads programs framed as b"<nonce> <length>\n<source>" from fd 0, runs
-# each in one persistent namespace (state survives between runs, as in a
-# notebook), and after each run writes b"\0CI:<nonce>:<status>\n" to fd 2 in a
-# single write. The host treats only that exact write as the end of the run.
-# Anything here is reachable by user code too: it is plumbing, not a wall —
-# the walls are wasm, wazero's WASI and the worker process around it.
-import ast, builtins, io, linecache, os, sys, traceback
-
-def _codeinterp_warmup():
-    # Take the first-use costs (AST types, code paths of the loop) before a
-    # session is waiting: run a throwaway cell through the same steps. A
-    # snapshot takes them once, in the image.
-    _warm = compile(b"_ = 1\n_", "<warmup>", "exec", ast.PyCF_ONLY_AST)
-    _last = ast.Expression(_warm.body.pop().value)
-    _ns = {"__builtins__": builtins}
-    exec(compile(_warm, "<warmup>", "exec"), _ns)
-    eval(compile(_last, "<warmup>", "eval"), _ns)
+# each with the cell runner (sandbox/internal/cellrunner, prepended to this
+# file) in one persistent namespace (state survives between runs, as in a
+# notebook), and after each run writes b"\0CI:<nonce>:<status>\n" to fd 2 in
+# a single write. The host treats only that exact write as the end of the
+# run. Anything here is reachable by user code too: it is plumbing, not a
+# wall — the walls are wasm, wazero's WASI and the worker process around it.
+import io, os, sys
 
 def _codeinterp_loop(warmup=True):
     if warmup:
         _codeinterp_warmup()
     read, write = os.read, os.write
-    ns = {"__name__": "__main__", "__builtins__": builtins}
+    ns = _codeinterp_namespace()
     sys.stdin = io.StringIO("")  # input() gets EOF instead of eating the next program
     sys.argv = [""]
     n = 0
@@ -58,44 +49,8 @@ def _codeinterp_loop(warmup=True):
         nonce, size = take(None).split()
         src = take(int(size))
         n += 1
-        name = "<cell %d>" % n
-        status = b"ok"
-        try:
-            try:
-                text = src.decode("utf-8")
-                linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-            except UnicodeDecodeError:
-                pass
-            tree = compile(src, name, "exec", ast.PyCF_ONLY_AST)
-            last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            exec(compile(tree, name, "exec"), ns)
-            if last is not None:
-                value = eval(compile(last, name, "eval"), ns)
-                if value is not None:
-                    ns["_"] = value
-                    print(repr(value))
-        except SystemExit as e:
-            if e.code not in (None, 0):
-                status = b"error"
-                print("SystemExit: %s" % (e.code,), file=sys.stderr)
-        except BaseException as e:
-            status = b"memory" if isinstance(e, MemoryError) else b"error"
-            try:
-                tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
-                traceback.print_exception(type(e), e, tb)
-            except BaseException:
-                try:
-                    write(2, ("%s\n" % type(e).__name__).encode())
-                except BaseException:
-                    pass
-            e = None
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        write(2, b"\0CI:" + nonce + b":" + status + b"\n")
+        status = _codeinterp_run(src, "<cell %d>" % n, ns)
+        _codeinterp_flush()
+        write(2, b"\0CI:" + nonce + b":" + status.encode() + b"\n")
 
 _codeinterp_loop()

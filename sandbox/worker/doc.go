@@ -7,7 +7,8 @@
 // Sessions start either cold (python.wasm's _start) or, by default, from a
 // snapshot (snapshot.go, restore.go): the trusted "snapshot" mode starts
 // CPython in the reactor build, imports the stdlib modules and packages,
-// defines the kernel, and saves linear memory and the exported mutable
+// defines the kernel (sandbox/internal/cellrunner's cell runner, which the
+// gVisor kernel shares, then bootstrap.py's loop), and saves linear memory and the exported mutable
 // globals; a worker instantiates the data-stripped module without a start
 // function over a MAP_PRIVATE mapping of that image, sets the globals and
 // runs post_restore.py (RNGs reseeded from the session's crypto/rand) and

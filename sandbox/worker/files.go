@@ -18,6 +18,14 @@ import (
 // put that does not fit is refused whole. memfs has no symbolic links (nor
 // FIFOs), so there are none to follow: only directories and regular files.
 func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
+	res := w.fileOp(kind, req)
+	// A detail names a path of up to sandbox.MaxPathBytes; the server
+	// refuses one above wire.MaxDetail as a broken protocol.
+	res.Detail = clip(res.Detail, wire.MaxDetail)
+	return res
+}
+
+func (w *worker) fileOp(kind string, req *wire.FileRequest) *wire.FileResult {
 	res := &wire.FileResult{ID: req.ID}
 	if kind == wire.KindRemove {
 		res.Error, res.Detail = w.scratch.removeFiles(req.Paths)
@@ -37,6 +45,19 @@ func (w *worker) file(kind string, req *wire.FileRequest) *wire.FileResult {
 		res.Files, res.Truncated, res.Error, res.Detail = listFiles(f, mount, rel, req)
 	}
 	return res
+}
+
+// clip shortens s to at most n bytes of UTF-8, cutting between characters
+// (JSON would carry a cut one as a longer U+FFFD).
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // putFile writes data to rel all or nothing, after making way for it:

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 )
 
 // TestFileOps drives the worker's side of the file operations on a memfs
 // scratch space directly: the bounds of a listing, what it leaves out, and
-// that a put that does not fit leaves nothing behind.
+// that a put that does not fit leaves nothing behind. Every answer passes
+// the check the server makes of it.
 func TestFileOps(t *testing.T) {
 	w := &worker{scratch: newScratch(64 << 10)}
 	do := func(kind string, req wire.FileRequest) *wire.FileResult {
@@ -19,6 +21,9 @@ func TestFileOps(t *testing.T) {
 		r := w.file(kind, &req)
 		if r.ID != 9 {
 			t.Fatalf("answer for request %d", r.ID)
+		}
+		if err := wire.CheckFileResult(kind, &req, r); err != nil {
+			t.Errorf("%s %s: the server would refuse the answer: %v", kind, req.Path, err)
 		}
 		return r
 	}
@@ -91,6 +96,13 @@ func TestFileOps(t *testing.T) {
 	}
 	if r := do(wire.KindPut, wire.FileRequest{Path: "/mnt/data/" + strings.Repeat("n", 256) + "/x"}); r.Error != wire.FileErrInvalid {
 		t.Errorf("put below a name too long: %+v", r)
+	}
+	// A refusal that names a long path says so in at most wire.MaxDetail
+	// bytes, cut between characters.
+	long := "/mnt/data/" + strings.Repeat("é", 100) + "/" + strings.Repeat("n", 256) + "/x"
+	if r := do(wire.KindPut, wire.FileRequest{Path: long}); r.Error != wire.FileErrInvalid || len(r.Detail) > wire.MaxDetail ||
+		!utf8.ValidString(r.Detail) || !strings.Contains(r.Detail, "éé") {
+		t.Errorf("put below a long name too long: %+v", r)
 	}
 	// What stands in the way is replaced: a file where a parent must be,
 	// a directory (with everything below it) where the file goes.

@@ -22,11 +22,16 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/sys/unix"
 
+	"github.com/codeinterp/codeinterp/sandbox/internal/cellrunner"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 )
 
 //go:embed bootstrap.py
-var bootstrap string
+var bootstrapLoop string
+
+// bootstrap is the guest's kernel: the cell runner both kernels share, then
+// bootstrap.py's loop. The snapshot recipe hashes this, the whole of it.
+var bootstrap = cellrunner.Prepend(bootstrapLoop)
 
 // wasmPageSize is the WebAssembly page size.
 const wasmPageSize = 64 << 10

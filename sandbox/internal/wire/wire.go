@@ -1,6 +1,3 @@
-// Package wire is the control protocol between the server (sandbox/pool) and
-// a worker process (sandbox/worker): length-prefixed JSON frames on a pair of
-// pipes that are separate from anything the guest can write to.
 package wire
 
 import (
@@ -163,7 +160,7 @@ type FileRequest struct {
 const MaxListPathTotal = 4 << 20
 
 // FileResult answers a FileRequest. Error is empty on success, else one of
-// the FileErr codes, with a short Detail.
+// the FileErr codes, with a short Detail (at most MaxDetail bytes).
 type FileResult struct {
 	ID     uint64      `json:"id"`
 	Error  string      `json:"error,omitempty"`
@@ -176,6 +173,10 @@ type FileResult struct {
 	// Data (get) is last so that Write can stream it; base64 in JSON.
 	Data []byte `json:"data,omitempty"`
 }
+
+// MaxDetail bounds a Result's or a FileResult's Detail: it ends up in error
+// messages, and an interpreter the guest controls must not fill them.
+const MaxDetail = 256
 
 // FileEntry is one listed regular file.
 type FileEntry struct {
@@ -199,12 +200,31 @@ func Write(w io.Writer, m *Msg) error {
 	if m.FileResult != nil && len(m.FileResult.Data) > streamData {
 		return writeFileData(w, m)
 	}
-	b, err := json.Marshal(m)
+	return WriteFrame(w, m, MaxFrame)
+}
+
+// ErrFrameTooLarge is returned for a frame above its bound.
+var ErrFrameTooLarge = errors.New("wire: frame too large")
+
+// Read receives one frame. io.EOF means the peer closed cleanly between frames.
+func Read(r io.Reader) (*Msg, error) {
+	var m Msg
+	if err := ReadFrame(r, &m, MaxFrame); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// WriteFrame sends v, as JSON, in one frame of at most limit bytes: the
+// framing of Write for a protocol whose messages are not Msg (the gVisor
+// kernel's).
+func WriteFrame(w io.Writer, v any, limit int) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("wire: encode: %w", err)
 	}
-	if len(b) > MaxFrame {
-		return fmt.Errorf("wire: frame of %d bytes exceeds %d", len(b), MaxFrame)
+	if len(b) > limit {
+		return fmt.Errorf("wire: frame of %d bytes exceeds %d", len(b), limit)
 	}
 	// Two writes rather than a copy: a frame carrying a file is tens of MiB.
 	// The caller serialises writers, so nothing interleaves.
@@ -217,28 +237,27 @@ func Write(w io.Writer, m *Msg) error {
 	return err
 }
 
-// ErrFrameTooLarge is returned for a frame above MaxFrame.
-var ErrFrameTooLarge = errors.New("wire: frame too large")
-
-// Read receives one frame. io.EOF means the peer closed cleanly between frames.
-func Read(r io.Reader) (*Msg, error) {
+// ReadFrame receives one frame of at most limit bytes and decodes its JSON
+// into v. A frame above limit is ErrFrameTooLarge, and nothing of it is
+// read: the bound is what keeps a peer from making this side allocate
+// without limit. io.EOF means the peer closed cleanly between frames.
+func ReadFrame(r io.Reader, v any, limit int) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
+		return err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > MaxFrame {
-		return nil, ErrFrameTooLarge
+	if int64(n) > int64(limit) {
+		return fmt.Errorf("wire: frame of %d bytes exceeds %d: %w", n, limit, ErrFrameTooLarge)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("wire: short frame: %w", err)
+		return fmt.Errorf("wire: short frame: %w", err)
 	}
-	var m Msg
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("wire: decode: %w", err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("wire: decode: %w", err)
 	}
-	return &m, nil
+	return nil
 }
 
 // streamData is the size of FileResult.Data above which Write streams it.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"reflect"
 	"testing"
 )
@@ -35,5 +37,49 @@ func TestWriteFileData(t *testing.T) {
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
 	if want := append(hdr[:], b...); !bytes.Equal(streamed.Bytes(), want) {
 		t.Error("the streamed frame differs from json.Marshal's")
+	}
+}
+
+// TestReadFrameBound: a frame above the caller's bound is refused from its
+// header, before its body is read, and one at the bound reads.
+func TestReadFrameBound(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteFrame(&buf, map[string]string{"kind": "ready"}, 64); err != nil {
+		t.Fatal(err)
+	}
+	n := buf.Len() - 4
+	frame := buf.Bytes()
+	var v map[string]string
+	r := bytes.NewReader(frame)
+	if err := ReadFrame(r, &v, n-1); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("ReadFrame with bound %d of a %d-byte frame: %v; want ErrFrameTooLarge", n-1, n, err)
+	}
+	if r.Len() != n {
+		t.Errorf("%d bytes left unread after the refusal; want the body's %d", r.Len(), n)
+	}
+	if err := ReadFrame(bytes.NewReader(frame), &v, n); err != nil || v["kind"] != "ready" {
+		t.Fatalf("ReadFrame at the bound: %v, %v", v, err)
+	}
+	if err := WriteFrame(&buf, map[string]string{"kind": "ready"}, n-1); err == nil {
+		t.Error("WriteFrame sent a frame above its bound")
+	}
+}
+
+// TestReceive: a Receiver delivers the frames in order, then closes its
+// channel with the error that stopped it.
+func TestReceive(t *testing.T) {
+	var buf bytes.Buffer
+	for _, k := range []string{KindReady, KindResult} {
+		if err := Write(&buf, &Msg{Kind: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := Receive[Msg](&buf, MaxFrame, 0)
+	var kinds []string
+	for m := range rc.C() {
+		kinds = append(kinds, m.Kind)
+	}
+	if !reflect.DeepEqual(kinds, []string{KindReady, KindResult}) || !errors.Is(rc.Err(), io.EOF) {
+		t.Errorf("received %v, then %v; want [ready result], then EOF", kinds, rc.Err())
 	}
 }
