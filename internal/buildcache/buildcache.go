@@ -56,3 +56,16 @@ func Newest(root, prefix string) (string, error) {
 	}
 	return best, nil
 }
+
+// Find is the directory a build script's output is read from: $env if set
+// (the script writes there too), else Newest under Root.
+func Find(env, prefix string) (string, error) {
+	if d := os.Getenv(env); d != "" {
+		return d, nil
+	}
+	root, err := Root(os.LookupEnv)
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: %w", errors.Join(err, ErrNotBuilt))
+	}
+	return Newest(root, prefix)
+}

@@ -63,3 +63,26 @@ func TestRoot(t *testing.T) {
 		}
 	}
 }
+
+func TestFind(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("CODEINTERP_TEST_DIR", "")
+	if _, err := Find("CODEINTERP_TEST_DIR", "x-"); !errors.Is(err, ErrNotBuilt) {
+		t.Fatalf("nothing built: %v, want ErrNotBuilt", err)
+	}
+	built := filepath.Join(cache, "codeinterp", "x-1")
+	if err := os.MkdirAll(built, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(built, "MANIFEST"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Find("CODEINTERP_TEST_DIR", "x-"); err != nil || got != built {
+		t.Fatalf("Find = %q, %v; want %q", got, err, built)
+	}
+	t.Setenv("CODEINTERP_TEST_DIR", "/elsewhere")
+	if got, err := Find("CODEINTERP_TEST_DIR", "x-"); err != nil || got != "/elsewhere" {
+		t.Fatalf("Find with the variable set = %q, %v; want /elsewhere", got, err)
+	}
+}

@@ -22,14 +22,7 @@ var ErrRootFSMissing = errors.New("the gVisor sandbox's root filesystem is missi
 // $CODEINTERP_GVISOR_ROOTFS if set, else the newest finished
 // ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/gvisor-rootfs-* directory.
 func DefaultRootFS() (string, error) {
-	if d := os.Getenv("CODEINTERP_GVISOR_ROOTFS"); d != "" {
-		return d, nil
-	}
-	root, err := buildcache.Root(os.LookupEnv)
-	if err != nil {
-		return "", fmt.Errorf("gvisor: %w: %v", ErrRootFSMissing, err)
-	}
-	d, err := buildcache.Newest(root, RootFSPrefix)
+	d, err := buildcache.Find("CODEINTERP_GVISOR_ROOTFS", RootFSPrefix)
 	if err != nil {
 		return "", fmt.Errorf("gvisor: %w: %v", ErrRootFSMissing, err)
 	}

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/codeinterp/codeinterp/internal/buildcache"
 )
@@ -14,14 +13,7 @@ const RuntimeVersion = "3.13.5"
 // $CODEINTERP_RUNTIME_DIR if set, else the newest complete
 // ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/cpython-3.13.5-* directory.
 func DefaultRuntimeDir() (string, error) {
-	if d := os.Getenv("CODEINTERP_RUNTIME_DIR"); d != "" {
-		return d, nil
-	}
-	root, err := buildcache.Root(os.LookupEnv)
-	if err != nil {
-		return "", fmt.Errorf("%w: no cache directory: %v", ErrRuntimeMissing, err)
-	}
-	d, err := buildcache.Newest(root, "cpython-"+RuntimeVersion+"-")
+	d, err := buildcache.Find("CODEINTERP_RUNTIME_DIR", "cpython-"+RuntimeVersion+"-")
 	if err != nil {
 		return "", fmt.Errorf("%w: %v: build it with `make runtime` (runtime/build-python-wasi.sh)", ErrRuntimeMissing, err)
 	}
