@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -122,7 +123,7 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 		cfg.MaxExpiryMinutes = cfg.DefaultExpiryMinutes
 	}
 	if cfg.MaxMemoryLimit == 0 {
-		cfg.MaxMemoryLimit = 1 << 30
+		cfg.MaxMemoryLimit = memlimit.DefaultBytes
 	}
 	if cfg.MaxUploadBytes == 0 {
 		cfg.MaxUploadBytes = 64 << 20

@@ -10,23 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/store"
 )
-
-// memoryLimit is one of OpenAI's memory_limit values and its size.
-type memoryLimit struct {
-	name  string
-	bytes int64
-}
-
-// memoryLimits are OpenAI's memory_limit values, smallest first.
-func memoryLimits() []memoryLimit {
-	return []memoryLimit{{"1g", 1 << 30}, {"4g", 4 << 30}, {"16g", 16 << 30}, {"64g", 64 << 30}}
-}
-
-// defaultMemoryLimit is what a container gets when the request names none
-// (OpenAI's default).
-const defaultMemoryLimit = "1g"
 
 // createContainer is POST /v1/containers.
 func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner string, _ []string) {
@@ -37,7 +23,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	c := store.Container{
 		ID: store.NewID("cntr_"), Owner: owner,
-		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: defaultMemoryLimit, Origin: store.OriginAPI,
+		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: memlimit.Default, Origin: store.OriginAPI,
 	}
 	var fileIDs []string
 	hasName := false
@@ -218,10 +204,10 @@ func (s *Server) parseExpiresAfter(v json.RawMessage) (int, *Error) {
 // means, and the smallest choice OpenAI offers.
 func (s *Server) checkMemoryLimit(ml string) *Error {
 	var allowed []string
-	for _, m := range memoryLimits() {
-		if m.bytes <= s.cfg.MaxMemoryLimit || m.name == defaultMemoryLimit {
-			allowed = append(allowed, m.name)
-			if m.name == ml {
+	for _, m := range memlimit.Choices() {
+		if m.Bytes <= s.cfg.MaxMemoryLimit || m.Name == memlimit.Default {
+			allowed = append(allowed, m.Name)
+			if m.Name == ml {
 				return nil
 			}
 		}

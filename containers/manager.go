@@ -29,6 +29,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -210,8 +211,8 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 	// OpenAI's default size ("1g") is the operator's default session
 	// memory; a container made with a larger memory_limit gets that.
 	mem := spec.MemoryBytes
-	if mem == 0 && c.MemoryLimit != defaultMemoryLimit {
-		mem, _ = sandbox.ParseMemoryLimit(c.MemoryLimit)
+	if mem == 0 && c.MemoryLimit != memlimit.Default {
+		mem, _ = memlimit.Parse(c.MemoryLimit)
 	}
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
 }
@@ -479,14 +480,11 @@ func safeName(name string) string {
 	return name
 }
 
-// defaultMemoryLimit is OpenAI's default container memory_limit.
-const defaultMemoryLimit = "1g"
-
 // memoryString is OpenAI's memory_limit spelling of b ("4g"); the default
 // for 0.
 func memoryString(b int64) string {
 	if b <= 0 {
-		return defaultMemoryLimit
+		return memlimit.Default
 	}
-	return sandbox.FormatMemoryLimit(b)
+	return memlimit.Format(b)
 }

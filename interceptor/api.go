@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -116,7 +117,7 @@ func DefaultConfig() Config {
 		MaxRounds:        8,
 		MaxParallelCalls: 4,
 		MaxToolCalls:     32,
-		MaxMemoryBytes:   1 << 30,
+		MaxMemoryBytes:   memlimit.DefaultBytes,
 		FollowUp:         FollowUpAuto,
 		InputFiles:       InputFilesPass,
 		CallStatus:       CallStatusOpenAI,

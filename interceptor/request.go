@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/tidwall/gjson"
 )
 
@@ -368,7 +368,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 			case !ok:
 				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
 			case n > i.cfg.MaxMemoryBytes:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, sandbox.FormatMemoryLimit(i.cfg.MaxMemoryBytes))
+				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, memlimit.Format(i.cfg.MaxMemoryBytes))
 			default:
 				mem = n
 			}
@@ -401,12 +401,12 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 	return mem, nil
 }
 
-// parseMemory reads a memory_limit value (see sandbox.ParseMemoryLimit).
+// parseMemory reads a memory_limit value (see memlimit.Parse).
 func parseMemory(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.String {
 		return 0, false
 	}
-	return sandbox.ParseMemoryLimit(v.Str)
+	return memlimit.Parse(v.Str)
 }
 
 // rewriteToolChoice maps a tool_choice naming the native tool to our
