@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -22,7 +23,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		return
 	}
 	c := store.Container{
-		ID: store.NewID("cntr_"), Owner: owner,
+		ID: idgen.New("cntr_"), Owner: owner,
 		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: memlimit.Default, Origin: store.OriginAPI,
 	}
 	var fileIDs []string
@@ -109,7 +110,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	for _, f := range files {
 		_, err := s.st.PutFile(r.Context(), store.File{
-			ID: store.NewID("cfile_"), Owner: owner, ContainerID: c.ID, Path: "/mnt/data/" + f.name,
+			ID: idgen.New("cfile_"), Owner: owner, ContainerID: c.ID, Path: "/mnt/data/" + f.name,
 			Filename: f.name, CreatedAt: now, Source: "user",
 		}, f.data)
 		if err != nil {

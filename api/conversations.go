@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -264,7 +265,7 @@ func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson
 	id := it.Get("id").Str
 	switch {
 	case !it.Get("id").Exists() || it.Get("id").Type == gjson.Null:
-		id = store.NewItemID(typ)
+		id = idgen.NewItem(typ)
 		doc, _ = sjson.Set(doc, "id", id)
 	case !store.ValidID(id):
 		return store.ConversationItem{}, invalid(param+".id", "invalid_value", "Invalid '%s.id': expected an ID that contains letters, numbers, underscores, or dashes.", param)
@@ -369,4 +370,4 @@ func (s *Server) itemError(w http.ResponseWriter, r *http.Request, err error, id
 	s.conversationError(w, r, err, id)
 }
 
-func newConversationID() string { return store.NewTaggedID("conv_", 48) }
+func newConversationID() string { return idgen.NewTagged("conv_", 48) }

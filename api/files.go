@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 		name, data = got[0].name, got[0].data
 	}
 	f, err := s.st.PutFile(r.Context(), store.File{
-		ID: store.NewID("cfile_"), Owner: owner, ContainerID: cid, Path: "/mnt/data/" + name,
+		ID: idgen.New("cfile_"), Owner: owner, ContainerID: cid, Path: "/mnt/data/" + name,
 		Filename: name, CreatedAt: s.now().Unix(), Source: "user",
 	}, data)
 	if err != nil {
@@ -210,7 +211,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 		expires = now.Add(lifetime).Unix()
 	}
 	stored, err := s.st.PutFile(r.Context(), store.File{
-		ID: store.NewID("file-"), Owner: owner, Filename: f.filename, CreatedAt: now.Unix(),
+		ID: idgen.New("file-"), Owner: owner, Filename: f.filename, CreatedAt: now.Unix(),
 		Purpose: purpose, ExpiresAt: expires,
 	}, f.data)
 	if err != nil {
@@ -416,7 +417,7 @@ func uploadName(fn string, max int) (string, *Error) {
 // id. Both are refused at upload, never when code wants to use them.
 const (
 	maxContainerFileName = store.MaxNameBytes
-	maxFilesAPIName      = store.MaxNameBytes - len("file-") - store.IDDigits - 1
+	maxFilesAPIName      = store.MaxNameBytes - len("file-") - idgen.Digits - 1
 )
 
 func contains(list []string, s string) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -110,7 +111,7 @@ func (s *Server) storedResponse(w http.ResponseWriter, r *http.Request, owner, i
 			return rec, false
 		}
 	}
-	if s.cfg.ResponsesUpstreamURL != "" && !store.Tagged(id, "resp_") {
+	if s.cfg.ResponsesUpstreamURL != "" && !idgen.Tagged(id, "resp_") {
 		// Not one of ours: the model server's.
 		s.passResponses(w, r)
 		return rec, false

@@ -29,6 +29,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
@@ -183,7 +184,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		}
 		if c.ID == "" {
 			c = store.Container{
-				ID: store.NewID("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
+				ID: idgen.New("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
@@ -312,7 +313,7 @@ func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.H
 	}
 	name := store.AttachedName(fileID, safeName(filename))
 	_, err = m.st.PutFile(ctx, store.File{
-		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
 	}, data)
 	if err != nil {
@@ -335,7 +336,7 @@ func (m *Manager) addInput(ctx context.Context, c store.Container, header http.H
 	}
 	name := safeName(in.Filename)
 	_, err := m.st.PutFile(ctx, store.File{
-		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
 	}, in.Data)
 	if err != nil {

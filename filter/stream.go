@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -221,7 +220,7 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 		}
 	}
 	if st.requestID == "" {
-		st.requestID = newRequestID()
+		st.requestID = idgen.Random("", 32)
 	}
 	st.log = st.s.log.With(zap.String("request_id", st.requestID))
 	path, _, _ := strings.Cut(st.path, "?")
@@ -567,10 +566,4 @@ func messageName(req *extprocv3.ProcessingRequest) string {
 		return "response_trailers"
 	}
 	return "empty message"
-}
-
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

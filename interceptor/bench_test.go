@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -82,7 +83,7 @@ func spliceFixture(b *testing.B, ic *Interceptor, stream bool) (*loop, []*round)
 	}
 	x.req.includeOutputs = true
 	x.req.clientStream = stream
-	l := &loop{x: x, cfg: ic.cfg, log: ic.log, containerID: newID("cntr_", 24)}
+	l := &loop{x: x, cfg: ic.cfg, log: ic.log, containerID: idgen.New("cntr_")}
 	var rounds []*round
 	code := "import statistics\nvalues = [i * i for i in range(100)]\nprint(statistics.mean(values), statistics.pstdev(values))\n"
 	for r := 0; r < 5; r++ {

@@ -14,6 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/codeinterp/codeinterp/idgen"
 )
 
 // This file is the test stand-in for what cannot run here: the model. The
@@ -98,7 +100,7 @@ func (u *scriptedUpstream) CreateResponse(ctx context.Context, body []byte) (int
 	if s.status != 0 {
 		return s.status, jsonHeader(), []byte(s.body), nil
 	}
-	id := "resp_" + strings.Repeat(strconv.Itoa(n), 4) + newID("", 10)
+	id := "resp_" + strings.Repeat(strconv.Itoa(n), 4) + idgen.Random("", 20)
 	u.ids = append(u.ids, id)
 	return 200, jsonHeader(), u.respond(id, req, s), nil
 }
@@ -188,17 +190,17 @@ func fcItem(callID, code string) string {
 }
 
 func fcRaw(callID, name, args string) string {
-	return `{"id":"fc_` + newID("", 20) + `","type":"function_call","status":"completed","arguments":` + jsonString(args) +
+	return `{"id":"fc_` + idgen.Random("", 40) + `","type":"function_call","status":"completed","arguments":` + jsonString(args) +
 		`,"call_id":` + jsonString(callID) + `,"name":` + jsonString(name) + `}`
 }
 
 func msgItem(text string) string {
-	return `{"id":"msg_` + newID("", 20) + `","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":` +
+	return `{"id":"msg_` + idgen.Random("", 40) + `","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":` +
 		jsonString(text) + `}],"phase":"final_answer","role":"assistant"}`
 }
 
 func reasoningItem(summary string) string {
-	return `{"id":"rs_` + newID("", 20) + `","type":"reasoning","summary":[{"type":"summary_text","text":` + jsonString(summary) + `}]}`
+	return `{"id":"rs_` + idgen.Random("", 40) + `","type":"reasoning","summary":[{"type":"summary_text","text":` + jsonString(summary) + `}]}`
 }
 
 // gateway serves the interceptor over HTTP as the filter does: rewrite,

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -137,7 +138,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if pr.Type == gjson.String && pr.Str != "" && i.responses != nil {
 		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
 		switch {
-		case errors.Is(err, store.ErrNotFound) && store.Tagged(pr.Str, "resp_"):
+		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(pr.Str, "resp_"):
 			// Ours, but gone (expired, deleted, store: false, or another
 			// credential's): OpenAI's answer, not a model server's guess.
 			return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
@@ -155,7 +156,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if conv != "" && i.conversations != nil {
 		items, err := i.conversations.Items(ctx, owner, conv)
 		switch {
-		case errors.Is(err, store.ErrNotFound) && store.Tagged(conv, "conv_"):
+		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(conv, "conv_"):
 			return nil, nil, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "conversation",
 				Message: "Conversation with id '" + conv + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
@@ -266,7 +267,7 @@ func (x *Exchange) adopt(h *history, resolved []byte) {
 		}
 	}
 	if (x.ic.responses != nil || h.conv != "") && x.req.intercepted {
-		x.respID = store.NewTaggedID("resp_", 50)
+		x.respID = idgen.NewTagged("resp_", 50)
 	}
 }
 
@@ -336,7 +337,7 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 			}
 		}
 		if errors.Is(e, store.ErrNotFound) {
-			if it.Get("type").Str != "code_interpreter_call" && store.Tagged(id, "ci_") {
+			if it.Get("type").Str != "code_interpreter_call" && idgen.Tagged(id, "ci_") {
 				// A reference to a call of ours that is gone: the model
 				// server never knew it.
 				err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "input",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
@@ -259,7 +260,7 @@ func TestHistoryIsTheOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv := store.NewTaggedID("conv_", 48)
+	conv := idgen.NewTagged("conv_", 48)
 	if err := cs.PutConversation(ctx, store.Conversation{ID: conv, Owner: "alice", CreatedAt: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestHistoryIsTheOwners(t *testing.T) {
 		param, code string
 	}{
 		{"her response", `,"previous_response_id":"` + r1.Get("id").Str + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
-		{"a response never made", `,"previous_response_id":"` + store.NewTaggedID("resp_", 50) + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
+		{"a response never made", `,"previous_response_id":"` + idgen.NewTagged("resp_", 50) + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
 		{"her call", `,"input":[{"type":"item_reference","id":"` + ci + `"}]`, 404, "input", ""},
 		{"her call, referenced without a type", `,"input":[{"id":"` + ci + `"}]`, 404, "input", ""},
 		{"her conversation", `,"conversation":"` + conv + `","input":"hi"`, 404, "conversation", ""},

@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -321,7 +322,7 @@ func (s *recordingSession) Run(ctx context.Context, code string) (sandbox.Result
 type fakeContainers struct{ p sandbox.Provider }
 
 func (f fakeContainers) Open(ctx context.Context, spec containers.Spec) (containers.Container, error) {
-	return &fakeContainer{p: f.p, id: newID("cntr_", 24)}, nil
+	return &fakeContainer{p: f.p, id: idgen.New("cntr_")}, nil
 }
 
 type fakeContainer struct {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
 	"go.uber.org/zap"
@@ -193,7 +193,7 @@ func (s *liveStream) pass(rs *roundState, typ string, root gjson.Result) {
 // openCall shows one of our calls starting, as OpenAI adds a
 // code_interpreter_call.
 func (s *liveStream) openCall(rs *roundState, idx int) *liveCall {
-	lc := &liveCall{ciID: store.NewTaggedID("ci_", 50)}
+	lc := &liveCall{ciID: idgen.NewTagged("ci_", 50)}
 	rs.calls[idx] = lc
 	outputs := "null"
 	if s.l.x.req.includeOutputs {

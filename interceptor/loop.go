@@ -2,8 +2,6 @@ package interceptor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strconv"
@@ -13,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/store"
 )
 
 // call is one call of our function found in a model turn.
@@ -91,7 +89,7 @@ func (i *Interceptor) parseRound(body []byte) (*round, error) {
 }
 
 func newCall(idx int, it gjson.Result) *call {
-	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: store.NewTaggedID("ci_", 50)}
+	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: idgen.NewTagged("ci_", 50)}
 	if c.callID == "" {
 		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
 	}
@@ -154,7 +152,7 @@ func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int
 // newLoop starts the loop state of an intercepted exchange; up is nil on
 // the live path (which streams its follow-ups itself).
 func (x *Exchange) newLoop(up Upstream) *loop {
-	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: newID("cntr_", 24), budget: x.req.maxCalls}
+	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: idgen.New("cntr_"), budget: x.req.maxCalls}
 	if x.ctr != nil {
 		l.containerID = x.ctr.ID()
 	}
@@ -729,11 +727,4 @@ func upstreamErrorFields(status int, body []byte) (code, msg, param string) {
 		code = e.Get("type").Str
 	}
 	return code, msg, e.Get("param").Str
-}
-
-// newID returns prefix + n random bytes in hex, like OpenAI's ids.
-func newID(prefix string, n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return prefix + hex.EncodeToString(b)
 }

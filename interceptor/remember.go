@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -149,7 +150,7 @@ func withIDs(items []string, raw string) []string {
 		if typ == "" && v.Get("role").Exists() {
 			typ = "message"
 		}
-		out = append(out, string(editObject(it, set("id", jsonString(store.NewItemID(typ))))))
+		out = append(out, string(editObject(it, set("id", jsonString(idgen.NewItem(typ))))))
 	}
 	return out
 }
