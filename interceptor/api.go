@@ -6,7 +6,6 @@ package interceptor
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -161,28 +160,6 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field, by name.
 func (c Config) Validate() error { return c.validate() }
 
-// APIError is a request the interceptor refuses, or a failure it reports to
-// the client, in OpenAI's error shape. Every error RewriteRequest returns is
-// an *APIError.
-type APIError struct {
-	Status  int    // HTTP status, e.g. 400
-	Type    string // e.g. "invalid_request_error"
-	Message string
-	Param   string // the offending field, e.g. "tools[1].container.file_ids"; "" means null
-	Code    string // e.g. "unknown_parameter"; "" means null
-}
-
-func (e *APIError) Error() string {
-	if e.Param != "" {
-		return fmt.Sprintf("%d %s (%s): %s", e.Status, e.Type, e.Param, e.Message)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
-}
-
-// Body is the error as the JSON body OpenAI sends:
-// {"error":{"message":…,"type":…,"param":…,"code":…}}.
-func (e *APIError) Body() []byte { return e.body() }
-
 // Result is what the client gets for an intercepted exchange.
 type Result struct {
 	Status      int    // HTTP status for the client
@@ -236,7 +213,7 @@ func (i *Interceptor) Config() Config { return i.cfg }
 // without parsing the whole body. Otherwise it validates the tool and returns
 // the upstream body: the tool replaced by a function tool, tool_choice and
 // replayed history rewritten, stream forced to false. A refused request gives
-// an *APIError (HTTP 400 with param naming the field, or 413) and no Exchange.
+// an *apierror.Error (HTTP 400 with param naming the field, or 413) and no Exchange.
 func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 	return i.rewriteRequest(body)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
+
+	"github.com/codeinterp/codeinterp/apierror"
 )
 
 // Seeds: the recorded requests and responses, plus the corpus committed in
@@ -24,9 +26,9 @@ func FuzzRewriteRequest(f *testing.F) {
 		ic := newRewriter(t, func(c *Config) { c.MaxBodyBytes = 1 << 20 })
 		x, err := ic.RewriteRequest(body)
 		if err != nil {
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("error %T is not an *APIError: %v", err, err)
+				t.Fatalf("error %T is not an *apierror.Error: %v", err, err)
 			}
 			if ae.Status != 400 && ae.Status != 413 || ae.Message == "" {
 				t.Fatalf("rejection %+v", ae)

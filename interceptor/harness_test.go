@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/idgen"
 )
 
@@ -215,7 +216,7 @@ func gateway(t *testing.T, ic *Interceptor, up Upstream) (*httptest.Server, *ope
 		}
 		x, err := ic.RewriteRequest(body)
 		if err != nil {
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
 				t.Errorf("RewriteRequest error %T: %v", err, err)
 				return

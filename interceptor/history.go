@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -141,7 +143,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(pr.Str, "resp_"):
 			// Ours, but gone (expired, deleted, store: false, or another
 			// credential's): OpenAI's answer, not a model server's guess.
-			return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
+			return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: "previous_response_id",
 				Code: "previous_response_not_found", Message: "Previous response with id '" + pr.Str + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
 			// Not ours: the model server's business.
@@ -157,7 +159,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		items, err := i.conversations.Items(ctx, owner, conv)
 		switch {
 		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(conv, "conv_"):
-			return nil, nil, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "conversation",
+			return nil, nil, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: "conversation",
 				Message: "Conversation with id '" + conv + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
 			// The model server's own conversation, or none: its business.
@@ -169,7 +171,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		}
 	}
 	if (prev != nil || h.conv != "") && pr.Exists() && pr.Type != gjson.Null && conv != "" {
-		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "mutually_exclusive_parameters",
+		return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "mutually_exclusive_parameters",
 			Message: "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'."}
 	}
 	switch {
@@ -235,8 +237,8 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		if h.conv != "" {
 			param = "conversation"
 		}
-		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_too_large",
-			Message: sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
+		return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: param, Code: "context_too_large",
+			Message: fmt.Sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
 	}
 	return out, h, nil
 }
@@ -288,7 +290,7 @@ func (i *Interceptor) expand(ctx context.Context, owner string, rec store.Respon
 	chain, err := i.responses.GetResponses(ctx, owner, rec.History)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
+		return nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: "previous_response_id", Code: "previous_response_not_found",
 			Message: "Previous response with id '" + rec.ID + "' continues a conversation of which an earlier response was deleted or has expired; its history cannot be rebuilt."}
 	case err != nil:
 		i.log.Error("response store lookup failed", zap.Error(err))
@@ -340,7 +342,7 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 			if it.Get("type").Str != "code_interpreter_call" && idgen.Tagged(id, "ci_") {
 				// A reference to a call of ours that is gone: the model
 				// server never knew it.
-				err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "input",
+				err = &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: "input",
 					Message: "Item with id '" + id + "' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."}
 				return false
 			}
@@ -435,8 +437,8 @@ func userMessage(content string) string {
 	return string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", content)))
 }
 
-func storeUnavailable() *APIError {
-	return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
+func storeUnavailable() *apierror.Error {
+	return &apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer,
 		Message: "The response store is unavailable; try again later."}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store"
@@ -50,7 +51,7 @@ func convPost(t *testing.T, ic *Interceptor, up Upstream, owner, body string) (i
 	ctx := context.Background()
 	x, err := ic.NewExchange(ctx, Caller{Owner: owner}, []byte(body))
 	if err != nil {
-		var ae *APIError
+		var ae *apierror.Error
 		if !errors.As(err, &ae) {
 			t.Fatalf("NewExchange: %T %v", err, err)
 		}

@@ -10,13 +10,6 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
-func sprintf(format string, args ...any) string {
-	if len(args) == 0 {
-		return format
-	}
-	return fmt.Sprintf(format, args...)
-}
-
 // toolDescription tells the model what the function gives it, from what
 // the running provider reports: it mirrors what OpenAI's hosted tool offers,
 // minus what this sandbox lacks.

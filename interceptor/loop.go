@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
@@ -270,7 +271,7 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		if f.body != nil {
 			return l.upstreamError(f.status, f.header, f.body), nil
 		}
-		return l.fail(f.status, "server_error", f.code, f.msg), nil
+		return l.fail(f.status, f.code, f.msg), nil
 	}
 	final := l.response(rounds)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
@@ -695,8 +696,8 @@ func logs(c *call) string {
 }
 
 // fail answers the client with an error of our own.
-func (l *loop) fail(status int, typ, code, msg string) *Result {
-	e := &APIError{Status: status, Type: typ, Code: code, Message: msg}
+func (l *loop) fail(status int, code, msg string) *Result {
+	e := apierror.Server(status, code, "%s", msg)
 	if l.x.req.clientStream {
 		return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, ""),
 			Rounds: l.followUps, ToolCalls: l.toolCalls}

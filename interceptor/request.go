@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/tidwall/gjson"
 )
@@ -84,7 +85,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		// The upstream owns JSON syntax errors, unless the body (as far as a
 		// tolerant reader can tell) asks for our tool.
 		if hasTool {
-			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_json",
+			return nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "invalid_json",
 				Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"}
 		}
 		return pass, nil
@@ -94,11 +95,11 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		return pass, nil
 	}
 	if i.cfg.MaxBodyBytes > 0 && len(body) > i.cfg.MaxBodyBytes {
-		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		return nil, &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large",
 			Message: "The request body is " + strconv.Itoa(len(body)) + " bytes; this server accepts at most " + strconv.Itoa(i.cfg.MaxBodyBytes) + "."}
 	}
 	if k := root.dup; k != "" {
-		return nil, invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
+		return nil, apierror.Invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
 	}
 	r := request{modified: true, obfuscate: true}
 	var edits []edit
@@ -136,7 +137,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	case !input.Exists() || input.Type == gjson.Null:
 		r.input = "[]"
 	default:
-		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
+		return nil, apierror.Invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
 	}
 	// Without our tool only replayed history was rewritten, and the response
 	// is the upstream's own.
@@ -173,11 +174,11 @@ func hasNativeTool(tools gjson.Result) bool {
 func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result) ([]edit, error) {
 	fn := i.cfg.FunctionName
 	if bg := root.get("background"); bg.Type == gjson.True {
-		return nil, invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
+		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
 	}
 	r.clientTools = tools.Raw
 	var out []string
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	n, ciIndex := 0, -1
 	tools.ForEach(func(_, t gjson.Result) bool {
 		idx := n
@@ -185,7 +186,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		param := "tools[" + strconv.Itoa(idx) + "]"
 		if t.IsObject() {
 			if k := duplicateKey(t.Raw); k != "" {
-				apiErr = invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+				apiErr = apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 				return false
 			}
 		}
@@ -193,7 +194,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		switch {
 		case typ == "code_interpreter":
 			if ciIndex >= 0 {
-				apiErr = invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
+				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
 				return false
 			}
 			ciIndex = idx
@@ -205,7 +206,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 			r.memoryBytes = mem
 			out = append(out, i.fn.json)
 		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
-			apiErr = invalid(param+".name", "tool_name_conflict",
+			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
 				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
 			return false
 		default:
@@ -251,7 +252,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 			edits = append(edits, set("stream", "false"))
 		case gjson.False, gjson.Null:
 		default:
-			return nil, invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
+			return nil, apierror.Invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
 		}
 	}
 	if so := root.get("stream_options"); so.Exists() {
@@ -267,7 +268,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	// does not know it.
 	if inc := root.get("include"); inc.Exists() && inc.Type != gjson.Null {
 		if !inc.IsArray() {
-			return nil, invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
+			return nil, apierror.Invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
 		}
 		var kept []string
 		inc.ForEach(func(_, v gjson.Result) bool {
@@ -288,7 +289,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	if mt := root.get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
 		v, err := strconv.ParseInt(mt.Raw, 10, 64)
 		if mt.Type != gjson.Number || err != nil || v < 0 {
-			return nil, invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
+			return nil, apierror.Invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
 		}
 		if v < int64(r.maxCalls) {
 			r.maxCalls = int(v)
@@ -299,9 +300,9 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 
 // checkNativeTool validates one native code_interpreter declaration and
 // returns the memory it asks for (0 = operator default).
-func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *apierror.Error) {
 	var mem int64
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	hasContainer := false
 	t.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -314,14 +315,14 @@ func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) 
 				return ok
 			})
 			if !ok {
-				apiErr = invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
+				apiErr = apierror.Invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
 			}
 		case "container":
 			hasContainer = true
 			r.containerParam = param + ".container"
 			mem, apiErr = i.checkContainer(r, param+".container", v)
 		default:
-			apiErr = invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
+			apiErr = apierror.Invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
 		}
 		return apiErr == nil
 	})
@@ -329,27 +330,27 @@ func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) 
 		return 0, apiErr
 	}
 	if !hasContainer {
-		return 0, invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
+		return 0, apierror.Invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
 	}
 	return mem, nil
 }
 
-func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *apierror.Error) {
 	switch {
 	case c.Type == gjson.String && i.containers != nil:
 		r.container.id = c.Str
 		return 0, checkContainerID(param, c.Str)
 	case c.Type == gjson.String:
-		return 0, invalid(param, "container_not_found",
+		return 0, apierror.Invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
 	case !c.IsObject():
-		return 0, invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
+		return 0, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
 	}
 	if k := duplicateKey(c.Raw); k != "" {
-		return 0, invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+		return 0, apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 	}
 	var mem int64
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	hasType := false
 	c.ForEach(func(k, v gjson.Result) bool {
 		p := param + "." + k.Str
@@ -357,7 +358,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		case "type":
 			hasType = true
 			if v.Type != gjson.String || v.Str != "auto" {
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': only 'auto' is supported.", p)
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': only 'auto' is supported.", p)
 			}
 		case "memory_limit":
 			if v.Type == gjson.Null {
@@ -366,9 +367,9 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 			n, ok := parseMemory(v)
 			switch {
 			case !ok:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
 			case n > i.cfg.MaxMemoryBytes:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, memlimit.Format(i.cfg.MaxMemoryBytes))
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, memlimit.Format(i.cfg.MaxMemoryBytes))
 			default:
 				mem = n
 			}
@@ -378,17 +379,17 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 				r.container.fileIDs, apiErr = checkFileIDs(p, v)
 			case v.Type == gjson.Null:
 			case !v.IsArray():
-				apiErr = invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
+				apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
 			case len(v.Array()) > 0:
-				apiErr = invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
+				apiErr = apierror.Invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
 			}
 		case "network_policy":
 			// We never give the sandbox a network; asking for none is fine.
 			if v.Type != gjson.Null && v.Get("type").Str != "disabled" {
-				apiErr = invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
+				apiErr = apierror.Invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
 			}
 		default:
-			apiErr = invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
+			apiErr = apierror.Invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
 		}
 		return apiErr == nil
 	})
@@ -396,7 +397,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		return 0, apiErr
 	}
 	if !hasType {
-		return 0, invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
+		return 0, apierror.Invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
 	}
 	return mem, nil
 }
@@ -411,12 +412,12 @@ func parseMemory(v gjson.Result) (int64, bool) {
 
 // rewriteToolChoice maps a tool_choice naming the native tool to our
 // function; anything else is returned unchanged.
-func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
+func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
 	if k := duplicateKey(tc.Raw); k != "" {
-		return "", invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
+		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
 	fnChoice := string(appendEditedObject(nil, `{}`, set("type", `"function"`), set("name", jsonString(i.cfg.FunctionName))))
 	switch tc.Get("type").Str {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -436,9 +437,9 @@ func TestRejections(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted: upstream %s", x.UpstreamBody())
 			}
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("error %T is not *APIError: %v", err, err)
+				t.Fatalf("error %T is not *apierror.Error: %v", err, err)
 			}
 			if ae.Status != tc.status || ae.Param != tc.param || ae.Code != tc.code || ae.Type != "invalid_request_error" || ae.Message == "" {
 				t.Fatalf("got %+v, want status %d param %q code %q", ae, tc.status, tc.param, tc.code)
@@ -449,7 +450,7 @@ func TestRejections(t *testing.T) {
 }
 
 // checkErrorBody decodes an error body the way OpenAI's clients do.
-func checkErrorBody(t *testing.T, body []byte, want *APIError) {
+func checkErrorBody(t *testing.T, body []byte, want *apierror.Error) {
 	t.Helper()
 	var env struct {
 		Error struct {

@@ -286,13 +286,6 @@ func Owner(h http.Header, names []string) (owner string, ok bool) {
 	return "o_" + hex.EncodeToString(sum.Sum(nil))[:32], ok
 }
 
-// NoCredentialMessage is OpenAI's answer (401, invalid_request_error) to a
-// request without an API key.
-const NoCredentialMessage = "You didn't provide an API key. " +
-	"You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), " +
-	"or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username. " +
-	"You can obtain an API key from https://platform.openai.com/account/api-keys."
-
 // credentialValue reports whether a header value holds a credential:
 // something other than blanks, once an authorization scheme word (Bearer,
 // Basic, ...) is set aside.
