@@ -254,6 +254,11 @@ func DefaultLimits() Limits {
 	}
 }
 
+// DefaultAuthHeaders are the headers whose values identify a caller unless
+// configured otherwise: where OpenAI's clients send their API key. A
+// fresh slice each call.
+func DefaultAuthHeaders() []string { return []string{"authorization", "api-key"} }
+
 // Owner hashes the credential a client sent — the values of the named
 // headers (e.g. authorization, api-key), in order — into the opaque owner
 // of what it creates. The credential itself is never stored.
