@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -24,7 +26,7 @@ func requestOfSize(n int, withTool bool) []byte {
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		b.WriteString(`{"type":"message","role":"` + role + `","content":[{"type":"input_text","text":` + jsonString(text) + `}]}`)
+		b.WriteString(`{"type":"message","role":"` + role + `","content":[{"type":"input_text","text":` + jsonx.Quote(text) + `}]}`)
 	}
 	b.WriteString(`],"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}`)
 	if withTool {
@@ -129,7 +131,7 @@ func BenchmarkSpliceAndSSE20Items(b *testing.B) {
 	b.ReportAllocs()
 	var out []byte
 	for b.Loop() {
-		out = synthesizeSSE(l.splice(rounds, false), true)
+		out = sse.EventStream(l.splice(rounds, false), true)
 	}
 	b.ReportMetric(float64(strings.Count(string(out), "\n\n")), "events")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -119,9 +120,9 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 			files = append(files, *f)
 			if note {
 				itemChanged = true
-				parts = append(parts, string(appendEditedObject(nil, `{}`,
-					set("type", `"input_text"`),
-					set("text", jsonString(inputFileNote(*f))),
+				parts = append(parts, string(jsonx.AppendEditedObject(nil, `{}`,
+					jsonx.Set("type", `"input_text"`),
+					jsonx.Set("text", jsonx.Quote(inputFileNote(*f))),
 				)))
 				return true
 			}
@@ -133,7 +134,7 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 		}
 		if itemChanged {
 			changed = true
-			items = append(items, string(editObject(it.Raw, set("content", string(appendArray(nil, parts))))))
+			items = append(items, string(jsonx.EditObject(it.Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, parts))))))
 			return true
 		}
 		items = append(items, it.Raw)
@@ -145,7 +146,7 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 	if !changed {
 		return files, input.Raw, false, nil
 	}
-	return files, string(appendArray(nil, items)), true, nil
+	return files, string(jsonx.AppendArray(nil, items)), true, nil
 }
 
 // decodeInputFile reads one input_file part: file_data (a data URL or bare
@@ -279,15 +280,15 @@ func containerError(param, id string, err error) *apierror.Error {
 func (r *request) appendInput(item string) {
 	items := arrayElems(r.input)
 	items = append(items, item)
-	r.input = string(appendArray(nil, items))
-	r.upstream = editObject(string(r.upstream), set("input", r.input))
+	r.input = string(jsonx.AppendArray(nil, items))
+	r.upstream = jsonx.EditObject(string(r.upstream), jsonx.Set("input", r.input))
 }
 
 func developerNote(text string) string {
-	return string(appendEditedObject(nil, `{}`,
-		set("type", `"message"`),
-		set("role", `"developer"`),
-		set("content", jsonString(text)),
+	return string(jsonx.AppendEditedObject(nil, `{}`,
+		jsonx.Set("type", `"message"`),
+		jsonx.Set("role", `"developer"`),
+		jsonx.Set("content", jsonx.Quote(text)),
 	))
 }
 
@@ -337,6 +338,6 @@ func citations(cid, text string, files map[string]containers.File) []string {
 
 // citation renders one container_file_citation in OpenAI's field order.
 func citation(cid string, f containers.File, start, end int) string {
-	return `{"type":"container_file_citation","container_id":` + jsonString(cid) + `,"end_index":` + strconv.Itoa(end) +
-		`,"file_id":` + jsonString(f.ID) + `,"filename":` + jsonString(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
+	return `{"type":"container_file_citation","container_id":` + jsonx.Quote(cid) + `,"end_index":` + strconv.Itoa(end) +
+		`,"file_id":` + jsonx.Quote(f.ID) + `,"filename":` + jsonx.Quote(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
 }

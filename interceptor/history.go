@@ -13,6 +13,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -125,7 +126,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		return body, h, nil
 	}
 	input := root.Get("input")
-	var edits []edit
+	var edits []jsonx.Edit
 	var prefix []string
 
 	pr, conv := root.Get("previous_response_id"), conversationID(root.Get("conversation"))
@@ -181,7 +182,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 			h.reuse = append(h.reuse, prev.ContainerID)
 		}
 		if i.useUpstream(*prev) {
-			edits = append(edits, set("previous_response_id", jsonString(prev.UpstreamID)))
+			edits = append(edits, jsonx.Set("previous_response_id", jsonx.Quote(prev.UpstreamID)))
 			for _, m := range prev.Pending {
 				prefix = append(prefix, string(m))
 			}
@@ -191,7 +192,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 				return nil, nil, err
 			}
 			prefix = items
-			edits = append(edits, del("previous_response_id"))
+			edits = append(edits, jsonx.Del("previous_response_id"))
 		}
 	case h.conv != "":
 		h.convIDs = make(map[string]bool, len(convItems))
@@ -211,7 +212,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 				prefix = append(prefix, string(m))
 			}
 		}
-		edits = append(edits, del("conversation"))
+		edits = append(edits, jsonx.Del("conversation"))
 	}
 
 	own, changed, reuse, err := i.resolveItems(ctx, owner, input)
@@ -230,8 +231,8 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	for _, m := range own {
 		all = append(all, m...)
 	}
-	edits = append(edits, set("input", string(appendArray(nil, all))))
-	out := editObject(doc, edits...)
+	edits = append(edits, jsonx.Set("input", string(jsonx.AppendArray(nil, all))))
+	out := jsonx.EditObject(doc, edits...)
 	if max := i.cfg.MaxBodyBytes; max > 0 && len(out) > max && len(body) <= max {
 		param := "previous_response_id"
 		if h.conv != "" {
@@ -434,7 +435,7 @@ func inputItems(input gjson.Result) []string {
 }
 
 func userMessage(content string) string {
-	return string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", content)))
+	return string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"message"`), jsonx.Set("role", `"user"`), jsonx.Set("content", content)))
 }
 
 func storeUnavailable() *apierror.Error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
@@ -216,7 +217,7 @@ func TestReplayedHistoryGetsStoredOutputs(t *testing.T) {
 		{"item_reference", func(r1 gjson.Result) string {
 			var refs []string
 			r1.Get("output").ForEach(func(_, it gjson.Result) bool {
-				refs = append(refs, `{"type":"item_reference","id":`+jsonString(it.Get("id").Str)+`}`)
+				refs = append(refs, `{"type":"item_reference","id":`+jsonx.Quote(it.Get("id").Str)+`}`)
 				return true
 			})
 			return strings.Join(refs, ",")
@@ -240,7 +241,7 @@ func withoutOutputs(r1 gjson.Result, outputs string) string {
 	var items []string
 	r1.Get("output").ForEach(func(_, it gjson.Result) bool {
 		if it.Get("type").Str == "code_interpreter_call" {
-			items = append(items, string(editObject(it.Raw, set("outputs", outputs))))
+			items = append(items, string(jsonx.EditObject(it.Raw, jsonx.Set("outputs", outputs))))
 		} else {
 			items = append(items, it.Raw)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -48,14 +49,14 @@ func newFunctionTool(name string, env sandbox.Environment) functionTool {
 		version = "3"
 	}
 	params := `{"type":"object","properties":{"code":{"type":"string","description":` +
-		jsonString("The Python "+version+" source code to run.") +
+		jsonx.Quote("The Python "+version+" source code to run.") +
 		`}},"required":["code"],"additionalProperties":false}`
-	return functionTool{json: string(appendEditedObject(nil, `{}`,
-		set("type", `"function"`),
-		set("name", jsonString(name)),
-		set("description", jsonString(toolDescription(env))),
-		set("parameters", params),
-		set("strict", "true"),
+	return functionTool{json: string(jsonx.AppendEditedObject(nil, `{}`,
+		jsonx.Set("type", `"function"`),
+		jsonx.Set("name", jsonx.Quote(name)),
+		jsonx.Set("description", jsonx.Quote(toolDescription(env))),
+		jsonx.Set("parameters", params),
+		jsonx.Set("strict", "true"),
 	))}
 }
 

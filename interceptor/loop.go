@@ -13,6 +13,8 @@ import (
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -277,7 +279,7 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
 		res.ContentType = ContentTypeSSE
-		res.Body = synthesizeSSE(final, l.x.req.obfuscate)
+		res.Body = sse.EventStream(final, l.x.req.obfuscate)
 	}
 	return res, nil
 }
@@ -476,7 +478,7 @@ func (l *loop) closeSession() {
 func (l *loop) followUpBody(rounds []*round) []byte {
 	last := rounds[len(rounds)-1]
 	req := &l.x.req
-	var edits []edit
+	var edits []jsonx.Edit
 
 	usePrev := false
 	switch l.cfg.FollowUp {
@@ -488,7 +490,7 @@ func (l *loop) followUpBody(rounds []*round) []byte {
 	var input []string
 	switch {
 	case usePrev:
-		edits = append(edits, set("previous_response_id", jsonString(last.id)))
+		edits = append(edits, jsonx.Set("previous_response_id", jsonx.Quote(last.id)))
 		input = functionOutputs(last, req.includeOutputs)
 	case req.conversation:
 		// The conversation already holds the earlier items.
@@ -502,16 +504,16 @@ func (l *loop) followUpBody(rounds []*round) []byte {
 			input = append(input, functionOutputs(rd, req.includeOutputs)...)
 		}
 	}
-	edits = append(edits, set("input", string(appendArray(nil, input))))
+	edits = append(edits, jsonx.Set("input", string(jsonx.AppendArray(nil, input))))
 
 	// A forcing tool_choice applied to the first turn only (as with OpenAI's
 	// hosted tool); the last permitted turn must answer.
 	if l.followUps >= l.cfg.MaxRounds || l.budget <= 0 {
-		edits = append(edits, set("tool_choice", `"none"`))
+		edits = append(edits, jsonx.Set("tool_choice", `"none"`))
 	} else if tc := l.relaxToolChoice(req.toolChoice); tc != req.toolChoice {
-		edits = append(edits, set("tool_choice", tc))
+		edits = append(edits, jsonx.Set("tool_choice", tc))
 	}
-	return editObject(string(req.upstream), edits...)
+	return jsonx.EditObject(string(req.upstream), edits...)
 }
 
 func (l *loop) relaxToolChoice(tc string) string {
@@ -525,7 +527,7 @@ func (l *loop) relaxToolChoice(tc string) string {
 	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == l.cfg.FunctionName:
 		return `"auto"`
 	case v.IsObject() && v.Get("type").Str == "allowed_tools" && v.Get("mode").Str == "required":
-		return string(editObject(tc, set("mode", `"auto"`)))
+		return string(jsonx.EditObject(tc, jsonx.Set("mode", `"auto"`)))
 	}
 	return tc
 }
@@ -539,10 +541,10 @@ func functionOutputs(rd *round, shown bool) []string {
 		if k == len(rd.calls)-1 && rd.filesNote != "" {
 			text += rd.filesNote + "\n"
 		}
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call_output"`),
-			set("call_id", jsonString(c.callID)),
-			set("output", jsonString(text)),
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call_output"`),
+			jsonx.Set("call_id", jsonx.Quote(c.callID)),
+			jsonx.Set("output", jsonx.Quote(text)),
 		)))
 	}
 	return out
@@ -699,7 +701,7 @@ func logs(c *call) string {
 func (l *loop) fail(status int, code, msg string) *Result {
 	e := apierror.Server(status, code, "%s", msg)
 	if l.x.req.clientStream {
-		return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, ""),
+		return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: sse.ErrorEvent(code, msg, ""),
 			Rounds: l.followUps, ToolCalls: l.toolCalls}
 	}
 	return &Result{Status: status, ContentType: ContentTypeJSON, Body: e.Body(), Rounds: l.followUps, ToolCalls: l.toolCalls}
@@ -711,7 +713,7 @@ func (l *loop) upstreamError(status int, header http.Header, body []byte) *Resul
 		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	}
 	code, msg, param := upstreamErrorFields(status, body)
-	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, param),
+	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: sse.ErrorEvent(code, msg, param),
 		Rounds: l.followUps, ToolCalls: l.toolCalls}
 }
 

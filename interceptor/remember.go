@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -150,7 +151,7 @@ func withIDs(items []string, raw string) []string {
 		if typ == "" && v.Get("role").Exists() {
 			typ = "message"
 		}
-		out = append(out, string(editObject(it, set("id", jsonString(idgen.NewItem(typ))))))
+		out = append(out, string(jsonx.EditObject(it, jsonx.Set("id", jsonx.Quote(idgen.NewItem(typ))))))
 	}
 	return out
 }

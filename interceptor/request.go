@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/tidwall/gjson"
 )
@@ -74,10 +75,10 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	// One tolerant walk of the top level finds what matters; the full
 	// validation is paid only by requests we go on to change.
-	root := parseObject(doc)
-	tools := root.get("tools")
+	root := jsonx.ParseObject(doc)
+	tools := root.Get("tools")
 	hasTool := hasNativeTool(tools)
-	input := root.get("input")
+	input := root.Get("input")
 	if !hasTool && !own && !mayReplayCalls(input) {
 		return pass, nil
 	}
@@ -98,11 +99,11 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		return nil, &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large",
 			Message: "The request body is " + strconv.Itoa(len(body)) + " bytes; this server accepts at most " + strconv.Itoa(i.cfg.MaxBodyBytes) + "."}
 	}
-	if k := root.dup; k != "" {
+	if k := root.Dup; k != "" {
 		return nil, apierror.Invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
 	}
 	r := request{modified: true, obfuscate: true}
-	var edits []edit
+	var edits []jsonx.Edit
 	if hasTool || own {
 		r.intercepted, r.hasTool = true, hasTool
 		te, err := i.rewriteTools(&r, root, tools)
@@ -128,12 +129,12 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	switch {
 	case changed:
-		edits = append(edits, set("input", newInput))
+		edits = append(edits, jsonx.Set("input", newInput))
 		r.input = newInput
 	case input.IsArray():
 		r.input = input.Raw
 	case input.Type == gjson.String:
-		r.input = "[" + string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", input.Raw))) + "]"
+		r.input = "[" + string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"message"`), jsonx.Set("role", `"user"`), jsonx.Set("content", input.Raw))) + "]"
 	case !input.Exists() || input.Type == gjson.Null:
 		r.input = "[]"
 	default:
@@ -141,7 +142,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	// Without our tool only replayed history was rewritten, and the response
 	// is the upstream's own.
-	r.upstream = appendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.fs, edits...)
+	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.Fields, edits...)
 	return &Exchange{ic: i, req: r}, nil
 }
 
@@ -171,9 +172,9 @@ func hasNativeTool(tools gjson.Result) bool {
 
 // rewriteTools validates the request fields that matter once our tool is
 // present and returns the edits for the upstream body.
-func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result) ([]edit, error) {
+func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.Result) ([]jsonx.Edit, error) {
 	fn := i.cfg.FunctionName
-	if bg := root.get("background"); bg.Type == gjson.True {
+	if bg := root.Get("background"); bg.Type == gjson.True {
 		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
 	}
 	r.clientTools = tools.Raw
@@ -185,7 +186,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		n++
 		param := "tools[" + strconv.Itoa(idx) + "]"
 		if t.IsObject() {
-			if k := duplicateKey(t.Raw); k != "" {
+			if k := jsonx.DuplicateKey(t.Raw); k != "" {
 				apiErr = apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 				return false
 			}
@@ -217,13 +218,13 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	var edits []edit
+	var edits []jsonx.Edit
 	if tools.Exists() {
-		edits = append(edits, set("tools", string(appendArray(nil, out))))
+		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
 	}
 
 	// tool_choice: forcing the native tool becomes forcing our function.
-	if tc := root.get("tool_choice"); tc.Exists() {
+	if tc := root.Get("tool_choice"); tc.Exists() {
 		r.clientToolChoice = tc.Raw
 		newTC, err := i.rewriteToolChoice(tc)
 		if err != nil {
@@ -231,42 +232,42 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		}
 		r.toolChoice = newTC
 		if newTC != tc.Raw {
-			edits = append(edits, set("tool_choice", newTC))
+			edits = append(edits, jsonx.Set("tool_choice", newTC))
 		}
 	}
 
-	if pr := root.get("previous_response_id"); pr.Exists() {
+	if pr := root.Get("previous_response_id"); pr.Exists() {
 		r.clientPrevID = pr.Raw
 	}
-	r.storeOff = root.get("store").Type == gjson.False
-	r.clientInput = root.get("input").Raw
-	if c := root.get("conversation"); c.Exists() && c.Type != gjson.Null {
+	r.storeOff = root.Get("store").Type == gjson.False
+	r.clientInput = root.Get("input").Raw
+	if c := root.Get("conversation"); c.Exists() && c.Type != gjson.Null {
 		r.conversation = true
 	}
 
 	// stream: the loop needs whole responses; the client still gets SSE.
-	if s := root.get("stream"); s.Exists() {
+	if s := root.Get("stream"); s.Exists() {
 		switch s.Type {
 		case gjson.True:
 			r.clientStream = true
-			edits = append(edits, set("stream", "false"))
+			edits = append(edits, jsonx.Set("stream", "false"))
 		case gjson.False, gjson.Null:
 		default:
 			return nil, apierror.Invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
 		}
 	}
-	if so := root.get("stream_options"); so.Exists() {
+	if so := root.Get("stream_options"); so.Exists() {
 		if r.clientStream {
 			if ob := so.Get("include_obfuscation"); ob.Type == gjson.False {
 				r.obfuscate = false
 			}
 		}
-		edits = append(edits, del("stream_options"))
+		edits = append(edits, jsonx.Del("stream_options"))
 	}
 
 	// include: code_interpreter_call.outputs is ours to honour; the upstream
 	// does not know it.
-	if inc := root.get("include"); inc.Exists() && inc.Type != gjson.Null {
+	if inc := root.Get("include"); inc.Exists() && inc.Type != gjson.Null {
 		if !inc.IsArray() {
 			return nil, apierror.Invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
 		}
@@ -280,13 +281,13 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 			return true
 		})
 		if r.includeOutputs {
-			edits = append(edits, set("include", string(appendArray(nil, kept))))
+			edits = append(edits, jsonx.Set("include", string(jsonx.AppendArray(nil, kept))))
 		}
 	}
 
 	// max_tool_calls can only lower the operator's cap.
 	r.maxCalls = i.cfg.MaxToolCalls
-	if mt := root.get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
+	if mt := root.Get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
 		v, err := strconv.ParseInt(mt.Raw, 10, 64)
 		if mt.Type != gjson.Number || err != nil || v < 0 {
 			return nil, apierror.Invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
@@ -346,7 +347,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 	case !c.IsObject():
 		return 0, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
 	}
-	if k := duplicateKey(c.Raw); k != "" {
+	if k := jsonx.DuplicateKey(c.Raw); k != "" {
 		return 0, apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 	}
 	var mem int64
@@ -416,10 +417,10 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
-	if k := duplicateKey(tc.Raw); k != "" {
+	if k := jsonx.DuplicateKey(tc.Raw); k != "" {
 		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
-	fnChoice := string(appendEditedObject(nil, `{}`, set("type", `"function"`), set("name", jsonString(i.cfg.FunctionName))))
+	fnChoice := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName))))
 	switch tc.Get("type").Str {
 	case "code_interpreter":
 		return fnChoice, nil
@@ -442,7 +443,7 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 		if !changed {
 			return tc.Raw, nil
 		}
-		return string(editObject(tc.Raw, set("tools", string(appendArray(nil, out))))), nil
+		return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
 	}
 	return tc.Raw, nil
 }
@@ -465,24 +466,24 @@ func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
 		changed = true
 		callID := replayCallID(it)
 		code := it.Get("code").Str
-		args := string(appendEditedObject(nil, `{}`, set("code", jsonString(code))))
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call"`),
-			set("call_id", jsonString(callID)),
-			set("name", jsonString(i.cfg.FunctionName)),
-			set("arguments", jsonString(args)),
+		args := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("code", jsonx.Quote(code))))
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName)),
+			jsonx.Set("arguments", jsonx.Quote(args)),
 		)))
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call_output"`),
-			set("call_id", jsonString(callID)),
-			set("output", jsonString(replayOutput(it))),
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call_output"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("output", jsonx.Quote(replayOutput(it))),
 		)))
 		return true
 	})
 	if !changed {
 		return input.Raw, false
 	}
-	return string(appendArray(nil, out)), true
+	return string(jsonx.AppendArray(nil, out)), true
 }
 
 // replayable reports whether outputs (of a code_interpreter_call) is null,

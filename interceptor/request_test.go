@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -483,30 +484,13 @@ func checkErrorBody(t *testing.T, body []byte, want *apierror.Error) {
 func TestParseMemory(t *testing.T) {
 	good := map[string]int64{"1g": 1 << 30, "4G": 4 << 30, "512m": 512 << 20, "1GiB": 1 << 30, "2048": 2048, "64k": 64 << 10}
 	for s, want := range good {
-		if got, ok := parseMemory(gjson.Parse(jsonString(s))); !ok || got != want {
+		if got, ok := parseMemory(gjson.Parse(jsonx.Quote(s))); !ok || got != want {
 			t.Errorf("parseMemory(%q) = %d, %v; want %d", s, got, ok, want)
 		}
 	}
 	for _, s := range []string{"", "g", "-1g", "0", "1.5g", "1x", "99999999999999999999g", "1 g b"} {
-		if got, ok := parseMemory(gjson.Parse(jsonString(s))); ok {
+		if got, ok := parseMemory(gjson.Parse(jsonx.Quote(s))); ok {
 			t.Errorf("parseMemory(%q) = %d, accepted", s, got)
-		}
-	}
-}
-
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t cr\r", "\x00\x1f", "<html>&", "é日本", "\u2028\u2029", "bad\xffutf8"} {
-		enc := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(enc, &back); err != nil {
-			t.Fatalf("%q → %s: %v", s, enc, err)
-		}
-		want := strings.ToValidUTF8(s, "\ufffd")
-		if back != want {
-			t.Errorf("%q → %s → %q", s, enc, back)
-		}
-		if strings.Contains(s, "<") && !strings.Contains(string(enc), "<") {
-			t.Errorf("HTML escaped: %s", enc)
 		}
 	}
 }
