@@ -60,9 +60,11 @@ func newFunctionTool(name string, env sandbox.Environment) functionTool {
 	))}
 }
 
-func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*Interceptor, error) {
+// New validates cfg (after WithDefaults) and builds an Interceptor. log may
+// be nil (no logging).
+func New(cfg Config, provider sandbox.Provider, log *zap.Logger, opts ...Option) (*Interceptor, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("interceptor: invalid config: %w", err)
 	}
 	if provider == nil {
@@ -71,5 +73,9 @@ func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*In
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName, provider.Environment())}, nil
+	i := &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName, provider.Environment())}
+	for _, o := range opts {
+		o(i)
+	}
+	return i, nil
 }

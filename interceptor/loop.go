@@ -142,7 +142,20 @@ func (l *loop) response(rounds []*round) []byte {
 	return l.splice(rounds, false)
 }
 
-func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
+// CompleteResponse takes the upstream's answer to UpstreamBody and runs the
+// loop: it executes the model's calls of our function in one sandbox session,
+// sends follow-ups through up, and splices the rounds into one OpenAI-shaped
+// response (JSON, or synthetic SSE when ClientStream).
+//
+// A non-2xx first answer passes through unchanged (status, content type,
+// body), also for a streaming client. Later failures (a follow-up answered
+// non-2xx: that status and body; a transport failure or an unusable upstream
+// body: 502 with an OpenAI-shaped error) reach a streaming client as one SSE
+// "error" event with status 200, since its stream has begun. The returned
+// error is non-nil only when ctx ended (the client went away): the filter
+// should then abandon the exchange. When !Intercepted the answer passes
+// through unchanged.
+func (x *Exchange) CompleteResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
 	if !x.req.intercepted || status < 200 || status > 299 {
 		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body}, nil
 	}

@@ -57,11 +57,18 @@ var fastMarker = []byte("_interpreter")
 // bodies take the parsing path, where gjson decodes the escapes.
 var escapeMarker = []byte(`\u`)
 
-func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
+// RewriteRequest inspects a client's /v1/responses request body. Without a
+// native code_interpreter tool (and without replayed code_interpreter_call
+// items) the Exchange is a pass-through: !Intercepted() && !Modified(), found
+// without parsing the whole body. Otherwise it validates the tool and returns
+// the upstream body: the tool replaced by a function tool, tool_choice and
+// replayed history rewritten, stream forced to false. A refused request gives
+// an *apierror.Error (HTTP 400 with param naming the field, or 413) and no Exchange.
+func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 	return i.rewrite(body, false)
 }
 
-// rewrite is rewriteRequest; own says the request continues a response or
+// rewrite is RewriteRequest; own says the request continues a response or
 // a conversation of ours (resolveHistory), so its answer is this server's
 // to make and keep — intercepted with or without the tool.
 func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
