@@ -165,19 +165,6 @@ type liveStream struct {
 	body     io.Reader      // the upstream answer being read
 }
 
-// failure is an upstream problem that ends the loop with an error for the
-// client (not a Go error of CompleteResponse or StreamResponse): a live
-// stream's error event, a buffered response's error answer — the model
-// server's own when body is set (a follow-up answered with an error).
-type failure struct {
-	code, msg, param string
-	status           int
-	header           http.Header
-	body             []byte
-}
-
-func (f *failure) Error() string { return f.code + ": " + f.msg }
-
 func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	s.body = body
 	l := s.l
