@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -54,7 +55,7 @@ func TestAnonymousRejected(t *testing.T) {
 				checkError(t, status, got, http.StatusUnauthorized, "", "You didn't provide an API key.")
 				var er apiError
 				_ = json.Unmarshal(got, &er)
-				if er.Error.Type != "invalid_request_error" || er.Error.Code != nil || er.Error.Message != store.NoCredentialMessage {
+				if er.Error.Type != "invalid_request_error" || er.Error.Code != nil || er.Error.Message != apierror.NoCredentialMessage {
 					t.Errorf("error %+v, want OpenAI's invalid_request_error without a code", er.Error)
 				}
 			})

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -30,10 +31,16 @@ const (
 	AnonymousShared = "shared"
 )
 
+// The defaults of Config's zero fields.
+const (
+	DefaultExpiryMinutes  = 20 // OpenAI's
+	DefaultMaxUploadBytes = 64 << 20
+)
+
 // Config configures the API server.
 type Config struct {
 	// AuthHeaders name the request headers whose values identify the
-	// caller (store.Owner). Default: authorization, api-key.
+	// caller (store.Owner). Default: store.DefaultAuthHeaders.
 	AuthHeaders []string
 	// DefaultExpiryMinutes is a new container's expires_after.minutes when
 	// the request gives none (OpenAI's 20).
@@ -113,19 +120,19 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 		log = zap.NewNop()
 	}
 	if len(cfg.AuthHeaders) == 0 {
-		cfg.AuthHeaders = []string{"authorization", "api-key"}
+		cfg.AuthHeaders = store.DefaultAuthHeaders()
 	}
 	if cfg.DefaultExpiryMinutes == 0 {
-		cfg.DefaultExpiryMinutes = 20
+		cfg.DefaultExpiryMinutes = DefaultExpiryMinutes
 	}
 	if cfg.MaxExpiryMinutes == 0 {
 		cfg.MaxExpiryMinutes = cfg.DefaultExpiryMinutes
 	}
 	if cfg.MaxMemoryLimit == 0 {
-		cfg.MaxMemoryLimit = 1 << 30
+		cfg.MaxMemoryLimit = memlimit.DefaultBytes
 	}
 	if cfg.MaxUploadBytes == 0 {
-		cfg.MaxUploadBytes = 64 << 20
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	if cfg.FilesSource == "" {
 		cfg.FilesSource = FilesLocal
@@ -161,7 +168,7 @@ func NewFetcher(cfg Config, st store.Store) (FileFetcher, error) {
 		cfg.FilesSource = FilesLocal
 	}
 	if len(cfg.AuthHeaders) == 0 {
-		cfg.AuthHeaders = []string{"authorization", "api-key"}
+		cfg.AuthHeaders = store.DefaultAuthHeaders()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -10,23 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/store"
 )
-
-// memoryLimit is one of OpenAI's memory_limit values and its size.
-type memoryLimit struct {
-	name  string
-	bytes int64
-}
-
-// memoryLimits are OpenAI's memory_limit values, smallest first.
-func memoryLimits() []memoryLimit {
-	return []memoryLimit{{"1g", 1 << 30}, {"4g", 4 << 30}, {"16g", 16 << 30}, {"64g", 64 << 30}}
-}
-
-// defaultMemoryLimit is what a container gets when the request names none
-// (OpenAI's default).
-const defaultMemoryLimit = "1g"
 
 // createContainer is POST /v1/containers.
 func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner string) {
@@ -36,8 +24,8 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		return
 	}
 	c := store.Container{
-		ID: store.NewID("cntr_"), Owner: owner,
-		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: defaultMemoryLimit, Origin: store.OriginAPI,
+		ID: idgen.New("cntr_"), Owner: owner,
+		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: memlimit.Default, Origin: store.OriginAPI,
 	}
 	var fileIDs []string
 	hasName := false
@@ -59,7 +47,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 				return
 			}
 			if len(fileIDs) > maxFileIDs {
-				writeError(w, invalid(k, "array_above_max_length", "Invalid '%s': expected at most %d file ids, but got %d.", k, maxFileIDs, len(fileIDs)))
+				writeError(w, apierror.Invalid(k, "array_above_max_length", "Invalid '%s': expected at most %d file ids, but got %d.", k, maxFileIDs, len(fileIDs)))
 				return
 			}
 		case "expires_after":
@@ -86,22 +74,22 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 				Type string `json:"type"`
 			}
 			if err := json.Unmarshal(v, &np); err != nil || np.Type != "disabled" {
-				writeError(w, invalid(k, "unsupported_parameter", `Containers on this server have no network access: '%s' may only be {"type": "disabled"}.`, k))
+				writeError(w, apierror.Invalid(k, "unsupported_parameter", `Containers on this server have no network access: '%s' may only be {"type": "disabled"}.`, k))
 				return
 			}
 		case "skills":
 			var sk []json.RawMessage
 			if err := json.Unmarshal(v, &sk); err != nil || len(sk) > 0 {
-				writeError(w, invalid(k, "unsupported_parameter", "Skills are not supported by this server: '%s' must be empty.", k))
+				writeError(w, apierror.Invalid(k, "unsupported_parameter", "Skills are not supported by this server: '%s' must be empty.", k))
 				return
 			}
 		default:
-			writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+			writeError(w, apierror.Invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
 			return
 		}
 	}
 	if !hasName {
-		writeError(w, invalid("name", "missing_required_parameter", "Missing required parameter: 'name'."))
+		writeError(w, apierror.Invalid("name", "missing_required_parameter", "Missing required parameter: 'name'."))
 		return
 	}
 	// Fetch every file before anything is stored, so a bad id leaves no
@@ -123,7 +111,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	for _, f := range files {
 		_, err := s.st.PutFile(r.Context(), store.File{
-			ID: store.NewID("cfile_"), Owner: owner, ContainerID: c.ID, Path: "/mnt/data/" + f.name,
+			ID: idgen.New("cfile_"), Owner: owner, ContainerID: c.ID, Path: "/mnt/data/" + f.name,
 			Filename: f.name, CreatedAt: now, Source: "user",
 		}, f.data)
 		if err != nil {
@@ -143,17 +131,17 @@ type fetched struct {
 }
 
 // fetchFiles resolves file ids through the configured source.
-func (s *Server) fetchFiles(r *http.Request, param string, ids []string) ([]fetched, *Error) {
+func (s *Server) fetchFiles(r *http.Request, param string, ids []string) ([]fetched, *apierror.Error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	if s.fetcher == nil {
-		return nil, invalid(param, "unsupported_parameter", "Files API files are not available on this server (files.source: off): '%s' cannot be used.", param)
+		return nil, apierror.Invalid(param, "unsupported_parameter", "Files API files are not available on this server (files.source: off): '%s' cannot be used.", param)
 	}
 	out := make([]fetched, 0, len(ids))
 	for _, id := range ids {
 		if !store.ValidID(id) {
-			return nil, notFound(param, "No file found with id '%s'.", id)
+			return nil, apierror.NotFound(param, "", "No file found with id '%s'.", id)
 		}
 		name, data, err := s.fetcher.FetchFile(r.Context(), r, id)
 		if err != nil {
@@ -164,50 +152,50 @@ func (s *Server) fetchFiles(r *http.Request, param string, ids []string) ([]fetc
 	return out, nil
 }
 
-func fetchError(err error, param, id string) *Error {
+func fetchError(err error, param, id string) *apierror.Error {
 	var q *store.QuotaError
 	var fe *FetchError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return notFound(param, "No file found with id '%s'.", id)
+		return apierror.NotFound(param, "", "No file found with id '%s'.", id)
 	case errors.As(err, &q):
 		e := quotaError(q)
 		e.Param = param
 		return e
 	case errors.As(err, &fe):
-		return &Error{Status: http.StatusBadGateway, Type: typeServer, Param: param,
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer, Param: param,
 			Message: fmt.Sprintf("The upstream Files API answered HTTP %d for file '%s'.", fe.Status, id)}
 	}
-	return &Error{Status: http.StatusBadGateway, Type: typeServer, Param: param,
+	return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer, Param: param,
 		Message: fmt.Sprintf("File '%s' could not be fetched from the Files API.", id)}
 }
 
-func (s *Server) parseExpiresAfter(v json.RawMessage) (int, *Error) {
+func (s *Server) parseExpiresAfter(v json.RawMessage) (int, *apierror.Error) {
 	var ea map[string]json.RawMessage
 	if err := json.Unmarshal(v, &ea); err != nil {
 		return 0, invalidType("expires_after", "an object", v)
 	}
 	for _, k := range sortedKeys(ea) {
 		if k != "anchor" && k != "minutes" {
-			return 0, invalid("expires_after."+k, "unknown_parameter", "Unknown parameter: 'expires_after.%s'.", k)
+			return 0, apierror.Invalid("expires_after."+k, "unknown_parameter", "Unknown parameter: 'expires_after.%s'.", k)
 		}
 	}
 	var anchor string
 	if a, ok := ea["anchor"]; !ok {
-		return 0, invalid("expires_after.anchor", "missing_required_parameter", "Missing required parameter: 'expires_after.anchor'.")
+		return 0, apierror.Invalid("expires_after.anchor", "missing_required_parameter", "Missing required parameter: 'expires_after.anchor'.")
 	} else if err := json.Unmarshal(a, &anchor); err != nil || anchor != "last_active_at" {
-		return 0, invalid("expires_after.anchor", "invalid_value", "Invalid value for 'expires_after.anchor': expected 'last_active_at'.")
+		return 0, apierror.Invalid("expires_after.anchor", "invalid_value", "Invalid value for 'expires_after.anchor': expected 'last_active_at'.")
 	}
 	m, ok := ea["minutes"]
 	if !ok {
-		return 0, invalid("expires_after.minutes", "missing_required_parameter", "Missing required parameter: 'expires_after.minutes'.")
+		return 0, apierror.Invalid("expires_after.minutes", "missing_required_parameter", "Missing required parameter: 'expires_after.minutes'.")
 	}
 	n, err := strconv.Atoi(string(m))
 	if err != nil {
 		return 0, invalidType("expires_after.minutes", "an integer", m)
 	}
 	if n < 1 || n > s.cfg.MaxExpiryMinutes {
-		return 0, invalid("expires_after.minutes", "invalid_value",
+		return 0, apierror.Invalid("expires_after.minutes", "invalid_value",
 			"Invalid value for 'expires_after.minutes': expected an integer between 1 and %d, but got %d.", s.cfg.MaxExpiryMinutes, n)
 	}
 	return n, nil
@@ -216,17 +204,17 @@ func (s *Server) parseExpiresAfter(v json.RawMessage) (int, *Error) {
 // checkMemoryLimit accepts OpenAI's values up to the operator's maximum.
 // The default ("1g") is always accepted: it is what an omitted value
 // means, and the smallest choice OpenAI offers.
-func (s *Server) checkMemoryLimit(ml string) *Error {
+func (s *Server) checkMemoryLimit(ml string) *apierror.Error {
 	var allowed []string
-	for _, m := range memoryLimits() {
-		if m.bytes <= s.cfg.MaxMemoryLimit || m.name == defaultMemoryLimit {
-			allowed = append(allowed, m.name)
-			if m.name == ml {
+	for _, m := range memlimit.Choices() {
+		if m.Bytes <= s.cfg.MaxMemoryLimit || m.Name == memlimit.Default {
+			allowed = append(allowed, m.Name)
+			if m.Name == ml {
 				return nil
 			}
 		}
 	}
-	return invalid("memory_limit", "invalid_value", "Invalid value for 'memory_limit': %q is not one of %s (this server's maximum).",
+	return apierror.Invalid("memory_limit", "invalid_value", "Invalid value for 'memory_limit': %q is not one of %s (this server's maximum).",
 		ml, strings.Join(allowed, ", "))
 }
 
@@ -301,19 +289,19 @@ func (s *Server) useContainer(w http.ResponseWriter, r *http.Request, owner, id 
 }
 
 // listOptions reads limit, order and after.
-func listOptions(r *http.Request, defLimit, maxLimit int) (store.ListOptions, *Error) {
+func listOptions(r *http.Request, defLimit, maxLimit int) (store.ListOptions, *apierror.Error) {
 	q := r.URL.Query()
 	o := store.ListOptions{Limit: defLimit, Order: "desc", After: q.Get("after")}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > maxLimit {
-			return o, invalid("limit", "invalid_value", "Invalid 'limit': expected an integer between 1 and %d, but got %q.", maxLimit, l)
+			return o, apierror.Invalid("limit", "invalid_value", "Invalid 'limit': expected an integer between 1 and %d, but got %q.", maxLimit, l)
 		}
 		o.Limit = n
 	}
 	if v := q.Get("order"); v != "" {
 		if v != "asc" && v != "desc" {
-			return o, invalid("order", "invalid_value", "Invalid value for 'order': expected 'asc' or 'desc', but got %q.", v)
+			return o, apierror.Invalid("order", "invalid_value", "Invalid value for 'order': expected 'asc' or 'desc', but got %q.", v)
 		}
 		o.Order = v
 	}
@@ -321,25 +309,24 @@ func listOptions(r *http.Request, defLimit, maxLimit int) (store.ListOptions, *E
 }
 
 // readJSONObject reads a bounded JSON object body.
-func readJSONObject(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, *Error) {
+func readJSONObject(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, *apierror.Error) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBytes))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
-			Message: fmt.Sprintf("The request body exceeds %d bytes.", mbe.Limit)}
+		return nil, apierror.TooLarge("", "request_too_large", "The request body exceeds %d bytes.", mbe.Limit)
 	case err != nil:
-		return nil, invalid("", "invalid_body", "The request body could not be read.")
+		return nil, apierror.Invalid("", "invalid_body", "The request body could not be read.")
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil || m == nil {
-		return nil, invalid("", "invalid_json", "We could not parse the JSON body of your request. (HINT: the body must be a JSON object, sent with Content-Type: application/json.)")
+		return nil, apierror.Invalid("", "invalid_json", "We could not parse the JSON body of your request. (HINT: the body must be a JSON object, sent with Content-Type: application/json.)")
 	}
 	return m, nil
 }
 
-func invalidType(param, want string, got json.RawMessage) *Error {
-	return invalid(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, jsonKind(got))
+func invalidType(param, want string, got json.RawMessage) *apierror.Error {
+	return apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, jsonKind(got))
 }
 
 func jsonKind(v json.RawMessage) string {

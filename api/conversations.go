@@ -11,6 +11,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -56,7 +58,7 @@ func (s *Server) createConversation(w http.ResponseWriter, r *http.Request, owne
 	}
 	for k := range m {
 		if k != "items" && k != "metadata" {
-			writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+			writeError(w, apierror.Invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
 			return
 		}
 	}
@@ -103,12 +105,12 @@ func (s *Server) updateConversation(w http.ResponseWriter, r *http.Request, owne
 	}
 	raw, ok := m["metadata"]
 	if !ok {
-		writeError(w, invalid("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'."))
+		writeError(w, apierror.Invalid("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'."))
 		return
 	}
 	for k := range m {
 		if k != "metadata" {
-			writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+			writeError(w, apierror.Invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
 			return
 		}
 	}
@@ -148,7 +150,7 @@ func (s *Server) createItems(w http.ResponseWriter, r *http.Request, owner strin
 	}
 	raw, ok := m["items"]
 	if !ok {
-		writeError(w, invalid("items", "missing_required_parameter", "Missing required parameter: 'items'."))
+		writeError(w, apierror.Invalid("items", "missing_required_parameter", "Missing required parameter: 'items'."))
 		return
 	}
 	items, e := s.conversationItems(r, owner, raw)
@@ -216,14 +218,14 @@ func (s *Server) deleteItem(w http.ResponseWriter, r *http.Request, owner string
 // ({"role","content"}) as the message item it stands for, and an
 // item_reference to an item of one of the caller's stored responses as
 // that item.
-func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMessage) ([]store.ConversationItem, *Error) {
+func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMessage) ([]store.ConversationItem, *apierror.Error) {
 	v := gjson.ParseBytes(raw)
 	if !v.IsArray() {
 		return nil, invalidType("items", "an array of items", raw)
 	}
 	arr := v.Array()
 	if len(arr) > maxCreateItems {
-		return nil, invalid("items", "array_above_max_length", "Invalid 'items': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", maxCreateItems, len(arr))
+		return nil, apierror.Invalid("items", "array_above_max_length", "Invalid 'items': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", maxCreateItems, len(arr))
 	}
 	out := make([]store.ConversationItem, 0, len(arr))
 	seen := map[string]bool{}
@@ -234,7 +236,7 @@ func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMe
 			return nil, e
 		}
 		if seen[ci.ID] {
-			return nil, invalid(param+".id", "duplicate_item", "Duplicate item id '%s'.", ci.ID)
+			return nil, apierror.Invalid(param+".id", "duplicate_item", "Duplicate item id '%s'.", ci.ID)
 		}
 		seen[ci.ID] = true
 		out = append(out, ci)
@@ -242,9 +244,9 @@ func (s *Server) conversationItems(r *http.Request, owner string, raw json.RawMe
 	return out, nil
 }
 
-func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson.Result) (store.ConversationItem, *Error) {
+func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson.Result) (store.ConversationItem, *apierror.Error) {
 	if !it.IsObject() {
-		return store.ConversationItem{}, invalid(param, "invalid_type", "Invalid type for '%s': expected an item object.", param)
+		return store.ConversationItem{}, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an item object.", param)
 	}
 	typ := it.Get("type").Str
 	if typ == "item_reference" || (typ == "" && it.Get("id").Exists() && !it.Get("role").Exists()) {
@@ -253,7 +255,7 @@ func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson
 	doc := it.Raw
 	if typ == "" {
 		if !it.Get("role").Exists() {
-			return store.ConversationItem{}, invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
+			return store.ConversationItem{}, apierror.Invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
 		}
 		typ = "message"
 		doc, _ = sjson.Set(doc, "type", typ)
@@ -273,18 +275,18 @@ func (s *Server) conversationItem(r *http.Request, owner, param string, it gjson
 	id := it.Get("id").Str
 	switch {
 	case !it.Get("id").Exists() || it.Get("id").Type == gjson.Null:
-		id = store.NewItemID(typ)
+		id = idgen.NewItem(typ)
 		doc, _ = sjson.Set(doc, "id", id)
 	case !store.ValidID(id):
-		return store.ConversationItem{}, invalid(param+".id", "invalid_value", "Invalid '%s.id': expected an ID that contains letters, numbers, underscores, or dashes.", param)
+		return store.ConversationItem{}, apierror.Invalid(param+".id", "invalid_value", "Invalid '%s.id': expected an ID that contains letters, numbers, underscores, or dashes.", param)
 	}
 	return store.ConversationItem{ID: id, Item: json.RawMessage(doc)}, nil
 }
 
 // referencedItem is an item_reference of a create: the caller's stored
 // response item, with what the model saw of it.
-func (s *Server) referencedItem(r *http.Request, owner, param, id string) (store.ConversationItem, *Error) {
-	notFound := notFound(param+".id", "Item with id '%s' not found.", id)
+func (s *Server) referencedItem(r *http.Request, owner, param, id string) (store.ConversationItem, *apierror.Error) {
+	notFound := apierror.NotFound(param+".id", "", "Item with id '%s' not found.", id)
 	if s.cfg.Responses == nil || !store.ValidID(id) {
 		return store.ConversationItem{}, notFound
 	}
@@ -331,7 +333,7 @@ func itemID(it json.RawMessage) string { return gjson.GetBytes(it, "id").Str }
 
 // checkMetadata validates OpenAI's metadata: null, or an object of at most
 // 16 string values, keys ≤ 64 and values ≤ 512 characters.
-func checkMetadata(raw json.RawMessage) (json.RawMessage, *Error) {
+func checkMetadata(raw json.RawMessage) (json.RawMessage, *apierror.Error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -340,18 +342,18 @@ func checkMetadata(raw json.RawMessage) (json.RawMessage, *Error) {
 		return nil, invalidType("metadata", "an object", raw)
 	}
 	n := 0
-	var e *Error
+	var e *apierror.Error
 	v.ForEach(func(k, val gjson.Result) bool {
 		n++
 		switch {
 		case n > maxMetadataPairs:
-			e = invalid("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties.", maxMetadataPairs)
+			e = apierror.Invalid("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties.", maxMetadataPairs)
 		case utf8.RuneCountInString(k.Str) > maxMetadataKeyLen:
-			e = invalid("metadata", "invalid_value", "Invalid 'metadata': keys are at most %d characters.", maxMetadataKeyLen)
+			e = apierror.Invalid("metadata", "invalid_value", "Invalid 'metadata': keys are at most %d characters.", maxMetadataKeyLen)
 		case val.Type != gjson.String:
-			e = invalid("metadata."+k.Str, "invalid_type", "Invalid type for 'metadata.%s': expected a string.", k.Str)
+			e = apierror.Invalid("metadata."+k.Str, "invalid_type", "Invalid type for 'metadata.%s': expected a string.", k.Str)
 		case utf8.RuneCountInString(val.Str) > maxMetadataValLen:
-			e = invalid("metadata."+k.Str, "string_above_max_length", "Invalid 'metadata.%s': values are at most %d characters.", k.Str, maxMetadataValLen)
+			e = apierror.Invalid("metadata."+k.Str, "string_above_max_length", "Invalid 'metadata.%s': values are at most %d characters.", k.Str, maxMetadataValLen)
 		}
 		return e == nil
 	})
@@ -362,9 +364,9 @@ func (s *Server) conversationError(w http.ResponseWriter, r *http.Request, err e
 	var dup *store.DuplicateItemError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, notFound("", "Conversation with id '%s' not found.", id))
+		writeError(w, apierror.NotFound("", "", "Conversation with id '%s' not found.", id))
 	case errors.As(err, &dup):
-		writeError(w, invalid("items", "duplicate_item", "The conversation already has an item with id '%s'.", dup.ID))
+		writeError(w, apierror.Invalid("items", "duplicate_item", "The conversation already has an item with id '%s'.", dup.ID))
 	default:
 		s.storeError(w, r, err, "", "conversation", id)
 	}
@@ -372,10 +374,10 @@ func (s *Server) conversationError(w http.ResponseWriter, r *http.Request, err e
 
 func (s *Server) itemError(w http.ResponseWriter, r *http.Request, err error, id, itemID string) {
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, notFound("", "Item with id '%s' not found in conversation '%s'.", itemID, id))
+		writeError(w, apierror.NotFound("", "", "Item with id '%s' not found in conversation '%s'.", itemID, id))
 		return
 	}
 	s.conversationError(w, r, err, id)
 }
 
-func newConversationID() string { return store.NewTaggedID("conv_", 48) }
+func newConversationID() string { return idgen.NewTagged("conv_", 48) }

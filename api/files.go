@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -34,14 +36,14 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 		fid, hasID := f.fields["file_id"]
 		switch {
 		case f.hasFile && hasID:
-			writeError(w, invalid("file_id", "invalid_request", "Provide either 'file' or 'file_id', not both."))
+			writeError(w, apierror.Invalid("file_id", "invalid_request", "Provide either 'file' or 'file_id', not both."))
 			return
 		case f.hasFile:
 			name, data = f.filename, f.data
 		case hasID:
 			fileID = fid
 		default:
-			writeError(w, invalid("file", "missing_required_parameter", "Missing required parameter: 'file' (or 'file_id')."))
+			writeError(w, apierror.Invalid("file", "missing_required_parameter", "Missing required parameter: 'file' (or 'file_id')."))
 			return
 		}
 	case "application/json":
@@ -52,7 +54,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 		}
 		for _, k := range sortedKeys(body) {
 			if k != "file_id" {
-				writeError(w, invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
+				writeError(w, apierror.Invalid(k, "unknown_parameter", "Unknown parameter: '%s'.", k))
 				return
 			}
 			if err := json.Unmarshal(body[k], &fileID); err != nil {
@@ -61,11 +63,11 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 			}
 		}
 		if fileID == "" {
-			writeError(w, invalid("file_id", "missing_required_parameter", "Missing required parameter: 'file_id'."))
+			writeError(w, apierror.Invalid("file_id", "missing_required_parameter", "Missing required parameter: 'file_id'."))
 			return
 		}
 	default:
-		writeError(w, invalid("file", "invalid_content_type",
+		writeError(w, apierror.Invalid("file", "invalid_content_type",
 			"Unsupported Content-Type %q: send multipart/form-data with a 'file' part or a 'file_id' field, or JSON {\"file_id\": ...}.", r.Header.Get("Content-Type")))
 		return
 	}
@@ -78,7 +80,7 @@ func (s *Server) createContainerFile(w http.ResponseWriter, r *http.Request, own
 		name, data = got[0].name, got[0].data
 	}
 	f, err := s.st.PutFile(r.Context(), store.File{
-		ID: store.NewID("cfile_"), Owner: owner, ContainerID: cid, Path: "/mnt/data/" + name,
+		ID: idgen.New("cfile_"), Owner: owner, ContainerID: cid, Path: "/mnt/data/" + name,
 		Filename: name, CreatedAt: s.now().Unix(), Source: "user",
 	}, data)
 	if err != nil {
@@ -172,7 +174,7 @@ func (s *Server) containerFileContent(w http.ResponseWriter, r *http.Request, ow
 // expires_after[anchor]=created_at with expires_after[seconds].
 func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string) {
 	if mediaType(r) != "multipart/form-data" {
-		writeError(w, invalid("file", "invalid_content_type", "Unsupported Content-Type %q: send multipart/form-data with 'file' and 'purpose'.", r.Header.Get("Content-Type")))
+		writeError(w, apierror.Invalid("file", "invalid_content_type", "Unsupported Content-Type %q: send multipart/form-data with 'file' and 'purpose'.", r.Header.Get("Content-Type")))
 		return
 	}
 	f, e := s.readForm(w, r, maxFilesAPIName, "purpose", "expires_after[anchor]", "expires_after[seconds]")
@@ -181,12 +183,12 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 		return
 	}
 	if !f.hasFile {
-		writeError(w, invalid("file", "missing_required_parameter", "Missing required parameter: 'file'."))
+		writeError(w, apierror.Invalid("file", "missing_required_parameter", "Missing required parameter: 'file'."))
 		return
 	}
 	purpose := f.fields["purpose"]
 	if purpose == "" {
-		writeError(w, invalid("purpose", "missing_required_parameter", "Missing required parameter: 'purpose'."))
+		writeError(w, apierror.Invalid("purpose", "missing_required_parameter", "Missing required parameter: 'purpose'."))
 		return
 	}
 	now := s.now()
@@ -195,13 +197,13 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 	secs, hasSecs := f.fields["expires_after[seconds]"]
 	if hasAnchor || hasSecs {
 		if anchor != "created_at" {
-			writeError(w, invalid("expires_after.anchor", "invalid_value", "Invalid value for 'expires_after.anchor': expected 'created_at'."))
+			writeError(w, apierror.Invalid("expires_after.anchor", "invalid_value", "Invalid value for 'expires_after.anchor': expected 'created_at'."))
 			return
 		}
 		// OpenAI's range: one hour to thirty days.
 		n, err := strconv.ParseInt(secs, 10, 64)
 		if err != nil || n < 3600 || n > 2592000 {
-			writeError(w, invalid("expires_after.seconds", "invalid_value", "Invalid value for 'expires_after.seconds': expected an integer between 3600 and 2592000."))
+			writeError(w, apierror.Invalid("expires_after.seconds", "invalid_value", "Invalid value for 'expires_after.seconds': expected an integer between 3600 and 2592000."))
 			return
 		}
 		if d := time.Duration(n) * time.Second; lifetime == 0 || d < lifetime {
@@ -213,7 +215,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 		expires = now.Add(lifetime).Unix()
 	}
 	stored, err := s.st.PutFile(r.Context(), store.File{
-		ID: store.NewID("file-"), Owner: owner, Filename: f.filename, CreatedAt: now.Unix(),
+		ID: idgen.New("file-"), Owner: owner, Filename: f.filename, CreatedAt: now.Unix(),
 		Purpose: purpose, ExpiresAt: expires,
 	}, f.data)
 	if err != nil {
@@ -343,19 +345,19 @@ type form struct {
 // readForm reads a multipart body as it arrives, bounded: the `file` part
 // up to MaxUploadBytes (413 above), the named small fields, nothing else.
 // Nothing is stored until the whole body has been read and checked.
-func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, fields ...string) (*form, *Error) {
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, fields ...string) (*form, *apierror.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes+multipartSlack)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return nil, invalid("file", "invalid_multipart", "The multipart/form-data body could not be parsed: %v.", err)
+		return nil, apierror.Invalid("file", "invalid_multipart", "The multipart/form-data body could not be parsed: %v.", err)
 	}
 	f := &form{fields: map[string]string{}}
-	readErr := func(param string, err error) *Error {
+	readErr := func(param string, err error) *apierror.Error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return tooLarge("file", "The upload exceeds this server's limit of %d bytes.", s.cfg.MaxUploadBytes)
+			return apierror.TooLarge("file", "file_too_large", "The upload exceeds this server's limit of %d bytes.", s.cfg.MaxUploadBytes)
 		}
-		return invalid(param, "invalid_multipart", "The multipart/form-data body is malformed: %v.", err)
+		return apierror.Invalid(param, "invalid_multipart", "The multipart/form-data body is malformed: %v.", err)
 	}
 	for {
 		part, err := mr.NextPart()
@@ -369,7 +371,7 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, f
 		switch {
 		case name == "file":
 			if f.hasFile {
-				return nil, invalid("file", "duplicate_parameter", "Duplicate parameter: 'file'.")
+				return nil, apierror.Invalid("file", "duplicate_parameter", "Duplicate parameter: 'file'.")
 			}
 			fn, e := uploadName(part.FileName(), maxName)
 			if e != nil {
@@ -380,25 +382,25 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, f
 				return nil, readErr("file", err)
 			}
 			if int64(len(data)) > s.cfg.MaxUploadBytes {
-				return nil, tooLarge("file", "The file exceeds this server's limit of %d bytes.", s.cfg.MaxUploadBytes)
+				return nil, apierror.TooLarge("file", "file_too_large", "The file exceeds this server's limit of %d bytes.", s.cfg.MaxUploadBytes)
 			}
 			f.hasFile, f.filename, f.data = true, fn, data
 		case contains(fields, name):
 			if _, dup := f.fields[name]; dup {
-				return nil, invalid(name, "duplicate_parameter", "Duplicate parameter: '%s'.", name)
+				return nil, apierror.Invalid(name, "duplicate_parameter", "Duplicate parameter: '%s'.", name)
 			}
 			v, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 			if err != nil {
 				return nil, readErr(name, err)
 			}
 			if len(v) > maxFieldBytes {
-				return nil, invalid(name, "invalid_value", "Invalid value for '%s': longer than %d bytes.", name, maxFieldBytes)
+				return nil, apierror.Invalid(name, "invalid_value", "Invalid value for '%s': longer than %d bytes.", name, maxFieldBytes)
 			}
 			f.fields[name] = string(v)
 		case name == "":
-			return nil, invalid("", "invalid_multipart", "A multipart part has no form-data name.")
+			return nil, apierror.Invalid("", "invalid_multipart", "A multipart part has no form-data name.")
 		default:
-			return nil, invalid(name, "unknown_parameter", "Unknown parameter: '%s'.", name)
+			return nil, apierror.Invalid(name, "unknown_parameter", "Unknown parameter: '%s'.", name)
 		}
 	}
 	return f, nil
@@ -408,10 +410,10 @@ func (s *Server) readForm(w http.ResponseWriter, r *http.Request, maxName int, f
 // (mime/multipart drops a path's directories, not a Windows path's a
 // browser may send), at most max bytes (store.CheckFilename says what
 // else).
-func uploadName(fn string, max int) (string, *Error) {
+func uploadName(fn string, max int) (string, *apierror.Error) {
 	fn = store.BaseName(fn)
 	if err := store.CheckFilename(fn, max); err != nil {
-		return "", invalid("file", "invalid_value", "Invalid value for 'file': the part needs a filename of 1-%d bytes of UTF-8 without '/' or control, format or line-separator characters, got %q: %v.", max, fn, err)
+		return "", apierror.Invalid("file", "invalid_value", "Invalid value for 'file': the part needs a filename of 1-%d bytes of UTF-8 without '/' or control, format or line-separator characters, got %q: %v.", max, fn, err)
 	}
 	return fn, nil
 }
@@ -422,7 +424,7 @@ func uploadName(fn string, max int) (string, *Error) {
 // id. Both are refused at upload, never when code wants to use them.
 const (
 	maxContainerFileName = store.MaxNameBytes
-	maxFilesAPIName      = store.MaxNameBytes - len("file-") - store.IDDigits - 1
+	maxFilesAPIName      = store.MaxNameBytes - len("file-") - idgen.Digits - 1
 )
 
 func contains(list []string, s string) bool {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -24,7 +25,7 @@ func TestUploadNames(t *testing.T) {
 	}
 	// A Files API file becomes /mnt/data/<file_id>-<name> when attached:
 	// its name leaves room for the 53-byte id and the dash.
-	maxFilesAPI := store.MaxNameBytes - len(store.NewID("file-")) - 1
+	maxFilesAPI := store.MaxNameBytes - len(idgen.New("file-")) - 1
 	hostile := []string{
 		"invoice\u202etxt.exe", // right-to-left override (Cf)
 		"a\u0085b.txt",         // next line (Cc, not ASCII)

@@ -13,6 +13,8 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -55,7 +57,7 @@ func (s *Server) deleteResponse(w http.ResponseWriter, r *http.Request, owner st
 	}
 	if err := s.cfg.Responses.DeleteResponse(r.Context(), owner, rec.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("response store delete failed", zap.Error(err))
-		writeError(w, &Error{Status: http.StatusInternalServerError, Type: typeServer, Message: "The response store is unavailable; try again later."})
+		writeError(w, apierror.Server(http.StatusInternalServerError, "", "The response store is unavailable; try again later."))
 		return
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: rec.ID, Object: "response", Deleted: true})
@@ -109,16 +111,16 @@ func (s *Server) storedResponse(w http.ResponseWriter, r *http.Request, owner, i
 			return rec, true
 		case !errors.Is(err, store.ErrNotFound):
 			s.log.Error("response store lookup failed", zap.Error(err))
-			writeError(w, &Error{Status: http.StatusInternalServerError, Type: typeServer, Message: "The response store is unavailable; try again later."})
+			writeError(w, apierror.Server(http.StatusInternalServerError, "", "The response store is unavailable; try again later."))
 			return rec, false
 		}
 	}
-	if s.cfg.ResponsesUpstreamURL != "" && !store.Tagged(id, "resp_") {
+	if s.cfg.ResponsesUpstreamURL != "" && !idgen.Tagged(id, "resp_") {
 		// Not one of ours: the model server's.
 		s.passResponses(w, r)
 		return rec, false
 	}
-	writeError(w, notFound("", "Response with id '%s' not found.", id))
+	writeError(w, apierror.NotFound("", "", "Response with id '%s' not found.", id))
 	return rec, false
 }
 
@@ -133,7 +135,7 @@ func (s *Server) passResponses(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, u, nil)
 	if err != nil {
-		writeError(w, &Error{Status: http.StatusBadGateway, Type: typeServer, Message: "The model server's URL is invalid."})
+		writeError(w, apierror.Server(http.StatusBadGateway, "", "The model server's URL is invalid."))
 		return
 	}
 	for _, h := range s.cfg.ForwardHeaders {
@@ -147,7 +149,7 @@ func (s *Server) passResponses(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.httpClient().Do(req)
 	if err != nil {
 		s.log.Warn("model server unreachable for a stored response", zap.String("url", redactQuery(u)), zap.Error(err))
-		writeError(w, &Error{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_unavailable", Message: "The upstream model server could not be reached."})
+		writeError(w, apierror.Server(http.StatusBadGateway, "upstream_unavailable", "The upstream model server could not be reached."))
 		return
 	}
 	defer resp.Body.Close()

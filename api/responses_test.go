@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 )
@@ -185,7 +186,7 @@ func TestForeignResponsesPassToTheModelServer(t *testing.T) {
 	}
 	// An id of ours that is gone is this server's 404: the model server
 	// never made it.
-	gone := store.NewTaggedID("resp_", 50)
+	gone := idgen.NewTagged("resp_", 50)
 	n := len(e.model.requests())
 	st, _, body = e.do(http.MethodGet, "/v1/responses/"+gone, "k-alice", "", nil)
 	checkError(t, st, body, http.StatusNotFound, "", "Response with id '"+gone+"' not found.")

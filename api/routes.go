@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -126,7 +127,7 @@ func (s *Server) endpoint(method string, h handler, other http.HandlerFunc) http
 		}
 		owner, ok := store.Owner(r.Header, s.cfg.AuthHeaders)
 		if !ok && s.cfg.Anonymous != AnonymousShared {
-			writeError(w, errNoCredential())
+			writeError(w, apierror.NoCredential())
 			return
 		}
 		h(w, r, owner)
@@ -144,7 +145,7 @@ func methodNotAllowed(methods []string) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+		writeError(w, &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed",
 			Message: fmt.Sprintf("Method %s is not allowed on %s; use %s.", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 	}
 }
@@ -208,7 +209,7 @@ func routingPath(p string) (string, bool) {
 }
 
 func (s *Server) invalidURL(w http.ResponseWriter, r *http.Request) {
-	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+	writeError(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "unknown_url",
 		Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
 }
 
@@ -220,5 +221,5 @@ func (s *Server) filesUnavailable(w http.ResponseWriter) {
 	if s.cfg.FilesSource == FilesUpstream {
 		msg = "The Files API is served by the upstream provider, not by this server (files.source: upstream)."
 	}
-	writeError(w, &Error{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unsupported", Message: msg})
+	writeError(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "unsupported", Message: msg})
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 )
@@ -69,7 +71,7 @@ func newRouteEnv(t *testing.T, config string) *routeEnv {
 	if config == cfgAnonymous {
 		re.owner = ""
 	}
-	re.vars["{ours}"] = store.NewTaggedID("resp_", 50) // an id of this server's that it does not hold
+	re.vars["{ours}"] = idgen.NewTagged("resp_", 50) // an id of this server's that it does not hold
 	re.vars["{c}"] = re.create(t, "POST", "/v1/containers", "application/json", strings.NewReader(`{"name":"r"}`))
 	ct, body := multipartBody(t, nil, "a.txt", []byte("container bytes"))
 	re.vars["{cf}"] = re.create(t, "POST", "/v1/containers/"+re.vars["{c}"]+"/files", ct, body)
@@ -154,7 +156,7 @@ func filesUnsupported(source string) string {
 	return `{"error":{"message":"` + msg + `","type":"invalid_request_error","param":null,"code":"unsupported"}}` + "\n"
 }
 
-const noCredentialAnswer = `{"error":{"message":"` + store.NoCredentialMessage + `","type":"invalid_request_error","param":null,"code":null}}` + "\n"
+const noCredentialAnswer = `{"error":{"message":"` + apierror.NoCredentialMessage + `","type":"invalid_request_error","param":null,"code":null}}` + "\n"
 
 // TestRoutes: every endpoint reaches its handler with its ids, and every
 // request no endpoint takes gets OpenAI's error: 404 unknown_url for a

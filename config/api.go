@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -90,27 +91,28 @@ const (
 func defaultAPI() API {
 	return API{
 		Listen:         "127.0.0.1:8081",
-		AuthHeaders:    []string{"authorization", "api-key"},
+		AuthHeaders:    store.DefaultAuthHeaders(),
 		Anonymous:      AnonymousReject,
-		MaxUploadBytes: 64 * MiB,
-		DefaultExpiry:  20 * time.Minute,
+		MaxUploadBytes: api.DefaultMaxUploadBytes,
+		DefaultExpiry:  api.DefaultExpiryMinutes * time.Minute,
 		MaxExpiry:      time.Hour,
 	}
 }
 
 func defaultStore() Store {
+	l := store.DefaultLimits()
 	return Store{
 		Backend:  StoreMemory,
 		RedisURL: "redis://127.0.0.1:6379/0",
 		Limits: StoreLimits{
-			FileBytes:       64 * MiB,
-			ContainerBytes:  256 * MiB,
-			ContainerFiles:  256,
-			OwnerBytes:      GiB,
-			OwnerContainers: 64,
-			OwnerFiles:      1000,
-			FileLifetime:    24 * time.Hour,
-			ExpiredMemory:   24 * time.Hour,
+			FileBytes:       ByteSize(l.FileBytes),
+			ContainerBytes:  ByteSize(l.ContainerBytes),
+			ContainerFiles:  l.ContainerFiles,
+			OwnerBytes:      ByteSize(l.OwnerBytes),
+			OwnerContainers: l.OwnerContainers,
+			OwnerFiles:      l.OwnerFiles,
+			FileLifetime:    l.FileLifetime,
+			ExpiredMemory:   l.ExpiredMemory,
 		},
 	}
 }

@@ -2,6 +2,9 @@ package config
 
 import (
 	"time"
+
+	"github.com/codeinterp/codeinterp/filter"
+	"github.com/codeinterp/codeinterp/interceptor"
 )
 
 // Config is the whole configuration of `extproc serve` and `extproc dev`.
@@ -237,28 +240,17 @@ func Default() *Config {
 			Listen:                 "127.0.0.1:50051",
 			AdminListen:            "127.0.0.1:9090",
 			ShutdownTimeout:        30 * time.Second,
-			MaxBodyBytes:           16 * MiB,
+			MaxBodyBytes:           filter.DefaultMaxBodyBytes,
 			OverrideMessageTimeout: 600 * time.Second,
 		},
 		Routes: Routes{
-			Paths:   []string{"/v1/responses"},
-			Methods: []string{"POST"},
+			Paths:   filter.DefaultPaths(),
+			Methods: filter.DefaultMethods(),
 		},
-		Interceptor: Interceptor{
-			FunctionName:     "code_interpreter",
-			MaxRounds:        8,
-			MaxParallelCalls: 4,
-			MaxToolCalls:     32,
-			FollowUp:         FollowUpAuto,
-			MaxMemoryLimit:   1 * GiB,
-			InputFiles:       "pass",
-			Streaming:        "live",
-			CallStatus:       "openai",
-			History:          "auto",
-		},
+		Interceptor: defaultInterceptor(),
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",
-			ForwardHeaders: []string{"authorization", "api-key", "openai-organization", "openai-project"},
+			ForwardHeaders: filter.DefaultForwardHeaders(),
 			Headers:        map[string]string{},
 			Timeout:        120 * time.Second,
 		},
@@ -298,6 +290,24 @@ func Default() *Config {
 		Files:         defaultFiles(),
 		Logging:       Logging{Level: "info", Format: "json"},
 		Metrics:       Metrics{Enabled: true, Path: "/metrics"},
+	}
+}
+
+// defaultInterceptor is the interceptor's own defaults
+// (interceptor.DefaultConfig) in the YAML types, and a live stream.
+func defaultInterceptor() Interceptor {
+	d := interceptor.DefaultConfig()
+	return Interceptor{
+		FunctionName:     d.FunctionName,
+		MaxRounds:        d.MaxRounds,
+		MaxParallelCalls: d.MaxParallelCalls,
+		MaxToolCalls:     d.MaxToolCalls,
+		FollowUp:         string(d.FollowUp),
+		MaxMemoryLimit:   ByteSize(d.MaxMemoryBytes),
+		InputFiles:       d.InputFiles,
+		Streaming:        "live",
+		CallStatus:       d.CallStatus,
+		History:          string(d.History),
 	}
 }
 

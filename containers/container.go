@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -375,7 +376,7 @@ func (c *container) collect(ctx context.Context, h *held, gen uint64) (changed [
 			continue
 		}
 		f, err := m.st.PutFile(ctx, store.File{
-			ID: store.NewID("cfile_"), Owner: c.meta.Owner, ContainerID: c.meta.ID, Path: p,
+			ID: idgen.New("cfile_"), Owner: c.meta.Owner, ContainerID: c.meta.ID, Path: p,
 			Filename: path.Base(p), CreatedAt: m.cfg.Now().Unix(), Source: "assistant",
 		}, data)
 		if err != nil {
@@ -405,7 +406,7 @@ func (c *container) exists(ctx context.Context, h *held, p string) bool {
 // (cfile_<id>.png). The code has its own figure; the file reaches
 // /mnt/data with the next mirror, as every container file does.
 func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.File, error) {
-	id := store.NewID("cfile_")
+	id := idgen.New("cfile_")
 	ext := ".png"
 	if sub, ok := strings.CutPrefix(im.MediaType, "image/"); ok && sub != "" && !strings.ContainsAny(sub, "/+;") {
 		ext = "." + sub

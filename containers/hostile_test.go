@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -220,7 +221,7 @@ func hostileContainerCases() []hostileCase {
 				// The user's own four containers, one named as auto ones are.
 				var mine []string
 				for i, name := range []string{"code-interpreter", "analysis", "code-interpreter", "b"} {
-					c := store.Container{ID: store.NewID("cntr_"), Owner: e.owner, Name: name, Origin: store.OriginAPI,
+					c := store.Container{ID: idgen.New("cntr_"), Owner: e.owner, Name: name, Origin: store.OriginAPI,
 						CreatedAt: e.clock.now().Unix() - int64(10-i), LastActiveAt: e.clock.now().Unix() - int64(10-i), ExpiresAfterMinutes: 20}
 					if err := e.st.PutContainer(ctx, c); err != nil {
 						e.t.Fatal(err)
@@ -368,7 +369,7 @@ func hostileContainerCases() []hostileCase {
 
 		{name: "the longest accepted name attached by file_ids", run: func(e *hostileEnv) {
 			ctx := context.Background()
-			maxName := store.MaxNameBytes - len(store.NewID("file-")) - 1
+			maxName := store.MaxNameBytes - len(idgen.New("file-")) - 1
 			name := strings.Repeat("n", maxName-4) + ".csv"
 			f, err := e.st.PutFile(ctx, store.File{Owner: e.owner, Filename: name, Purpose: "user_data"}, []byte("x,y\n"))
 			if err != nil {

@@ -29,6 +29,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -182,7 +184,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		}
 		if c.ID == "" {
 			c = store.Container{
-				ID: store.NewID("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
+				ID: idgen.New("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
 				MemoryLimit: memoryString(spec.MemoryBytes),
 			}
@@ -210,8 +212,8 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 	// OpenAI's default size ("1g") is the operator's default session
 	// memory; a container made with a larger memory_limit gets that.
 	mem := spec.MemoryBytes
-	if mem == 0 && c.MemoryLimit != defaultMemoryLimit {
-		mem, _ = sandbox.ParseMemoryLimit(c.MemoryLimit)
+	if mem == 0 && c.MemoryLimit != memlimit.Default {
+		mem, _ = memlimit.Parse(c.MemoryLimit)
 	}
 	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
 }
@@ -311,7 +313,7 @@ func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.H
 	}
 	name := store.AttachedName(fileID, safeName(filename))
 	_, err = m.st.PutFile(ctx, store.File{
-		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
 	}, data)
 	if err != nil {
@@ -334,7 +336,7 @@ func (m *Manager) addInput(ctx context.Context, c store.Container, header http.H
 	}
 	name := safeName(in.Filename)
 	_, err := m.st.PutFile(ctx, store.File{
-		ID: store.NewID("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
 		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
 	}, in.Data)
 	if err != nil {
@@ -479,14 +481,11 @@ func safeName(name string) string {
 	return name
 }
 
-// defaultMemoryLimit is OpenAI's default container memory_limit.
-const defaultMemoryLimit = "1g"
-
 // memoryString is OpenAI's memory_limit spelling of b ("4g"); the default
 // for 0.
 func memoryString(b int64) string {
 	if b <= 0 {
-		return defaultMemoryLimit
+		return memlimit.Default
 	}
-	return sandbox.FormatMemoryLimit(b)
+	return memlimit.Format(b)
 }

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 
@@ -326,12 +325,6 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 	return c, ""
 }
 
-func newID(prefix string) string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // response fills the fixture envelope with items, echoing what a real
 // server echoes from the request.
 func (m *model) response(c *convo, items []string) string {
@@ -349,7 +342,7 @@ func (m *model) response(c *convo, items []string) string {
 		}
 	}
 	now := time.Now().Unix()
-	set("id", newID("resp_"))
+	set("id", idgen.New("resp_"))
 	set("created_at", now)
 	set("completed_at", now)
 	set("store", c.req.Get("store").Type != gjson.False && !m.stateless)
@@ -375,8 +368,8 @@ func (m *model) response(c *convo, items []string) string {
 func (m *model) call(code string) string {
 	args, _ := json.Marshal(map[string]string{"code": code})
 	it := m.sh.functionCall
-	it, _ = sjson.Set(it, "id", newID("fc_"))
-	it, _ = sjson.Set(it, "call_id", newID("call_")[:29])
+	it, _ = sjson.Set(it, "id", idgen.New("fc_"))
+	it, _ = sjson.Set(it, "call_id", idgen.New("call_")[:29])
 	it, _ = sjson.Set(it, "name", "code_interpreter")
 	it, _ = sjson.Set(it, "arguments", string(args))
 	return it
@@ -385,7 +378,7 @@ func (m *model) call(code string) string {
 // message is an assistant message item in the fixture's real shape.
 func (m *model) message(text string) string {
 	it := m.sh.message
-	it, _ = sjson.Set(it, "id", newID("msg_"))
+	it, _ = sjson.Set(it, "id", idgen.New("msg_"))
 	it, _ = sjson.Set(it, "content.0.text", text)
 	return it
 }

@@ -15,7 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/apierror"
 )
 
 // liveResponse is an intercepted stream, live: the headers answer goes out
@@ -54,7 +54,7 @@ func (l *liveResponse) headers(ctx context.Context, code int, hdr http.Header) e
 	default:
 		st.outcome = OutcomeUpstreamError
 		st.log.Error("upstream stream unreadable", zap.String("content_encoding", enc))
-		rs, _ := st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+		rs, _ := st.immediate(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer,
 			Message: "The upstream response could not be decoded."})
 		return l.out.sendAll(rs)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
@@ -231,7 +232,7 @@ func TestDuplexBuffered(t *testing.T) {
 // was sent, each upstream event is answered before the next is sent, and
 // the run's follow-up streams too.
 func TestDuplexLive(t *testing.T) {
-	second := string(interceptor.EventStream([]byte(modelTurn("resp_2", messageItem("The answer is 42."))), false))
+	second := string(sse.EventStream([]byte(modelTurn("resp_2", messageItem("The answer is 42."))), false))
 	e := startDuplexFilter(t, Config{}, sandboxtest.New(t), second)
 	es := e.open(t)
 	es.requestHeaders("POST", "/v1/responses", false, "authorization", "Bearer k")
@@ -245,7 +246,7 @@ func TestDuplexLive(t *testing.T) {
 	if h.GetResponseHeaders() == nil || setHeaders(mut)["content-type"] != interceptor.ContentTypeSSE || !slices.Contains(mut.GetRemoveHeaders(), "content-length") {
 		t.Fatalf("answer %v, want the headers response with an SSE content type and no content-length", h)
 	}
-	first := interceptor.EventStream([]byte(modelTurn("resp_1", callItem("call_a", "print(\"a\\tb\", 6*7)"))), false)
+	first := sse.EventStream([]byte(modelTurn("resp_1", callItem("call_a", "print(\"a\\tb\", 6*7)"))), false)
 	events := strings.SplitAfter(string(first), "\n\n")
 
 	// A reader collects the answers; gates hold the next upstream event
@@ -361,7 +362,7 @@ func TestDuplexLiveGzip(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			zw := gzip.NewWriter(&buf)
-			_, _ = zw.Write(interceptor.EventStream([]byte(modelTurn("resp_1", messageItem("no code needed"))), false))
+			_, _ = zw.Write(sse.EventStream([]byte(modelTurn("resp_1", messageItem("no code needed"))), false))
 			zw.Close()
 			data := buf.Bytes()
 			if broken {

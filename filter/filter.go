@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/store"
 )
 
 // Config is the filter's part of the operator configuration.
@@ -43,7 +44,7 @@ type Config struct {
 	SyntheticStreams bool
 	// AuthHeaders name the request headers whose values identify the
 	// caller (store.Owner): its containers and files are its own. Default
-	// ["authorization", "api-key"].
+	// store.DefaultAuthHeaders.
 	AuthHeaders []string
 	// AnonymousShared lets requests without a credential share one owner
 	// (api.anonymous: shared); otherwise such a request that uses the code
@@ -54,15 +55,23 @@ type Config struct {
 // DefaultMaxBodyBytes is the default body limit.
 const DefaultMaxBodyBytes = 16 << 20
 
+// DefaultPaths are the paths handled unless configured otherwise: OpenAI's
+// Responses API. A fresh slice each call.
+func DefaultPaths() []string { return []string{"/v1/responses"} }
+
+// DefaultMethods are the methods handled on those paths unless configured
+// otherwise. A fresh slice each call.
+func DefaultMethods() []string { return []string{http.MethodPost} }
+
 func (c Config) withDefaults() Config {
 	if len(c.Paths) == 0 {
-		c.Paths = []string{"/v1/responses"}
+		c.Paths = DefaultPaths()
 	}
 	if len(c.Methods) == 0 {
-		c.Methods = []string{http.MethodPost}
+		c.Methods = DefaultMethods()
 	}
 	if len(c.AuthHeaders) == 0 {
-		c.AuthHeaders = []string{"authorization", "api-key"}
+		c.AuthHeaders = store.DefaultAuthHeaders()
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

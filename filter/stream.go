@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +19,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -221,7 +221,7 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 		}
 	}
 	if st.requestID == "" {
-		st.requestID = newRequestID()
+		st.requestID = idgen.Random("", 32)
 	}
 	st.log = st.s.log.With(zap.String("request_id", st.requestID))
 	path, _, _ := strings.Cut(st.path, "?")
@@ -250,7 +250,7 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 		st.log.Error("ext_proc filter misconfigured: codeinterp needs BUFFERED request and response bodies",
 			zap.String("request_body_mode", m.GetRequestBodyMode().String()),
 			zap.String("response_body_mode", m.GetResponseBodyMode().String()))
-		return st.immediate(&interceptor.APIError{Status: http.StatusInternalServerError, Type: "server_error",
+		return st.immediate(&apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer,
 			Message: "the code interpreter gateway is misconfigured (ext_proc body modes must be BUFFERED)"})
 	}
 	if !st.s.cfg.SyntheticStreams {
@@ -277,7 +277,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	body := b.GetBody()
 	if int64(len(body)) > st.s.cfg.MaxBodyBytes {
 		st.outcome = OutcomeRejected
-		return st.immediate(&interceptor.APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+		return st.immediate(&apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest,
 			Message: fmt.Sprintf("Request body is %d bytes; the limit is %d bytes.", len(body), st.s.cfg.MaxBodyBytes),
 			Code:    "request_too_large"})
 	}
@@ -287,9 +287,9 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	}
 	ex, err := st.s.ic.NewExchange(ctx, interceptor.Caller{Owner: owner, Header: st.clientHdr}, body)
 	if err != nil {
-		var apiErr *interceptor.APIError
+		var apiErr *apierror.Error
 		if !errors.As(err, &apiErr) {
-			apiErr = &interceptor.APIError{Status: http.StatusInternalServerError, Type: "server_error", Message: "The request could not be processed."}
+			apiErr = &apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer, Message: "The request could not be processed."}
 			st.log.Error("rewrite failed", zap.Error(err))
 		}
 		st.outcome = OutcomeRejected
@@ -384,7 +384,7 @@ func (st *streamState) upstreamFailed(code int) {
 
 func (st *streamState) noUpstreamBody() ([]*extprocv3.ProcessingResponse, error) {
 	st.outcome = OutcomeUpstreamError
-	return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+	return st.immediate(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer,
 		Message: "The upstream model server answered without a body."})
 }
 
@@ -422,7 +422,7 @@ func (st *streamState) completeBuffered(ctx context.Context, body []byte, pre []
 	if err != nil {
 		st.outcome = OutcomeUpstreamError
 		st.log.Error("upstream body unreadable", zap.Error(err))
-		r, _ := st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+		r, _ := st.immediate(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer,
 			Message: "The upstream response could not be decoded."})
 		return nil, append(pre, r...), nil
 	}
@@ -448,7 +448,7 @@ func (st *streamState) completeBuffered(ctx context.Context, body []byte, pre []
 
 func (st *streamState) upstreamTooLarge() ([]*extprocv3.ProcessingResponse, error) {
 	st.outcome = OutcomeUpstreamError
-	return st.immediate(&interceptor.APIError{Status: http.StatusBadGateway, Type: "server_error",
+	return st.immediate(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeServer,
 		Message: fmt.Sprintf("The upstream response is larger than the %d-byte limit.", st.s.cfg.MaxBodyBytes)})
 }
 
@@ -487,7 +487,7 @@ func (st *streamState) sendNow(_ context.Context, rs []*extprocv3.ProcessingResp
 }
 
 // immediate ends the exchange with an OpenAI-shaped error.
-func (st *streamState) immediate(e *interceptor.APIError) ([]*extprocv3.ProcessingResponse, error) {
+func (st *streamState) immediate(e *apierror.Error) ([]*extprocv3.ProcessingResponse, error) {
 	st.phase = phaseClosed
 	return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
@@ -568,10 +568,4 @@ func messageName(req *extprocv3.ProcessingRequest) string {
 		return "response_trailers"
 	}
 	return "empty message"
-}
-
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

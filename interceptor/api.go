@@ -1,12 +1,15 @@
 package interceptor
 
 // This file fixes the contract between the interceptor and its callers (the
-// ext_proc filter, the dev proxy, tests). The implementation may add to it but
-// must keep these names and meanings.
+// ext_proc filter, the dev proxy, tests): the types they hold. The
+// implementation may add to it but must keep these names and meanings. The
+// methods that do the work are declared with their bodies, where the work
+// is: New in interceptor.go, RewriteRequest in request.go, CompleteResponse
+// in loop.go, NewExchange in files.go, the live path's in live.go, and
+// Config's in config.go.
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -32,155 +35,6 @@ type UpstreamFunc func(ctx context.Context, body []byte) (int, http.Header, []by
 func (f UpstreamFunc) CreateResponse(ctx context.Context, body []byte) (int, http.Header, []byte, error) {
 	return f(ctx, body)
 }
-
-// FollowUpMode says how a follow-up inference carries the conversation so far.
-type FollowUpMode string
-
-// The follow-up modes.
-const (
-	// FollowUpAuto uses previous_response_id when the upstream stored the
-	// previous response (it answered with "store": true and an id), and
-	// replays otherwise.
-	FollowUpAuto FollowUpMode = "auto"
-	// FollowUpReplay sends the request's input, every output item so far and
-	// the function_call_output items again.
-	FollowUpReplay FollowUpMode = "replay"
-	// FollowUpPreviousResponseID sends previous_response_id and only the new
-	// function_call_output items. It needs an upstream that stores responses.
-	FollowUpPreviousResponseID FollowUpMode = "previous_response_id"
-)
-
-// Config is the operator's configuration of the interceptor. Zero fields take
-// the defaults of DefaultConfig (see WithDefaults).
-type Config struct {
-	// FunctionName is the name of the function tool the native
-	// code_interpreter tool becomes upstream. Default "code_interpreter".
-	FunctionName string
-	// MaxRounds caps the follow-up inferences of one client request (so the
-	// upstream sees at most MaxRounds+1 requests). The last permitted
-	// follow-up is sent with tool_choice "none" so the model answers. A client
-	// cannot raise it. Default 8.
-	MaxRounds int
-	// MaxParallelCalls caps the code calls of one model turn that are run;
-	// further calls in the same turn are answered "not run" (status
-	// incomplete). A session serialises its runs, so the calls of a turn run
-	// one after another in output order, which keeps shared Python state
-	// deterministic. Default 4.
-	MaxParallelCalls int
-	// MaxToolCalls caps the code calls run for one client request. The
-	// request's max_tool_calls can lower it, never raise it. Default 32.
-	MaxToolCalls int
-	// MaxMemoryBytes is the largest container memory_limit a client may ask
-	// for ("1g" style); above it the request gets a 400. Default 1 GiB.
-	MaxMemoryBytes int64
-	// FollowUp selects how follow-ups carry the conversation. Default auto.
-	FollowUp FollowUpMode
-	// MaxBodyBytes rejects larger intercepted requests with a 413. 0 means
-	// no limit here (the filter enforces the transport's limit).
-	MaxBodyBytes int
-	// InputFiles says what the model gets of a request's input_file parts
-	// (which are copied into the container either way): InputFilesPass
-	// (default) sends them on unchanged, InputFilesNote replaces each with
-	// a text note saying where the file is (for models that reject files).
-	InputFiles string
-	// CallStatus is the status clients get on a code_interpreter_call:
-	// CallStatusOpenAI (default) says "completed" for every call that
-	// ended, whatever the code did, as OpenAI's hosted tool does (its
-	// clients' schemas — the Agents SDK's — admit no other final status),
-	// with the reason in the call's logs; CallStatusDetailed says "failed"
-	// for a Python exception or a crash and "incomplete" for a limit or a
-	// call not run. The model is told the detailed status either way.
-	CallStatus string
-	// History says how a request continuing a stored response (one of
-	// ours, WithResponses) reaches the model server: HistoryAuto
-	// (default), HistoryUpstream or HistoryExpand.
-	History HistoryMode
-}
-
-// The call_status modes.
-const (
-	CallStatusOpenAI   = "openai"
-	CallStatusDetailed = "detailed"
-)
-
-// The input_files modes.
-const (
-	InputFilesPass = "pass"
-	InputFilesNote = "note"
-)
-
-// DefaultConfig returns the documented defaults. A fresh value each call.
-func DefaultConfig() Config {
-	return Config{
-		FunctionName:     "code_interpreter",
-		MaxRounds:        8,
-		MaxParallelCalls: 4,
-		MaxToolCalls:     32,
-		MaxMemoryBytes:   1 << 30,
-		FollowUp:         FollowUpAuto,
-		InputFiles:       InputFilesPass,
-		CallStatus:       CallStatusOpenAI,
-		History:          HistoryAuto,
-	}
-}
-
-// WithDefaults returns c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	d := DefaultConfig()
-	if c.FunctionName == "" {
-		c.FunctionName = d.FunctionName
-	}
-	if c.MaxRounds == 0 {
-		c.MaxRounds = d.MaxRounds
-	}
-	if c.MaxParallelCalls == 0 {
-		c.MaxParallelCalls = d.MaxParallelCalls
-	}
-	if c.MaxToolCalls == 0 {
-		c.MaxToolCalls = d.MaxToolCalls
-	}
-	if c.MaxMemoryBytes == 0 {
-		c.MaxMemoryBytes = d.MaxMemoryBytes
-	}
-	if c.FollowUp == "" {
-		c.FollowUp = d.FollowUp
-	}
-	if c.InputFiles == "" {
-		c.InputFiles = InputFilesPass
-	}
-	if c.CallStatus == "" {
-		c.CallStatus = d.CallStatus
-	}
-	if c.History == "" {
-		c.History = d.History
-	}
-	return c
-}
-
-// Validate reports every invalid field, by name.
-func (c Config) Validate() error { return c.validate() }
-
-// APIError is a request the interceptor refuses, or a failure it reports to
-// the client, in OpenAI's error shape. Every error RewriteRequest returns is
-// an *APIError.
-type APIError struct {
-	Status  int    // HTTP status, e.g. 400
-	Type    string // e.g. "invalid_request_error"
-	Message string
-	Param   string // the offending field, e.g. "tools[1].container.file_ids"; "" means null
-	Code    string // e.g. "unknown_parameter"; "" means null
-}
-
-func (e *APIError) Error() string {
-	if e.Param != "" {
-		return fmt.Sprintf("%d %s (%s): %s", e.Status, e.Type, e.Param, e.Message)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
-}
-
-// Body is the error as the JSON body OpenAI sends:
-// {"error":{"message":…,"type":…,"param":…,"code":…}}.
-func (e *APIError) Body() []byte { return e.body() }
 
 // Result is what the client gets for an intercepted exchange.
 type Result struct {
@@ -213,32 +67,8 @@ type Option func(*Interceptor)
 // (container ids, file_ids, input files, file citations); see NewExchange.
 func WithContainers(c Containers) Option { return func(i *Interceptor) { i.containers = c } }
 
-// New validates cfg (after WithDefaults) and builds an Interceptor. log may
-// be nil (no logging).
-func New(cfg Config, provider sandbox.Provider, log *zap.Logger, opts ...Option) (*Interceptor, error) {
-	i, err := newInterceptor(cfg, provider, log)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range opts {
-		o(i)
-	}
-	return i, nil
-}
-
 // Config returns the effective configuration (defaults applied).
 func (i *Interceptor) Config() Config { return i.cfg }
-
-// RewriteRequest inspects a client's /v1/responses request body. Without a
-// native code_interpreter tool (and without replayed code_interpreter_call
-// items) the Exchange is a pass-through: !Intercepted() && !Modified(), found
-// without parsing the whole body. Otherwise it validates the tool and returns
-// the upstream body: the tool replaced by a function tool, tool_choice and
-// replayed history rewritten, stream forced to false. A refused request gives
-// an *APIError (HTTP 400 with param naming the field, or 413) and no Exchange.
-func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
-	return i.rewriteRequest(body)
-}
 
 // Exchange is one client request and, when intercepted, its agentic loop.
 // RewriteRequest makes it; the filter sends UpstreamBody upstream when
@@ -286,23 +116,6 @@ func (x *Exchange) UpstreamBody() []byte { return x.req.upstream }
 // with synthetic SSE (ContentTypeSSE, status 200). It is false when not
 // Intercepted (a stream then passes through untouched).
 func (x *Exchange) ClientStream() bool { return x.req.clientStream }
-
-// CompleteResponse takes the upstream's answer to UpstreamBody and runs the
-// loop: it executes the model's calls of our function in one sandbox session,
-// sends follow-ups through up, and splices the rounds into one OpenAI-shaped
-// response (JSON, or synthetic SSE when ClientStream).
-//
-// A non-2xx first answer passes through unchanged (status, content type,
-// body), also for a streaming client. Later failures (a follow-up answered
-// non-2xx: that status and body; a transport failure or an unusable upstream
-// body: 502 with an OpenAI-shaped error) reach a streaming client as one SSE
-// "error" event with status 200, since its stream has begun. The returned
-// error is non-nil only when ctx ended (the client went away): the filter
-// should then abandon the exchange. When !Intercepted the answer passes
-// through unchanged.
-func (x *Exchange) CompleteResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
-	return x.completeResponse(ctx, up, status, header, body)
-}
 
 // The content types of the bodies CompleteResponse produces, as OpenAI sends them.
 const (

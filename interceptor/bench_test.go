@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -23,7 +26,7 @@ func requestOfSize(n int, withTool bool) []byte {
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		b.WriteString(`{"type":"message","role":"` + role + `","content":[{"type":"input_text","text":` + jsonString(text) + `}]}`)
+		b.WriteString(`{"type":"message","role":"` + role + `","content":[{"type":"input_text","text":` + jsonx.Quote(text) + `}]}`)
 	}
 	b.WriteString(`],"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}`)
 	if withTool {
@@ -82,7 +85,7 @@ func spliceFixture(b *testing.B, ic *Interceptor, stream bool) (*loop, []*round)
 	}
 	x.req.includeOutputs = true
 	x.req.clientStream = stream
-	l := &loop{x: x, cfg: ic.cfg, log: ic.log, containerID: newID("cntr_", 24)}
+	l := &loop{x: x, cfg: ic.cfg, log: ic.log, containerID: idgen.New("cntr_")}
 	var rounds []*round
 	code := "import statistics\nvalues = [i * i for i in range(100)]\nprint(statistics.mean(values), statistics.pstdev(values))\n"
 	for r := 0; r < 5; r++ {
@@ -128,7 +131,7 @@ func BenchmarkSpliceAndSSE20Items(b *testing.B) {
 	b.ReportAllocs()
 	var out []byte
 	for b.Loop() {
-		out = synthesizeSSE(l.splice(rounds, false), true)
+		out = sse.EventStream(l.splice(rounds, false), true)
 	}
 	b.ReportMetric(float64(strings.Count(string(out), "\n\n")), "events")
 }

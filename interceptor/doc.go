@@ -15,6 +15,46 @@
 // stream get the synthetic SSE event sequence OpenAI would have sent.
 //
 // JSON the interceptor does not own is carried byte-for-value (gjson/sjson
-// edits on the raw body), so fields and item types from newer API versions
-// survive.
+// and internal/jsonx edits on the raw body), so fields and item types from
+// newer API versions survive. The event streams are written and read by
+// internal/sse; errors are OpenAI's shape, apierror.Error.
+//
+// # Files
+//
+// The contract and its configuration:
+//
+//   - api.go: the types callers hold: Upstream, Result, Interceptor,
+//     Option, Exchange and its accessors.
+//   - config.go: Config, its defaults (DefaultConfig, WithDefaults) and
+//     Validate.
+//   - interceptor.go: New, and the function tool the native tool becomes.
+//   - containers.go: the Containers interface a response's code runs in.
+//
+// The request side:
+//
+//   - request.go: RewriteRequest: pass-through detection, validation of the
+//     native tool, and the rewrite of tools, tool_choice and replayed calls.
+//   - history.go: requests that continue a stored response or a
+//     conversation (previous_response_id, conversation, item_reference).
+//   - files.go: NewExchange, which connects a request to its container
+//     (container ids, file_ids, input files) and the files' citations.
+//
+// The loop and the answer:
+//
+//   - loop.go: CompleteResponse and the agentic loop both paths drive:
+//     rounds, limits, the calls' runs in turn and the follow-up requests.
+//   - round.go: one upstream answer read as a round and the calls of our
+//     function in it.
+//   - run.go: running a call in the response's container or sandbox
+//     session.
+//   - report.go: what became of a call: its status, what the model is told
+//     and the logs the client sees.
+//   - images.go: the figures a run made, as code_interpreter_call outputs.
+//   - splice.go: the rounds spliced into the one response the client gets.
+//   - remember.go: keeping the finished response and its conversation in
+//     the store.
+//   - errors.go: upstream failures and the error answer or event the client
+//     gets for them.
+//   - live.go, live_round.go: the live path (StreamLive, StreamResponse):
+//     the upstream's rounds streamed to the client as they arrive.
 package interceptor

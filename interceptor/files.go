@@ -11,7 +11,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -32,33 +34,33 @@ type containerDecl struct {
 const maxFileIDs = 50
 
 // checkContainerID validates an explicit container id.
-func checkContainerID(param, id string) *APIError {
+func checkContainerID(param, id string) *apierror.Error {
 	if !strings.HasPrefix(id, "cntr_") || len(id) > 64 || len(id) < 6 {
-		return invalid(param, "invalid_value", "Invalid value for '%s': expected a container id (cntr_…), but got '%s'.", param, id)
+		return apierror.Invalid(param, "invalid_value", "Invalid value for '%s': expected a container id (cntr_…), but got '%s'.", param, id)
 	}
 	return nil
 }
 
 // checkFileIDs reads a container's file_ids.
-func checkFileIDs(param string, v gjson.Result) ([]string, *APIError) {
+func checkFileIDs(param string, v gjson.Result) ([]string, *apierror.Error) {
 	if v.Type == gjson.Null {
 		return nil, nil
 	}
 	if !v.IsArray() {
-		return nil, invalid(param, "invalid_type", "Invalid type for '%s': expected an array of file ids.", param)
+		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an array of file ids.", param)
 	}
 	var ids []string
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	v.ForEach(func(k, id gjson.Result) bool {
 		if id.Type != gjson.String || id.Str == "" || len(id.Str) > 128 {
-			apiErr = invalid(param+"["+k.String()+"]", "invalid_value", "Invalid value for '%s[%s]': expected a file id.", param, k.String())
+			apiErr = apierror.Invalid(param+"["+k.String()+"]", "invalid_value", "Invalid value for '%s[%s]': expected a file id.", param, k.String())
 			return false
 		}
 		ids = append(ids, id.Str)
 		return true
 	})
 	if apiErr == nil && len(ids) > maxFileIDs {
-		apiErr = invalid(param, "array_above_max_length", "Invalid '%s': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", param, maxFileIDs, len(ids))
+		apiErr = apierror.Invalid(param, "array_above_max_length", "Invalid '%s': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", param, maxFileIDs, len(ids))
 	}
 	return ids, apiErr
 }
@@ -87,7 +89,7 @@ func replayedContainers(input gjson.Result) []string {
 // set (interceptor.input_files: note) each part is replaced by a text part
 // saying where the file is, for models that reject file parts; otherwise
 // the input is unchanged.
-func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, newInput string, changed bool, apiErr *APIError) {
+func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, newInput string, changed bool, apiErr *apierror.Error) {
 	if !input.IsArray() || !strings.Contains(input.Raw, "input_file") {
 		return nil, input.Raw, false, nil
 	}
@@ -118,9 +120,9 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 			files = append(files, *f)
 			if note {
 				itemChanged = true
-				parts = append(parts, string(appendEditedObject(nil, `{}`,
-					set("type", `"input_text"`),
-					set("text", jsonString(inputFileNote(*f))),
+				parts = append(parts, string(jsonx.AppendEditedObject(nil, `{}`,
+					jsonx.Set("type", `"input_text"`),
+					jsonx.Set("text", jsonx.Quote(inputFileNote(*f))),
 				)))
 				return true
 			}
@@ -132,7 +134,7 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 		}
 		if itemChanged {
 			changed = true
-			items = append(items, string(editObject(it.Raw, set("content", string(appendArray(nil, parts))))))
+			items = append(items, string(jsonx.EditObject(it.Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, parts))))))
 			return true
 		}
 		items = append(items, it.Raw)
@@ -144,12 +146,12 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 	if !changed {
 		return files, input.Raw, false, nil
 	}
-	return files, string(appendArray(nil, items)), true, nil
+	return files, string(jsonx.AppendArray(nil, items)), true, nil
 }
 
 // decodeInputFile reads one input_file part: file_data (a data URL or bare
 // base64) with filename, or file_id. A file_url part gives nil.
-func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *APIError) {
+func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *apierror.Error) {
 	if id := p.Get("file_id"); id.Type == gjson.String && id.Str != "" {
 		return &containers.InputFile{FileID: id.Str, Filename: p.Get("filename").Str}, nil
 	}
@@ -158,29 +160,29 @@ func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *APIE
 		if p.Get("file_url").Exists() {
 			return nil, nil
 		}
-		return nil, invalid(param, "missing_required_parameter", "Missing required parameter: '%s.file_data' or '%s.file_id'.", param, param)
+		return nil, apierror.Invalid(param, "missing_required_parameter", "Missing required parameter: '%s.file_data' or '%s.file_id'.", param, param)
 	}
 	name := p.Get("filename").Str
 	if name == "" {
-		return nil, invalid(param+".filename", "missing_required_parameter", "Missing required parameter: '%s.filename' (with file_data).", param)
+		return nil, apierror.Invalid(param+".filename", "missing_required_parameter", "Missing required parameter: '%s.filename' (with file_data).", param)
 	}
 	// The file becomes /mnt/data/<base name>: the name is held to what a
 	// file system and a reader can take, as uploads are.
 	base := store.BaseName(name)
 	if err := store.CheckFilename(base, store.MaxNameBytes); err != nil {
-		return nil, invalid(param+".filename", "invalid_value", "Invalid value for '%s.filename': %v.", param, err)
+		return nil, apierror.Invalid(param+".filename", "invalid_value", "Invalid value for '%s.filename': %v.", param, err)
 	}
 	raw := data.Str
 	if strings.HasPrefix(raw, "data:") {
 		_, b64, ok := strings.Cut(raw, ";base64,")
 		if !ok {
-			return nil, invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': expected base64 data or a base64 data URL.", param)
+			return nil, apierror.Invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': expected base64 data or a base64 data URL.", param)
 		}
 		raw = b64
 	}
 	b, err := base64.StdEncoding.DecodeString(raw)
 	if err != nil {
-		return nil, invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': the base64 data does not decode.", param)
+		return nil, apierror.Invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': the base64 data does not decode.", param)
 	}
 	return &containers.InputFile{Filename: base, Data: b}, nil
 }
@@ -235,7 +237,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	if caller.Owner == "" {
 		// Containers belong to a credential; a request without one
 		// cannot have any (api.anonymous: reject).
-		return nil, &APIError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Message: store.NoCredentialMessage}
+		return nil, apierror.NoCredential()
 	}
 	d := x.req.container
 	d.reuse = append(h.reuse, d.reuse...)
@@ -250,7 +252,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	files, err := c.Files(ctx)
 	if err != nil {
 		_ = c.Close()
-		return nil, &APIError{Status: http.StatusInternalServerError, Type: "server_error", Message: "The container's files could not be listed."}
+		return nil, &apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer, Message: "The container's files could not be listed."}
 	}
 	if len(files) > 0 {
 		x.req.appendInput(developerNote(filesNote(c.ID(), files)))
@@ -258,20 +260,19 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	return x, nil
 }
 
-func containerError(param, id string, err error) *APIError {
+func containerError(param, id string, err error) *apierror.Error {
 	switch {
 	case errors.Is(err, containers.ErrNotFound):
-		return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param, Code: "container_not_found",
+		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param, Code: "container_not_found",
 			Message: "Container with id '" + id + "' not found."}
 	case errors.Is(err, containers.ErrExpired):
-		return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "container_expired",
-			Message: "Container is expired."}
+		return apierror.ContainerExpired(param)
 	case errors.Is(err, containers.ErrFileNotFound):
 		msg := strings.TrimPrefix(err.Error(), containers.ErrFileNotFound.Error()+": ")
-		return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param + ".file_ids", Code: "file_not_found",
+		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param + ".file_ids", Code: "file_not_found",
 			Message: "File with id '" + msg + "' not found."}
 	}
-	return &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param,
+	return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: param,
 		Message: "The container could not be prepared: " + err.Error()}
 }
 
@@ -279,15 +280,15 @@ func containerError(param, id string, err error) *APIError {
 func (r *request) appendInput(item string) {
 	items := arrayElems(r.input)
 	items = append(items, item)
-	r.input = string(appendArray(nil, items))
-	r.upstream = editObject(string(r.upstream), set("input", r.input))
+	r.input = string(jsonx.AppendArray(nil, items))
+	r.upstream = jsonx.EditObject(string(r.upstream), jsonx.Set("input", r.input))
 }
 
 func developerNote(text string) string {
-	return string(appendEditedObject(nil, `{}`,
-		set("type", `"message"`),
-		set("role", `"developer"`),
-		set("content", jsonString(text)),
+	return string(jsonx.AppendEditedObject(nil, `{}`,
+		jsonx.Set("type", `"message"`),
+		jsonx.Set("role", `"developer"`),
+		jsonx.Set("content", jsonx.Quote(text)),
 	))
 }
 
@@ -337,6 +338,6 @@ func citations(cid, text string, files map[string]containers.File) []string {
 
 // citation renders one container_file_citation in OpenAI's field order.
 func citation(cid string, f containers.File, start, end int) string {
-	return `{"type":"container_file_citation","container_id":` + jsonString(cid) + `,"end_index":` + strconv.Itoa(end) +
-		`,"file_id":` + jsonString(f.ID) + `,"filename":` + jsonString(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
+	return `{"type":"container_file_citation","container_id":` + jsonx.Quote(cid) + `,"end_index":` + strconv.Itoa(end) +
+		`,"file_id":` + jsonx.Quote(f.ID) + `,"filename":` + jsonx.Quote(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/pretty"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
@@ -37,9 +37,9 @@ func FuzzRewriteRequest(f *testing.F) {
 		ic := newRewriter(t, func(c *Config) { c.MaxBodyBytes = 1 << 20 })
 		x, err := ic.RewriteRequest(body)
 		if err != nil {
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("error %T is not an *APIError: %v", err, err)
+				t.Fatalf("error %T is not an *apierror.Error: %v", err, err)
 			}
 			if ae.Status != 400 && ae.Status != 413 || ae.Message == "" {
 				t.Fatalf("rejection %+v", ae)
@@ -83,65 +83,6 @@ func FuzzRewriteRequest(f *testing.F) {
 		}
 		if strings.Contains(root.Get("include").Raw, includeOutputs) {
 			t.Fatalf("include still asks for outputs: %s", up)
-		}
-	})
-}
-
-func FuzzSynthesizeSSE(f *testing.F) {
-	for _, tu := range seedTurns(f, fixtureNonStreaming) {
-		f.Add([]byte(tu.Response))
-	}
-	for _, tu := range seedTurns(f, fixtureStreaming, fixtureFunctionTool) {
-		evs := strings.Split(tu.SSE, "\n\n")
-		last := evs[len(evs)-2]
-		f.Add([]byte(gjson.Get(last[strings.Index(last, "data: ")+6:], "response").Raw))
-	}
-	f.Add([]byte("{\n  \"id\": \"r\",\n  \"status\": \"failed\",\n  \"output\": [\n    {\"type\": \"message\", \"content\": [{\"type\": \"output_text\", \"text\": \"a\\nb\"}, 7]},\n    \"x\", 3, null\n  ]\n}"))
-	f.Add([]byte(`{"id":"r","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"\u2028"}],"content":[{"type":"reasoning_text","text":"\ud83d\ude00"}]},{"type":"custom_tool_call","input":"x"}]}`))
-	f.Fuzz(func(t *testing.T, final []byte) {
-		if !gjson.ValidBytes(final) || !gjson.ParseBytes(final).IsObject() {
-			return // the splice only ever hands over a response object
-		}
-		for _, obfuscate := range []bool{true, false} {
-			out := synthesizeSSE(final, obfuscate)
-			evs := parseSSE(t, string(out))
-			if len(evs) < 3 || evs[0].Name != "response.created" || evs[1].Name != "response.in_progress" {
-				t.Fatalf("stream opening: %s", out)
-			}
-			for i, e := range evs {
-				if e.Data.Get("sequence_number").Int() != int64(i) {
-					t.Fatalf("event %d: %s", i, e.Data.Raw)
-				}
-			}
-			if got, want := evs[len(evs)-1].Data.Get("response").Raw, string(pretty.Ugly(final)); got != want {
-				t.Fatalf("terminal response differs:\n got %s\nwant %s", got, want)
-			}
-		}
-	})
-}
-
-// FuzzTopFields: the fast top-level walk agrees with gjson on every valid
-// JSON object.
-func FuzzTopFields(f *testing.F) {
-	f.Add(`{"a":"x\\\"y","b":[1,{"c":"]}"}],"d":-1.5e3,"e":true,"f":null,"g":{"h":"\\\\"}}`)
-	f.Add(` { "k" : "v" , "k" : [ ] } `)
-	f.Add(`{"s":"\u00e9\ud83d\ude00","n":0}`)
-	f.Add(string(requestOfSize(2<<10, true)))
-	f.Fuzz(func(t *testing.T, raw string) {
-		if !gjson.Valid(raw) || !gjson.Parse(raw).IsObject() {
-			topFields(raw) // must not panic on anything
-			return
-		}
-		fast, slow := topFields(raw), fields(raw)
-		if len(fast) != len(slow) {
-			t.Fatalf("%d fields, gjson finds %d", len(fast), len(slow))
-		}
-		for i := range fast {
-			a, b := fast[i], slow[i]
-			if a.key != b.key || a.start != b.start || a.end != b.end || a.value.Raw != b.value.Raw ||
-				a.value.Type != b.value.Type || a.value.Str != b.value.Str || a.value.Index != b.value.Index {
-				t.Fatalf("field %d: fast %+v, gjson %+v", i, a, b)
-			}
 		}
 	})
 }

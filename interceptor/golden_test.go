@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -86,5 +87,5 @@ func TestGoldenSSE(t *testing.T) {
 		`{"id":"ci_golden","type":"code_interpreter_call","status":"completed","code":"print(sum(i*i for i in range(11)))\n","container_id":"cntr_golden","outputs":[{"type":"logs","logs":"385\n"}]},` +
 		`{"id":"msg_golden","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"The sum is 385."}],"role":"assistant"}` +
 		`],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":15}}`
-	golden(t, "stream-every-item.sse", synthesizeSSE([]byte(final), false))
+	golden(t, "stream-every-item.sse", sse.EventStream([]byte(final), false))
 }

@@ -15,7 +15,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/internal/fixtures"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 )
 
 // This file is the test stand-in for what cannot run here: the model. The
@@ -101,7 +104,7 @@ func (u *scriptedUpstream) CreateResponse(ctx context.Context, body []byte) (int
 	if s.status != 0 {
 		return s.status, jsonHeader(), []byte(s.body), nil
 	}
-	id := "resp_" + strings.Repeat(strconv.Itoa(n), 4) + newID("", 10)
+	id := "resp_" + strings.Repeat(strconv.Itoa(n), 4) + idgen.Random("", 20)
 	u.ids = append(u.ids, id)
 	return 200, jsonHeader(), u.respond(id, req, s), nil
 }
@@ -156,23 +159,23 @@ func (u *scriptedUpstream) respond(id string, req gjson.Result, s step) []byte {
 	if tools == "" {
 		tools = "[]"
 	}
-	edits := []edit{
-		set("id", jsonString(id)),
-		set("output", string(appendArray(nil, s.items))),
-		set("store", strconv.FormatBool(s.store)),
-		set("tools", tools),
-		set("usage", `{"input_tokens":100,"input_tokens_details":{"cache_write_tokens":10,"cached_tokens":20},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":107}`),
+	edits := []jsonx.Edit{
+		jsonx.Set("id", jsonx.Quote(id)),
+		jsonx.Set("output", string(jsonx.AppendArray(nil, s.items))),
+		jsonx.Set("store", strconv.FormatBool(s.store)),
+		jsonx.Set("tools", tools),
+		jsonx.Set("usage", `{"input_tokens":100,"input_tokens_details":{"cache_write_tokens":10,"cached_tokens":20},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":107}`),
 	}
 	for _, k := range []string{"tool_choice", "previous_response_id", "max_tool_calls", "parallel_tool_calls"} {
 		if v := req.Get(k); v.Exists() {
-			edits = append(edits, set(k, v.Raw))
+			edits = append(edits, jsonx.Set(k, v.Raw))
 		} else if k == "tool_choice" {
-			edits = append(edits, set(k, `"auto"`))
+			edits = append(edits, jsonx.Set(k, `"auto"`))
 		} else {
-			edits = append(edits, set(k, "null"))
+			edits = append(edits, jsonx.Set(k, "null"))
 		}
 	}
-	return editObject(u.template, edits...)
+	return jsonx.EditObject(u.template, edits...)
 }
 
 func (u *scriptedUpstream) requests() []gjson.Result {
@@ -186,22 +189,22 @@ func jsonHeader() http.Header { return http.Header{"Content-Type": {"application
 // Items shaped like the recorded OpenAI ones.
 
 func fcItem(callID, code string) string {
-	args := string(appendEditedObject(nil, `{}`, set("code", jsonString(code))))
+	args := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("code", jsonx.Quote(code))))
 	return fcRaw(callID, "code_interpreter", args)
 }
 
 func fcRaw(callID, name, args string) string {
-	return `{"id":"fc_` + newID("", 20) + `","type":"function_call","status":"completed","arguments":` + jsonString(args) +
-		`,"call_id":` + jsonString(callID) + `,"name":` + jsonString(name) + `}`
+	return `{"id":"fc_` + idgen.Random("", 40) + `","type":"function_call","status":"completed","arguments":` + jsonx.Quote(args) +
+		`,"call_id":` + jsonx.Quote(callID) + `,"name":` + jsonx.Quote(name) + `}`
 }
 
 func msgItem(text string) string {
-	return `{"id":"msg_` + newID("", 20) + `","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":` +
-		jsonString(text) + `}],"phase":"final_answer","role":"assistant"}`
+	return `{"id":"msg_` + idgen.Random("", 40) + `","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":` +
+		jsonx.Quote(text) + `}],"phase":"final_answer","role":"assistant"}`
 }
 
 func reasoningItem(summary string) string {
-	return `{"id":"rs_` + newID("", 20) + `","type":"reasoning","summary":[{"type":"summary_text","text":` + jsonString(summary) + `}]}`
+	return `{"id":"rs_` + idgen.Random("", 40) + `","type":"reasoning","summary":[{"type":"summary_text","text":` + jsonx.Quote(summary) + `}]}`
 }
 
 // gateway serves the interceptor over HTTP as the filter does: rewrite,
@@ -216,7 +219,7 @@ func gateway(t *testing.T, ic *Interceptor, up Upstream) (*httptest.Server, *ope
 		}
 		x, err := ic.RewriteRequest(body)
 		if err != nil {
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
 				t.Errorf("RewriteRequest error %T: %v", err, err)
 				return

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -122,7 +126,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		return body, h, nil
 	}
 	input := root.Get("input")
-	var edits []edit
+	var edits []jsonx.Edit
 	var prefix []string
 
 	pr, conv := root.Get("previous_response_id"), conversationID(root.Get("conversation"))
@@ -137,10 +141,10 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if pr.Type == gjson.String && pr.Str != "" && i.responses != nil {
 		rec, err := i.responses.GetResponse(ctx, owner, pr.Str)
 		switch {
-		case errors.Is(err, store.ErrNotFound) && store.Tagged(pr.Str, "resp_"):
+		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(pr.Str, "resp_"):
 			// Ours, but gone (expired, deleted, store: false, or another
 			// credential's): OpenAI's answer, not a model server's guess.
-			return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id",
+			return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: "previous_response_id",
 				Code: "previous_response_not_found", Message: "Previous response with id '" + pr.Str + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
 			// Not ours: the model server's business.
@@ -155,8 +159,8 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	if conv != "" && i.conversations != nil {
 		items, err := i.conversations.Items(ctx, owner, conv)
 		switch {
-		case errors.Is(err, store.ErrNotFound) && store.Tagged(conv, "conv_"):
-			return nil, nil, &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "conversation",
+		case errors.Is(err, store.ErrNotFound) && idgen.Tagged(conv, "conv_"):
+			return nil, nil, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: "conversation",
 				Message: "Conversation with id '" + conv + "' not found."}
 		case errors.Is(err, store.ErrNotFound):
 			// The model server's own conversation, or none: its business.
@@ -168,7 +172,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		}
 	}
 	if (prev != nil || h.conv != "") && pr.Exists() && pr.Type != gjson.Null && conv != "" {
-		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "mutually_exclusive_parameters",
+		return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "mutually_exclusive_parameters",
 			Message: "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'."}
 	}
 	switch {
@@ -178,7 +182,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 			h.reuse = append(h.reuse, prev.ContainerID)
 		}
 		if i.useUpstream(*prev) {
-			edits = append(edits, set("previous_response_id", jsonString(prev.UpstreamID)))
+			edits = append(edits, jsonx.Set("previous_response_id", jsonx.Quote(prev.UpstreamID)))
 			for _, m := range prev.Pending {
 				prefix = append(prefix, string(m))
 			}
@@ -188,7 +192,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 				return nil, nil, err
 			}
 			prefix = items
-			edits = append(edits, del("previous_response_id"))
+			edits = append(edits, jsonx.Del("previous_response_id"))
 		}
 	case h.conv != "":
 		h.convIDs = make(map[string]bool, len(convItems))
@@ -208,7 +212,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 				prefix = append(prefix, string(m))
 			}
 		}
-		edits = append(edits, del("conversation"))
+		edits = append(edits, jsonx.Del("conversation"))
 	}
 
 	own, changed, reuse, err := i.resolveItems(ctx, owner, input)
@@ -227,15 +231,15 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 	for _, m := range own {
 		all = append(all, m...)
 	}
-	edits = append(edits, set("input", string(appendArray(nil, all))))
-	out := editObject(doc, edits...)
+	edits = append(edits, jsonx.Set("input", string(jsonx.AppendArray(nil, all))))
+	out := jsonx.EditObject(doc, edits...)
 	if max := i.cfg.MaxBodyBytes; max > 0 && len(out) > max && len(body) <= max {
 		param := "previous_response_id"
 		if h.conv != "" {
 			param = "conversation"
 		}
-		return nil, nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "context_too_large",
-			Message: sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
+		return nil, nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: param, Code: "context_too_large",
+			Message: fmt.Sprintf("The conversation this request continues is %d bytes with its history; this server sends at most %d to the model. Start a new conversation, or continue from a later response.", len(out), max)}
 	}
 	return out, h, nil
 }
@@ -266,7 +270,7 @@ func (x *Exchange) adopt(h *history, resolved []byte) {
 		}
 	}
 	if (x.ic.responses != nil || h.conv != "") && x.req.intercepted {
-		x.respID = store.NewTaggedID("resp_", 50)
+		x.respID = idgen.NewTagged("resp_", 50)
 	}
 }
 
@@ -287,7 +291,7 @@ func (i *Interceptor) expand(ctx context.Context, owner string, rec store.Respon
 	chain, err := i.responses.GetResponses(ctx, owner, rec.History)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
+		return nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: "previous_response_id", Code: "previous_response_not_found",
 			Message: "Previous response with id '" + rec.ID + "' continues a conversation of which an earlier response was deleted or has expired; its history cannot be rebuilt."}
 	case err != nil:
 		i.log.Error("response store lookup failed", zap.Error(err))
@@ -336,10 +340,10 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 			}
 		}
 		if errors.Is(e, store.ErrNotFound) {
-			if it.Get("type").Str != "code_interpreter_call" && store.Tagged(id, "ci_") {
+			if it.Get("type").Str != "code_interpreter_call" && idgen.Tagged(id, "ci_") {
 				// A reference to a call of ours that is gone: the model
 				// server never knew it.
-				err = &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "input",
+				err = &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: "input",
 					Message: "Item with id '" + id + "' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."}
 				return false
 			}
@@ -431,11 +435,11 @@ func inputItems(input gjson.Result) []string {
 }
 
 func userMessage(content string) string {
-	return string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", content)))
+	return string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"message"`), jsonx.Set("role", `"user"`), jsonx.Set("content", content)))
 }
 
-func storeUnavailable() *APIError {
-	return &APIError{Status: http.StatusInternalServerError, Type: "server_error",
+func storeUnavailable() *apierror.Error {
+	return &apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer,
 		Message: "The response store is unavailable; try again later."}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 )
@@ -74,11 +76,11 @@ func storeConversation(b *testing.B, rs store.Responses, n int) string {
 		if prev != "" {
 			history = append(history, prev)
 		}
-		id := newID("resp_", 25)
-		ci, msg := newID("ci_", 25), newID("msg_", 25)
+		id := idgen.Random("resp_", 50)
+		ci, msg := idgen.Random("ci_", 50), idgen.Random("msg_", 50)
 		code := "import statistics\nvalues = [i * i for i in range(" + strconv.Itoa(k+10) + ")]\nprint(statistics.mean(values), statistics.pstdev(values))\n"
 		fc := fcItem("call_"+strconv.Itoa(k), code)
-		out := `{"type":"function_call_output","call_id":"call_` + strconv.Itoa(k) + `","output":` + jsonString("status: completed\nstdout:\n1234.5 987.6\nstderr: (empty)\n") + `}`
+		out := `{"type":"function_call_output","call_id":"call_` + strconv.Itoa(k) + `","output":` + jsonx.Quote("status: completed\nstdout:\n1234.5 987.6\nstderr: (empty)\n") + `}`
 		answer := msgItem("The mean is 1234.5 and the standard deviation 987.6; the values grow quadratically, as expected.")
 		r := store.Response{
 			ID: id, Owner: "alice", Previous: prev, History: append([]string(nil), history...),

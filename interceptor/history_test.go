@@ -10,6 +10,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
@@ -49,7 +52,7 @@ func convPost(t *testing.T, ic *Interceptor, up Upstream, owner, body string) (i
 	ctx := context.Background()
 	x, err := ic.NewExchange(ctx, Caller{Owner: owner}, []byte(body))
 	if err != nil {
-		var ae *APIError
+		var ae *apierror.Error
 		if !errors.As(err, &ae) {
 			t.Fatalf("NewExchange: %T %v", err, err)
 		}
@@ -214,7 +217,7 @@ func TestReplayedHistoryGetsStoredOutputs(t *testing.T) {
 		{"item_reference", func(r1 gjson.Result) string {
 			var refs []string
 			r1.Get("output").ForEach(func(_, it gjson.Result) bool {
-				refs = append(refs, `{"type":"item_reference","id":`+jsonString(it.Get("id").Str)+`}`)
+				refs = append(refs, `{"type":"item_reference","id":`+jsonx.Quote(it.Get("id").Str)+`}`)
 				return true
 			})
 			return strings.Join(refs, ",")
@@ -238,7 +241,7 @@ func withoutOutputs(r1 gjson.Result, outputs string) string {
 	var items []string
 	r1.Get("output").ForEach(func(_, it gjson.Result) bool {
 		if it.Get("type").Str == "code_interpreter_call" {
-			items = append(items, string(editObject(it.Raw, set("outputs", outputs))))
+			items = append(items, string(jsonx.EditObject(it.Raw, jsonx.Set("outputs", outputs))))
 		} else {
 			items = append(items, it.Raw)
 		}
@@ -259,7 +262,7 @@ func TestHistoryIsTheOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv := store.NewTaggedID("conv_", 48)
+	conv := idgen.NewTagged("conv_", 48)
 	if err := cs.PutConversation(ctx, store.Conversation{ID: conv, Owner: "alice", CreatedAt: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +279,7 @@ func TestHistoryIsTheOwners(t *testing.T) {
 		param, code string
 	}{
 		{"her response", `,"previous_response_id":"` + r1.Get("id").Str + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
-		{"a response never made", `,"previous_response_id":"` + store.NewTaggedID("resp_", 50) + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
+		{"a response never made", `,"previous_response_id":"` + idgen.NewTagged("resp_", 50) + `","input":"hi"`, 400, "previous_response_id", "previous_response_not_found"},
 		{"her call", `,"input":[{"type":"item_reference","id":"` + ci + `"}]`, 404, "input", ""},
 		{"her call, referenced without a type", `,"input":[{"id":"` + ci + `"}]`, 404, "input", ""},
 		{"her conversation", `,"conversation":"` + conv + `","input":"hi"`, 404, "conversation", ""},

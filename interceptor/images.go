@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -87,7 +88,7 @@ func appendOutputs(dst []byte, c *call, note string) []byte {
 	if c.argErr != "" || c.notRun != "" {
 		if note != "" { // nothing ran: the note is all there is
 			dst = append(dst, `{"type":"logs","logs":`...)
-			dst = appendString(dst, note)
+			dst = jsonx.AppendQuote(dst, note)
 			dst = append(dst, '}')
 		}
 		return append(dst, ']')
@@ -115,7 +116,7 @@ func appendOutputs(dst []byte, c *call, note string) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":"logs","logs":`...)
-		dst = appendString(dst, s)
+		dst = jsonx.AppendQuote(dst, s)
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

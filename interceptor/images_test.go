@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/internal/fixtures"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -384,7 +385,7 @@ func TestSSEImageOutputs(t *testing.T) {
 	item := ciLoop(true).ciItem(c, true)
 	final := `{"id":"resp_s","object":"response","created_at":1,"status":"completed","model":"m","output":[` + item +
 		`,{"id":"msg_s","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"Here it is."}]}]}`
-	body := synthesizeSSE([]byte(final), true)
+	body := sse.EventStream([]byte(final), true)
 	evs := parseSSE(t, string(body))
 	checkStreamInvariants(t, evs)
 	var names []string
@@ -433,7 +434,7 @@ func TestSSEImageOutputs(t *testing.T) {
 
 	// Without include the item is added and done with null outputs.
 	item = ciLoop(false).ciItem(c, false)
-	for _, e := range parseSSE(t, string(synthesizeSSE([]byte(`{"id":"r","object":"response","status":"completed","output":[`+item+`]}`), false))) {
+	for _, e := range parseSSE(t, string(sse.EventStream([]byte(`{"id":"r","object":"response","status":"completed","output":[`+item+`]}`), false))) {
 		if e.Data.Get("item.type").Str == "code_interpreter_call" && e.Data.Get("item.outputs").Type != gjson.Null {
 			t.Errorf("%s: outputs %s, want null", e.Name, e.Data.Get("item.outputs").Raw)
 		}

@@ -7,15 +7,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
-
-func sprintf(format string, args ...any) string {
-	if len(args) == 0 {
-		return format
-	}
-	return fmt.Sprintf(format, args...)
-}
 
 // toolDescription tells the model what the function gives it, from what
 // the running provider reports: it mirrors what OpenAI's hosted tool offers,
@@ -55,20 +49,22 @@ func newFunctionTool(name string, env sandbox.Environment) functionTool {
 		version = "3"
 	}
 	params := `{"type":"object","properties":{"code":{"type":"string","description":` +
-		jsonString("The Python "+version+" source code to run.") +
+		jsonx.Quote("The Python "+version+" source code to run.") +
 		`}},"required":["code"],"additionalProperties":false}`
-	return functionTool{json: string(appendEditedObject(nil, `{}`,
-		set("type", `"function"`),
-		set("name", jsonString(name)),
-		set("description", jsonString(toolDescription(env))),
-		set("parameters", params),
-		set("strict", "true"),
+	return functionTool{json: string(jsonx.AppendEditedObject(nil, `{}`,
+		jsonx.Set("type", `"function"`),
+		jsonx.Set("name", jsonx.Quote(name)),
+		jsonx.Set("description", jsonx.Quote(toolDescription(env))),
+		jsonx.Set("parameters", params),
+		jsonx.Set("strict", "true"),
 	))}
 }
 
-func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*Interceptor, error) {
+// New validates cfg (after WithDefaults) and builds an Interceptor. log may
+// be nil (no logging).
+func New(cfg Config, provider sandbox.Provider, log *zap.Logger, opts ...Option) (*Interceptor, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("interceptor: invalid config: %w", err)
 	}
 	if provider == nil {
@@ -77,5 +73,9 @@ func newInterceptor(cfg Config, provider sandbox.Provider, log *zap.Logger) (*In
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName, provider.Environment())}, nil
+	i := &Interceptor{cfg: cfg, provider: provider, log: log, fn: newFunctionTool(cfg.FunctionName, provider.Environment())}
+	for _, o := range opts {
+		o(i)
+	}
+	return i, nil
 }

@@ -11,6 +11,9 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
 	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 )
 
 // This file is the live path of a streaming client: the upstream streams
@@ -50,7 +53,7 @@ func (x *Exchange) StreamLive() bool {
 	}
 	if !x.req.live {
 		x.req.live = true
-		x.req.upstream = editObject(string(x.req.upstream), set("stream", "true"))
+		x.req.upstream = jsonx.EditObject(string(x.req.upstream), jsonx.Set("stream", "true"))
 	}
 	return true
 }
@@ -101,7 +104,7 @@ func (x *Exchange) StreamResponse(ctx context.Context, up StreamUpstream, status
 		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 		defer stop()
 	}
-	out := &liveOut{w: w, sw: sseWriter{obfuscate: x.req.obfuscate}}
+	out := &liveOut{w: w, sw: sse.Writer{Obfuscate: x.req.obfuscate}}
 	out.fl, _ = w.(interface{ Flush() error })
 	if !x.req.live || status < 200 || status > 299 {
 		defer x.Close()
@@ -120,11 +123,11 @@ func (x *Exchange) StreamResponse(ctx context.Context, up StreamUpstream, status
 }
 
 // liveOut writes events to the client, one Write (and Flush) per batch of
-// events produced by one upstream event. The sseWriter numbers them.
+// events produced by one upstream event. The sse.Writer numbers them.
 type liveOut struct {
 	w   io.Writer
 	fl  interface{ Flush() error }
-	sw  sseWriter
+	sw  sse.Writer
 	err error // the first write error; nothing is written after it
 }
 
@@ -132,12 +135,12 @@ func (o *liveOut) flush() error {
 	if o.err != nil {
 		return o.err
 	}
-	if len(o.sw.buf) > 0 {
-		if _, err := o.w.Write(o.sw.buf); err != nil {
+	if b := o.sw.Bytes(); len(b) > 0 {
+		if _, err := o.w.Write(b); err != nil {
 			o.err = err
 			return err
 		}
-		o.sw.buf = o.sw.buf[:0]
+		o.sw.Reset()
 	}
 	if o.fl != nil {
 		if err := o.fl.Flush(); err != nil {
@@ -162,19 +165,6 @@ type liveStream struct {
 	body     io.Reader      // the upstream answer being read
 }
 
-// failure is an upstream problem that ends the loop with an error for the
-// client (not a Go error of CompleteResponse or StreamResponse): a live
-// stream's error event, a buffered response's error answer — the model
-// server's own when body is set (a follow-up answered with an error).
-type failure struct {
-	code, msg, param string
-	status           int
-	header           http.Header
-	body             []byte
-}
-
-func (f *failure) Error() string { return f.code + ": " + f.msg }
-
 func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	s.body = body
 	l := s.l
@@ -188,7 +178,7 @@ func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	// store, else the first round's.
 	final := l.response(rounds)
 	if id := s.opening.Get("id"); id.Type == gjson.String {
-		final = editObject(string(final), set("id", id.Raw))
+		final = jsonx.EditObject(string(final), jsonx.Set("id", id.Raw))
 	}
 	if len(s.held) > 0 {
 		s.releaseHeld(final)
@@ -196,7 +186,7 @@ func (s *liveStream) run(ctx context.Context, body io.Reader) error {
 	if bytesHasNewline(final) {
 		final = pretty.Ugly(final)
 	}
-	s.out.sw.event(terminalEvent(gjson.GetBytes(final, "status").Str), kv{"response", string(final)})
+	s.out.sw.Event(terminalEvent(gjson.GetBytes(final, "status").Str), sse.Field{Key: "response", Value: string(final)})
 	return s.out.flush()
 }
 
@@ -265,14 +255,14 @@ func (s *liveStream) end(ctx context.Context, err error) error {
 	s.l.log.Warn("live stream failed", zap.Int("round", s.l.followUps), zap.String("code", f.code), zap.String("message", f.msg))
 	code, param := "null", "null"
 	if f.code != "" {
-		code = jsonString(f.code)
+		code = jsonx.Quote(f.code)
 	}
 	if f.param != "" {
-		param = jsonString(f.param)
+		param = jsonx.Quote(f.param)
 	}
-	s.out.sw.event("error", kv{"code", code}, kv{"message", jsonString(f.msg)}, kv{"param", param})
+	s.out.sw.Event("error", sse.Field{Key: "code", Value: code}, sse.Field{Key: "message", Value: jsonx.Quote(f.msg)}, sse.Field{Key: "param", Value: param})
 	if s.started {
-		s.out.sw.event("response.failed", kv{"response", s.failedResponse(f)})
+		s.out.sw.Event("response.failed", sse.Field{Key: "response", Value: s.failedResponse(f)})
 	}
 	return s.out.flush()
 }
@@ -291,12 +281,12 @@ func (s *liveStream) failedResponse(f *failure) string {
 	}
 	code := "null"
 	if f.code != "" {
-		code = jsonString(f.code)
+		code = jsonx.Quote(f.code)
 	}
-	return string(editObject(s.opening.Raw,
-		set("status", `"failed"`),
-		set("error", `{"code":`+code+`,"message":`+jsonString(f.msg)+`}`),
-		set("output", string(appendArray(nil, items))),
+	return string(jsonx.EditObject(s.opening.Raw,
+		jsonx.Set("status", `"failed"`),
+		jsonx.Set("error", `{"code":`+code+`,"message":`+jsonx.Quote(f.msg)+`}`),
+		jsonx.Set("output", string(jsonx.AppendArray(nil, items))),
 	))
 }
 
@@ -312,16 +302,16 @@ func bytesHasNewline(b []byte) bool {
 // The callHooks of the live path: the call's run, as OpenAI shows it.
 
 func (s *liveStream) start(c *call) error {
-	s.out.sw.event("response.code_interpreter_call.interpreting",
-		kv{"item_id", jsonString(c.ciID)}, kv{"output_index", strconv.Itoa(s.base + c.index)})
+	s.out.sw.Event("response.code_interpreter_call.interpreting",
+		sse.Field{Key: "item_id", Value: jsonx.Quote(c.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + c.index)})
 	return s.out.flush()
 }
 
 func (s *liveStream) done(c *call) error {
-	oi := kv{"output_index", strconv.Itoa(s.base + c.index)}
-	s.out.sw.event("response.code_interpreter_call.completed", kv{"item_id", jsonString(c.ciID)}, oi)
+	oi := sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + c.index)}
+	s.out.sw.Event("response.code_interpreter_call.completed", sse.Field{Key: "item_id", Value: jsonx.Quote(c.ciID)}, oi)
 	item := s.l.ciItem(c, s.l.x.req.includeOutputs)
 	s.finished[s.base+c.index] = item
-	s.out.sw.event("response.output_item.done", kv{"item", item}, oi)
+	s.out.sw.Event("response.output_item.done", sse.Field{Key: "item", Value: item}, oi)
 	return s.out.flush()
 }

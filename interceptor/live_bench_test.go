@@ -12,6 +12,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
@@ -25,7 +27,7 @@ func benchResponse(id string, items ...string) []byte {
 // re-cut into exactly n pieces (n tokens).
 func benchStream(tb testing.TB, resp []byte, n int) []sseEvent {
 	var out []sseEvent
-	evs := parseSSE(tb, string(synthesizeSSE(resp, false)))
+	evs := parseSSE(tb, string(sse.EventStream(resp, false)))
 	for i := 0; i < len(evs); {
 		e := evs[i]
 		if !e.Data.Get("delta").Exists() {
@@ -41,7 +43,7 @@ func benchStream(tb testing.TB, resp []byte, n int) []sseEvent {
 		runes := []rune(text.String())
 		for k := 0; k < n; k++ {
 			piece := string(runes[k*len(runes)/n : (k+1)*len(runes)/n])
-			out = append(out, sseEvent{Name: e.Name, Data: gjson.Parse(string(editObject(e.Data.Raw, set("delta", jsonString(piece)))))})
+			out = append(out, sseEvent{Name: e.Name, Data: gjson.Parse(string(jsonx.EditObject(e.Data.Raw, jsonx.Set("delta", jsonx.Quote(piece)))))})
 		}
 		i = j
 	}
@@ -124,7 +126,7 @@ func BenchmarkLiveTimeToFirstByte(b *testing.B) {
 	}
 	code := strings.TrimSpace(strings.Repeat("x = 1\n", tokens/2)) + "\nprint(x)"
 	round0 := benchResponse("resp_0", `{"id":"fc_1","type":"function_call","status":"completed","arguments":`+
-		jsonString(`{"code":`+jsonString(code)+`}`)+`,"call_id":"call_1","name":"code_interpreter"}`)
+		jsonx.Quote(`{"code":`+jsonx.Quote(code)+`}`)+`,"call_id":"call_1","name":"code_interpreter"}`)
 	round1 := benchResponse("resp_1", msgItem(strings.TrimSpace(strings.Repeat("token ", tokens))))
 	streams := [][]sseEvent{benchStream(b, round0, tokens), benchStream(b, round1, tokens)}
 	body := `{"model":"m","input":"go","stream":true,"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`

@@ -16,6 +16,9 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -65,7 +68,7 @@ func (u *liveUpstream) CreateResponseStream(ctx context.Context, body []byte) (i
 	if gjson.GetBytes(body, "stream").Type != gjson.True {
 		u.t.Errorf("live upstream request without stream:true: %s", body)
 	}
-	st, hdr, b, err := u.su.CreateResponse(ctx, editObject(string(body), del("stream")))
+	st, hdr, b, err := u.su.CreateResponse(ctx, jsonx.EditObject(string(body), jsonx.Del("stream")))
 	if err != nil || st < 200 || st > 299 {
 		return st, hdr, io.NopCloser(bytes.NewReader(b)), err
 	}
@@ -116,18 +119,18 @@ func (u *liveUpstream) CreateResponseStream(ctx context.Context, body []byte) (i
 // cut into characters when runeCut, renumbered.
 func (u *liveUpstream) events(b []byte) []sseEvent {
 	var out []sseEvent
-	for _, e := range parseSSE(u.t, string(synthesizeSSE(b, true))) {
+	for _, e := range parseSSE(u.t, string(sse.EventStream(b, true))) {
 		d := e.Data.Get("delta")
 		if !u.runeCut || !d.Exists() || utf8.RuneCountInString(d.Str) < 2 {
 			out = append(out, e)
 			continue
 		}
 		for _, r := range d.Str {
-			out = append(out, sseEvent{Name: e.Name, Data: gjson.Parse(string(editObject(e.Data.Raw, set("delta", jsonString(string(r))))))})
+			out = append(out, sseEvent{Name: e.Name, Data: gjson.Parse(string(jsonx.EditObject(e.Data.Raw, jsonx.Set("delta", jsonx.Quote(string(r))))))})
 		}
 	}
 	for i := range out {
-		out[i].Data = gjson.Parse(string(editObject(out[i].Data.Raw, set("sequence_number", itoa(int64(i))))))
+		out[i].Data = gjson.Parse(string(jsonx.EditObject(out[i].Data.Raw, jsonx.Set("sequence_number", itoa(int64(i))))))
 	}
 	return out
 }
@@ -242,7 +245,7 @@ func liveRun(ctx context.Context, t *testing.T, ic *Interceptor, u *liveUpstream
 // bufferedRun answers the same request through CompleteResponse, JSON.
 func bufferedRun(t *testing.T, ic *Interceptor, su *scriptedUpstream, body []byte) []byte {
 	t.Helper()
-	x, err := ic.NewExchange(context.Background(), Caller{Owner: "owner"}, editObject(string(body), set("stream", "false")))
+	x, err := ic.NewExchange(context.Background(), Caller{Owner: "owner"}, jsonx.EditObject(string(body), jsonx.Set("stream", "false")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +324,7 @@ func (s *recordingSession) Run(ctx context.Context, code string) (sandbox.Result
 type fakeContainers struct{ p sandbox.Provider }
 
 func (f fakeContainers) Open(ctx context.Context, spec containers.Spec) (containers.Container, error) {
-	return &fakeContainer{p: f.p, id: newID("cntr_", 24)}, nil
+	return &fakeContainer{p: f.p, id: idgen.New("cntr_")}, nil
 }
 
 type fakeContainer struct {

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
 	"go.uber.org/zap"
@@ -24,7 +26,7 @@ type roundState struct {
 // liveCall is one of our calls while the model writes it.
 type liveCall struct {
 	ciID     string
-	dec      codeDecoder
+	dec      jsonx.CodeDecoder
 	sent     strings.Builder // the code deltas sent
 	codeDone bool
 }
@@ -55,9 +57,9 @@ func (s *liveStream) streamRound(ctx context.Context, body io.Reader, first bool
 			_ = c.Close()
 		}()
 	}
-	r := newSSEReader(body)
+	r := sse.NewReader(body)
 	for {
-		ev, err := r.next()
+		ev, err := r.Next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -68,7 +70,7 @@ func (s *liveStream) streamRound(ctx context.Context, body io.Reader, first bool
 			return nil, &failure{code: "upstream_unavailable",
 				msg: "The upstream model server's stream ended before its response was complete (round " + strconv.Itoa(s.l.followUps) + ")."}
 		}
-		data := ev.data
+		data := ev.Data
 		if !gjson.ValidBytes(data) {
 			return nil, badUpstreamEvent()
 		}
@@ -81,7 +83,7 @@ func (s *liveStream) streamRound(ctx context.Context, body io.Reader, first bool
 		}
 		typ := root.Get("type").Str
 		if typ == "" {
-			typ = ev.name
+			typ = ev.Name
 		}
 		switch typ {
 		case "response.created", "response.in_progress":
@@ -107,7 +109,7 @@ func (s *liveStream) streamRound(ctx context.Context, body io.Reader, first bool
 		default:
 			s.pass(rs, typ, root)
 		}
-		if len(s.out.sw.buf) > 0 {
+		if len(s.out.sw.Bytes()) > 0 {
 			if err := s.out.flush(); err != nil {
 				return nil, err
 			}
@@ -125,11 +127,11 @@ func (s *liveStream) openingEvent(typ string, resp gjson.Result) {
 	if !resp.IsObject() {
 		return
 	}
-	shown := string(editObject(resp.Raw, s.l.echoEdits(nil, resp, resp)...))
+	shown := string(jsonx.EditObject(resp.Raw, s.l.echoEdits(nil, resp, resp)...))
 	if !s.started {
 		s.started, s.opening = true, gjson.Parse(shown)
 	}
-	s.out.sw.event(typ, kv{"response", shown})
+	s.out.sw.Event(typ, sse.Field{Key: "response", Value: shown})
 }
 
 // pass handles one upstream event of the round's output.
@@ -152,7 +154,7 @@ func (s *liveStream) pass(rs *roundState, typ string, root gjson.Result) {
 		}
 	case "response.function_call_arguments.delta":
 		if lc != nil {
-			s.codeDelta(lc, idx, lc.dec.feed(root.Get("delta").Str))
+			s.codeDelta(lc, idx, lc.dec.Feed(root.Get("delta").Str))
 			return
 		}
 	case "response.function_call_arguments.done":
@@ -184,26 +186,26 @@ func (s *liveStream) pass(rs *roundState, typ string, root gjson.Result) {
 		}
 	}
 	if oi.Exists() {
-		s.out.sw.passthrough(typ, root, s.base+idx)
+		s.out.sw.Passthrough(typ, root, s.base+idx)
 	} else {
-		s.out.sw.passthrough(typ, root, -1)
+		s.out.sw.Passthrough(typ, root, -1)
 	}
 }
 
 // openCall shows one of our calls starting, as OpenAI adds a
 // code_interpreter_call.
 func (s *liveStream) openCall(rs *roundState, idx int) *liveCall {
-	lc := &liveCall{ciID: store.NewTaggedID("ci_", 50)}
+	lc := &liveCall{ciID: idgen.NewTagged("ci_", 50)}
 	rs.calls[idx] = lc
 	outputs := "null"
 	if s.l.x.req.includeOutputs {
 		outputs = "[]"
 	}
-	oi := kv{"output_index", strconv.Itoa(s.base + idx)}
-	s.out.sw.event("response.output_item.added", kv{"item", `{"id":` + jsonString(lc.ciID) +
-		`,"type":"code_interpreter_call","status":"in_progress","code":"","container_id":` + jsonString(s.l.containerID) +
+	oi := sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)}
+	s.out.sw.Event("response.output_item.added", sse.Field{Key: "item", Value: `{"id":` + jsonx.Quote(lc.ciID) +
+		`,"type":"code_interpreter_call","status":"in_progress","code":"","container_id":` + jsonx.Quote(s.l.containerID) +
 		`,"outputs":` + outputs + `}`}, oi)
-	s.out.sw.event("response.code_interpreter_call.in_progress", kv{"item_id", jsonString(lc.ciID)}, oi)
+	s.out.sw.Event("response.code_interpreter_call.in_progress", sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, oi)
 	return lc
 }
 
@@ -212,8 +214,8 @@ func (s *liveStream) codeDelta(lc *liveCall, idx int, piece string) {
 		return
 	}
 	lc.sent.WriteString(piece)
-	s.out.sw.deltas1("response.code_interpreter_call_code.delta", piece,
-		kv{"item_id", jsonString(lc.ciID)}, kv{"output_index", strconv.Itoa(s.base + idx)})
+	s.out.sw.Delta("response.code_interpreter_call_code.delta", piece,
+		sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)})
 }
 
 // finishCode ends a call's code: what the deltas lack of code (a call whose
@@ -225,12 +227,12 @@ func (s *liveStream) finishCode(lc *liveCall, idx int, code string) {
 	}
 	lc.codeDone = true
 	if sent := lc.sent.String(); strings.HasPrefix(code, sent) {
-		for _, piece := range chunks(code[len(sent):]) {
+		for _, piece := range sse.Chunks(code[len(sent):]) {
 			s.codeDelta(lc, idx, piece)
 		}
 	}
-	s.out.sw.event("response.code_interpreter_call_code.done", kv{"code", jsonString(code)},
-		kv{"item_id", jsonString(lc.ciID)}, kv{"output_index", strconv.Itoa(s.base + idx)})
+	s.out.sw.Event("response.code_interpreter_call_code.done", sse.Field{Key: "code", Value: jsonx.Quote(code)},
+		sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)})
 }
 
 // endRound parses the round from its terminal response and ties the calls
@@ -252,7 +254,7 @@ func (s *liveStream) endRound(rs *roundState, resp gjson.Result) (*round, error)
 		for _, k := range idx {
 			items = append(items, rs.items[k])
 		}
-		doc = string(editObject(doc, set("output", string(appendArray(nil, items)))))
+		doc = string(jsonx.EditObject(doc, jsonx.Set("output", string(jsonx.AppendArray(nil, items)))))
 	}
 	rd, err := s.l.x.ic.parseRound([]byte(doc))
 	if err != nil {
@@ -289,16 +291,16 @@ func (s *liveStream) releaseHeld(final []byte) {
 			case typ == "response.output_text.done" && part.Exists():
 				anns := part.Get("annotations").Array()
 				for k := hm.anns[ci.Int()]; k < len(anns); k++ {
-					s.out.sw.event("response.output_text.annotation.added",
-						kv{"annotation", anns[k].Raw}, kv{"annotation_index", strconv.Itoa(k)}, kv{"content_index", ci.Raw},
-						kv{"item_id", jsonString(item.Get("id").Str)}, kv{"output_index", strconv.Itoa(hm.index)})
+					s.out.sw.Event("response.output_text.annotation.added",
+						sse.Field{Key: "annotation", Value: anns[k].Raw}, sse.Field{Key: "annotation_index", Value: strconv.Itoa(k)}, sse.Field{Key: "content_index", Value: ci.Raw},
+						sse.Field{Key: "item_id", Value: jsonx.Quote(item.Get("id").Str)}, sse.Field{Key: "output_index", Value: strconv.Itoa(hm.index)})
 				}
 			case typ == "response.content_part.done" && part.Exists():
-				ev = gjson.Parse(string(editObject(ev.Raw, set("part", part.Raw))))
+				ev = gjson.Parse(string(jsonx.EditObject(ev.Raw, jsonx.Set("part", part.Raw))))
 			case typ == "response.output_item.done":
-				ev = gjson.Parse(string(editObject(ev.Raw, set("item", item.Raw))))
+				ev = gjson.Parse(string(jsonx.EditObject(ev.Raw, jsonx.Set("item", item.Raw))))
 			}
-			s.out.sw.passthrough(typ, ev, hm.index)
+			s.out.sw.Passthrough(typ, ev, hm.index)
 		}
 	}
 	s.held = nil

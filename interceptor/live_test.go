@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -19,7 +20,7 @@ import (
 const liveTool = `[{"type":"code_interpreter","container":{"type":"auto"}}]`
 
 func liveRequest(extra string) []byte {
-	return []byte(`{"model":"gpt-5.6","input":` + jsonString(prompt) + `,"tools":` + liveTool + `,"store":false,"stream":true` + extra + `}`)
+	return []byte(`{"model":"gpt-5.6","input":` + jsonx.Quote(prompt) + `,"tools":` + liveTool + `,"store":false,"stream":true` + extra + `}`)
 }
 
 // escapedCode is a call whose arguments spell its code with every escape a
@@ -234,7 +235,7 @@ func TestLiveMatchesBuffered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := liveRequest("")
 			if tc.extra != "" {
-				body = []byte(editObject(string(body), editsOf(tc.extra)...))
+				body = []byte(jsonx.EditObject(string(body), editsOf(tc.extra)...))
 			}
 			ic := newLoopInterceptor(t, p, tc.cfg)
 			if tc.files {
@@ -274,10 +275,10 @@ func TestLiveMatchesBuffered(t *testing.T) {
 }
 
 // editsOf turns `,"k":v,...` into edits.
-func editsOf(extra string) []edit {
-	var out []edit
+func editsOf(extra string) []jsonx.Edit {
+	var out []jsonx.Edit
 	gjson.Parse("{" + strings.TrimPrefix(extra, ",") + "}").ForEach(func(k, v gjson.Result) bool {
-		out = append(out, set(k.Str, v.Raw))
+		out = append(out, jsonx.Set(k.Str, v.Raw))
 		return true
 	})
 	return out

@@ -2,118 +2,19 @@ package interceptor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/store"
 )
-
-// call is one call of our function found in a model turn.
-type call struct {
-	index  int    // position in the round's output
-	callID string // the model's call_id, echoed in function_call_output
-	code   string
-	args   string // the raw arguments string
-	ciID   string // id of the code_interpreter_call the client sees
-
-	argErr string // non-empty: the arguments were unusable; nothing ran
-	notRun string // non-empty: a limit kept the call from running
-	res    sandbox.Result
-
-	// In a container (Containers): the run started a fresh interpreter in
-	// a container that existed before, the files it wrote, its images as
-	// container files.
-	reset   bool
-	changed []containers.File
-	images  []containers.File
-}
-
-// round is one upstream response and the calls it asked for.
-type round struct {
-	doc         string // the response body
-	root        gjson.Result
-	items       []gjson.Result // output items
-	calls       []*call        // our calls, in output order
-	callAt      map[int]*call  // output index → call
-	status      string
-	id          string
-	stored      bool
-	clientCalls bool   // the turn also calls tools the client must run itself
-	filesNote   string // after the calls ran: the container's files, for the model
-}
-
-// clientCallTypes are output items the client, not the server, must answer;
-// a turn containing one ends the loop (as OpenAI returns it to the client).
-var clientCallTypes = map[string]bool{
-	"function_call": true, "custom_tool_call": true, "computer_call": true,
-	"local_shell_call": true, "shell_call": true, "apply_patch_call": true,
-	"mcp_approval_request": true,
-}
-
-// errBadUpstream marks an upstream 2xx answer we cannot use.
-var errBadUpstream = errors.New("upstream response is not a Responses-API response object")
-
-func (i *Interceptor) parseRound(body []byte) (*round, error) {
-	doc := string(body)
-	if !gjson.Valid(doc) {
-		return nil, errBadUpstream
-	}
-	root := gjson.Parse(doc)
-	out := root.Get("output")
-	if !root.IsObject() || !out.IsArray() {
-		return nil, errBadUpstream
-	}
-	rd := &round{doc: doc, root: root, callAt: map[int]*call{},
-		status: root.Get("status").Str, id: root.Get("id").Str, stored: root.Get("store").Type == gjson.True}
-	out.ForEach(func(_, it gjson.Result) bool {
-		idx := len(rd.items)
-		rd.items = append(rd.items, it)
-		typ := it.Get("type").Str
-		if typ == "function_call" && it.Get("name").Str == i.cfg.FunctionName {
-			c := newCall(idx, it)
-			rd.calls = append(rd.calls, c)
-			rd.callAt[idx] = c
-		} else if clientCallTypes[typ] {
-			rd.clientCalls = true
-		}
-		return true
-	})
-	return rd, nil
-}
-
-func newCall(idx int, it gjson.Result) *call {
-	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: store.NewTaggedID("ci_", 50)}
-	if c.callID == "" {
-		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
-	}
-	c.code, c.argErr = argsCode(it.Get("arguments"))
-	return c
-}
-
-// argsCode reads the code out of a call's arguments. When they are unusable
-// argErr says why, and code is the raw arguments (what the client is shown).
-func argsCode(a gjson.Result) (code, argErr string) {
-	switch {
-	case a.Type != gjson.String:
-		return "", "the arguments are missing"
-	case !gjson.Valid(a.Str) || !gjson.Parse(a.Str).IsObject():
-		return a.Str, "the arguments are not a JSON object"
-	}
-	v := gjson.Get(a.Str, "code")
-	if v.Type != gjson.String {
-		return a.Str, `the arguments have no string field "code"`
-	}
-	return v.Str, ""
-}
 
 // loop is the state of one exchange's agentic loop.
 type loop struct {
@@ -141,7 +42,20 @@ func (l *loop) response(rounds []*round) []byte {
 	return l.splice(rounds, false)
 }
 
-func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
+// CompleteResponse takes the upstream's answer to UpstreamBody and runs the
+// loop: it executes the model's calls of our function in one sandbox session,
+// sends follow-ups through up, and splices the rounds into one OpenAI-shaped
+// response (JSON, or synthetic SSE when ClientStream).
+//
+// A non-2xx first answer passes through unchanged (status, content type,
+// body), also for a streaming client. Later failures (a follow-up answered
+// non-2xx: that status and body; a transport failure or an unusable upstream
+// body: 502 with an OpenAI-shaped error) reach a streaming client as one SSE
+// "error" event with status 200, since its stream has begun. The returned
+// error is non-nil only when ctx ended (the client went away): the filter
+// should then abandon the exchange. When !Intercepted the answer passes
+// through unchanged.
+func (x *Exchange) CompleteResponse(ctx context.Context, up Upstream, status int, header http.Header, body []byte) (*Result, error) {
 	if !x.req.intercepted || status < 200 || status > 299 {
 		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body}, nil
 	}
@@ -154,7 +68,7 @@ func (x *Exchange) completeResponse(ctx context.Context, up Upstream, status int
 // newLoop starts the loop state of an intercepted exchange; up is nil on
 // the live path (which streams its follow-ups itself).
 func (x *Exchange) newLoop(up Upstream) *loop {
-	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: newID("cntr_", 24), budget: x.req.maxCalls}
+	l := &loop{x: x, cfg: x.ic.cfg, up: up, containerID: idgen.New("cntr_"), budget: x.req.maxCalls}
 	if x.ctr != nil {
 		l.containerID = x.ctr.ID()
 	}
@@ -215,18 +129,6 @@ func (l *loop) drive(ctx context.Context, src roundSource) ([]*round, error) {
 	return rounds, nil
 }
 
-// unreachable is the failure of a follow-up that got no answer.
-func unreachable(round int) *failure {
-	return &failure{status: http.StatusBadGateway, code: "upstream_unavailable",
-		msg: "The upstream model server could not be reached for follow-up round " + strconv.Itoa(round) + "."}
-}
-
-// errorAnswer is the failure of a follow-up answered with an error.
-func errorAnswer(status int, header http.Header, body []byte) *failure {
-	code, msg, param := upstreamErrorFields(status, body)
-	return &failure{status: status, header: header, body: body, code: code, msg: msg, param: param}
-}
-
 // bufferedRounds is the buffered path's roundSource: whole JSON answers.
 type bufferedRounds struct {
 	l    *loop
@@ -272,13 +174,13 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 		if f.body != nil {
 			return l.upstreamError(f.status, f.header, f.body), nil
 		}
-		return l.fail(f.status, "server_error", f.code, f.msg), nil
+		return l.fail(f.status, f.code, f.msg), nil
 	}
 	final := l.response(rounds)
 	res := &Result{Status: http.StatusOK, ContentType: ContentTypeJSON, Body: final, Rounds: l.followUps, ToolCalls: l.toolCalls}
 	if l.x.req.clientStream {
 		res.ContentType = ContentTypeSSE
-		res.Body = synthesizeSSE(final, l.x.req.obfuscate)
+		res.Body = sse.EventStream(final, l.x.req.obfuscate)
 	}
 	return res, nil
 }
@@ -384,100 +286,11 @@ func (l *loop) execute(ctx context.Context, rd *round, hooks callHooks) bool {
 	return true
 }
 
-func (l *loop) runCall(ctx context.Context, c *call) {
-	if l.x.ctr != nil {
-		l.runInContainer(ctx, c)
-		return
-	}
-	sess, fresh, res, ok := l.session(ctx)
-	if !ok {
-		c.res = res
-		return
-	}
-	r, err := sess.Run(ctx, c.code)
-	if err != nil {
-		outcome := sandbox.OutcomeCrashed
-		if ctx.Err() != nil {
-			outcome = sandbox.OutcomeCancelled
-		}
-		l.log.Warn("sandbox run failed", zap.String("call_id", c.callID), zap.Error(err))
-		c.res = sandbox.Result{Outcome: outcome, Detail: "the sandbox could not run the code"}
-		l.closeSession()
-		return
-	}
-	if fresh {
-		r.StateLost = true
-	}
-	c.res = r
-	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
-}
-
-// runInContainer runs a call in the response's container.
-func (l *loop) runInContainer(ctx context.Context, c *call) {
-	r, err := l.x.ctr.Run(ctx, c.code)
-	if err != nil {
-		var le *sandbox.LimitError
-		switch {
-		case ctx.Err() != nil:
-			c.res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
-		case errors.Is(err, sandbox.ErrCapacity):
-			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
-		case errors.As(err, &le):
-			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
-		case errors.Is(err, containers.ErrExpired):
-			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
-		default:
-			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
-		}
-		l.log.Warn("container run failed", zap.String("call_id", c.callID), zap.Error(err))
-		return
-	}
-	c.res, c.reset, c.changed, c.images = r.Result, r.Reset, r.Changed, r.Images
-	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
-}
-
-// session returns the response's session, opening it on first use. fresh
-// is set when it replaces an earlier one (whose state is gone). On failure
-// ok is false and res says why, as a run outcome.
-func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res sandbox.Result, ok bool) {
-	if l.sess != nil {
-		return l.sess, false, res, true
-	}
-	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes, Owner: l.x.owner})
-	if err != nil {
-		var le *sandbox.LimitError
-		switch {
-		case ctx.Err() != nil:
-			res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
-		case errors.Is(err, sandbox.ErrCapacity):
-			res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
-		case errors.As(err, &le):
-			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
-		default:
-			res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the Python sandbox is unavailable"}
-		}
-		l.log.Warn("sandbox session open failed", zap.Error(err))
-		return nil, false, res, false
-	}
-	fresh = l.opened
-	l.sess, l.opened = s, true
-	return s, fresh, res, true
-}
-
-func (l *loop) closeSession() {
-	if l.sess != nil {
-		if err := l.sess.Close(); err != nil {
-			l.log.Warn("sandbox session close failed", zap.Error(err))
-		}
-		l.sess = nil
-	}
-}
-
 // followUpBody builds the next upstream request after the last round.
 func (l *loop) followUpBody(rounds []*round) []byte {
 	last := rounds[len(rounds)-1]
 	req := &l.x.req
-	var edits []edit
+	var edits []jsonx.Edit
 
 	usePrev := false
 	switch l.cfg.FollowUp {
@@ -489,7 +302,7 @@ func (l *loop) followUpBody(rounds []*round) []byte {
 	var input []string
 	switch {
 	case usePrev:
-		edits = append(edits, set("previous_response_id", jsonString(last.id)))
+		edits = append(edits, jsonx.Set("previous_response_id", jsonx.Quote(last.id)))
 		input = functionOutputs(last, req.includeOutputs)
 	case req.conversation:
 		// The conversation already holds the earlier items.
@@ -503,16 +316,16 @@ func (l *loop) followUpBody(rounds []*round) []byte {
 			input = append(input, functionOutputs(rd, req.includeOutputs)...)
 		}
 	}
-	edits = append(edits, set("input", string(appendArray(nil, input))))
+	edits = append(edits, jsonx.Set("input", string(jsonx.AppendArray(nil, input))))
 
 	// A forcing tool_choice applied to the first turn only (as with OpenAI's
 	// hosted tool); the last permitted turn must answer.
 	if l.followUps >= l.cfg.MaxRounds || l.budget <= 0 {
-		edits = append(edits, set("tool_choice", `"none"`))
+		edits = append(edits, jsonx.Set("tool_choice", `"none"`))
 	} else if tc := l.relaxToolChoice(req.toolChoice); tc != req.toolChoice {
-		edits = append(edits, set("tool_choice", tc))
+		edits = append(edits, jsonx.Set("tool_choice", tc))
 	}
-	return editObject(string(req.upstream), edits...)
+	return jsonx.EditObject(string(req.upstream), edits...)
 }
 
 func (l *loop) relaxToolChoice(tc string) string {
@@ -526,7 +339,7 @@ func (l *loop) relaxToolChoice(tc string) string {
 	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == l.cfg.FunctionName:
 		return `"auto"`
 	case v.IsObject() && v.Get("type").Str == "allowed_tools" && v.Get("mode").Str == "required":
-		return string(editObject(tc, set("mode", `"auto"`)))
+		return string(jsonx.EditObject(tc, jsonx.Set("mode", `"auto"`)))
 	}
 	return tc
 }
@@ -540,10 +353,10 @@ func functionOutputs(rd *round, shown bool) []string {
 		if k == len(rd.calls)-1 && rd.filesNote != "" {
 			text += rd.filesNote + "\n"
 		}
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call_output"`),
-			set("call_id", jsonString(c.callID)),
-			set("output", jsonString(text)),
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call_output"`),
+			jsonx.Set("call_id", jsonx.Quote(c.callID)),
+			jsonx.Set("output", jsonx.Quote(text)),
 		)))
 	}
 	return out
@@ -556,184 +369,4 @@ func arrayElems(raw string) []string {
 		return true
 	})
 	return out
-}
-
-// ciStatus maps a call's fate to the code_interpreter_call status.
-func ciStatus(c *call) string {
-	switch {
-	case c.argErr != "":
-		return "failed"
-	case c.notRun != "":
-		return "incomplete"
-	}
-	switch c.res.Outcome {
-	case sandbox.OutcomeCompleted:
-		return "completed"
-	case sandbox.OutcomeError, sandbox.OutcomeCrashed:
-		return "failed"
-	}
-	return "incomplete"
-}
-
-// modelOutput is what the model is told about a call: one status line, then
-// stdout and stderr, then a line about any images (never their bytes).
-// imagesShown says whether the client gets the images (it asked for
-// code_interpreter_call outputs), so the model does not point the user at a
-// chart the user cannot see.
-func modelOutput(c *call, imagesShown bool) string {
-	var b strings.Builder
-	b.WriteString("status: ")
-	switch {
-	case c.argErr != "":
-		b.WriteString("failed: invalid arguments (" + c.argErr + "); nothing was run. Call the tool with a JSON object like {\"code\": \"print(1 + 1)\"}.\n")
-		return b.String()
-	case c.notRun != "":
-		b.WriteString("incomplete: not run because " + c.notRun + ".\n")
-		return b.String()
-	}
-	r := c.res
-	b.WriteString(ciStatus(c))
-	if why := outcomeReason(r); why != "" {
-		b.WriteString(": " + why)
-	}
-	b.WriteByte('\n')
-	switch {
-	case c.reset:
-		b.WriteString("note: this ran in a fresh Python interpreter: variables and imports from earlier calls are gone; the container's files in /mnt/data are there.\n")
-	case r.StateLost:
-		b.WriteString("note: this ran in a fresh interpreter; variables, imports and files from earlier calls are gone.\n")
-	}
-	section(&b, "stdout", r.Stdout, r.StdoutTruncated)
-	section(&b, "stderr", r.Stderr, r.StderrTruncated)
-	n, types := shownImages(r.Images)
-	b.WriteString(imagesLine(n, types, imagesShown))
-	if len(c.changed) > 0 {
-		b.WriteString("files written:")
-		for _, f := range c.changed {
-			b.WriteString(" " + containers.QuotePath("sandbox:"+f.Path) + " (" + containers.HumanBytes(f.Bytes) + ")")
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// outcomeReason says why a run ended as it did, with the sandbox's detail;
-// "" for a run that completed.
-func outcomeReason(r sandbox.Result) string {
-	var why string
-	switch r.Outcome {
-	case sandbox.OutcomeCompleted:
-		return ""
-	case sandbox.OutcomeError:
-		why = "a Python exception was raised (traceback in stderr)"
-	case sandbox.OutcomeTimeout:
-		why = "the run hit the time limit and was stopped; variables from earlier calls are lost"
-	case sandbox.OutcomeMemoryLimit:
-		why = "the run hit the memory limit and was stopped; variables from earlier calls are lost"
-	case sandbox.OutcomeOutputTruncated:
-		why = "the code ran to its end, but its output was cut at the size limit"
-	case sandbox.OutcomeCapacity:
-		why = "the code did not run"
-	case sandbox.OutcomeRejected:
-		why = "the code was refused before running"
-	case sandbox.OutcomeCrashed:
-		why = "the interpreter crashed; variables from earlier calls are lost"
-	case sandbox.OutcomeCancelled:
-		why = "the run was cancelled"
-	default:
-		why = strings.ReplaceAll(string(r.Outcome), "_", " ")
-	}
-	if r.Detail != "" {
-		why += " (" + oneLine(r.Detail) + ")"
-	}
-	return why
-}
-
-// statusNote is the last line of a call's logs that says why it did not
-// complete, for clients told "completed" (interceptor.call_status: openai);
-// "" when it completed or a Python traceback already says it.
-func statusNote(c *call) string {
-	switch {
-	case c.argErr != "":
-		return "[not run: invalid arguments (" + c.argErr + ")]"
-	case c.notRun != "":
-		return "[not run: " + c.notRun + "]"
-	case c.res.Outcome == sandbox.OutcomeCompleted, c.res.Outcome == sandbox.OutcomeError:
-		return ""
-	}
-	return "[" + ciStatus(c) + ": " + outcomeReason(c.res) + "]"
-}
-
-func section(b *strings.Builder, name, text string, truncated bool) {
-	if text == "" && !truncated {
-		b.WriteString(name + ": (empty)\n")
-		return
-	}
-	b.WriteString(name + ":\n")
-	b.WriteString(text)
-	if !strings.HasSuffix(text, "\n") {
-		b.WriteByte('\n')
-	}
-	if truncated {
-		b.WriteString("[" + name + " truncated]\n")
-	}
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
-
-// logs is the client-visible text output of a call: stdout, then stderr.
-func logs(c *call) string {
-	out, errOut := c.res.Stdout, c.res.Stderr
-	if out != "" && errOut != "" && !strings.HasSuffix(out, "\n") {
-		out += "\n"
-	}
-	return out + errOut
-}
-
-// fail answers the client with an error of our own.
-func (l *loop) fail(status int, typ, code, msg string) *Result {
-	e := &APIError{Status: status, Type: typ, Code: code, Message: msg}
-	if l.x.req.clientStream {
-		return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, ""),
-			Rounds: l.followUps, ToolCalls: l.toolCalls}
-	}
-	return &Result{Status: status, ContentType: ContentTypeJSON, Body: e.Body(), Rounds: l.followUps, ToolCalls: l.toolCalls}
-}
-
-// upstreamError hands a follow-up's error answer to the client.
-func (l *loop) upstreamError(status int, header http.Header, body []byte) *Result {
-	if !l.x.req.clientStream {
-		return &Result{Status: status, ContentType: header.Get("Content-Type"), Body: body, Rounds: l.followUps, ToolCalls: l.toolCalls}
-	}
-	code, msg, param := upstreamErrorFields(status, body)
-	return &Result{Status: http.StatusOK, ContentType: ContentTypeSSE, Body: errorEvent(code, msg, param),
-		Rounds: l.followUps, ToolCalls: l.toolCalls}
-}
-
-// upstreamErrorFields reads an upstream's error answer as the fields of
-// OpenAI's error event.
-func upstreamErrorFields(status int, body []byte) (code, msg, param string) {
-	e := gjson.GetBytes(body, "error")
-	msg = e.Get("message").Str
-	if msg == "" {
-		msg = "The upstream model server answered the follow-up request with HTTP " + strconv.Itoa(status) + "."
-	}
-	code = e.Get("code").Str
-	if code == "" {
-		code = e.Get("type").Str
-	}
-	return code, msg, e.Get("param").Str
-}
-
-// newID returns prefix + n random bytes in hex, like OpenAI's ids.
-func newID(prefix string, n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return prefix + hex.EncodeToString(b)
 }

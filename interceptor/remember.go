@@ -7,6 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -149,7 +151,7 @@ func withIDs(items []string, raw string) []string {
 		if typ == "" && v.Get("role").Exists() {
 			typ = "message"
 		}
-		out = append(out, string(editObject(it, set("id", jsonString(store.NewItemID(typ))))))
+		out = append(out, string(jsonx.EditObject(it, jsonx.Set("id", jsonx.Quote(idgen.NewItem(typ))))))
 	}
 	return out
 }

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/memlimit"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,11 +57,18 @@ var fastMarker = []byte("_interpreter")
 // bodies take the parsing path, where gjson decodes the escapes.
 var escapeMarker = []byte(`\u`)
 
-func (i *Interceptor) rewriteRequest(body []byte) (*Exchange, error) {
+// RewriteRequest inspects a client's /v1/responses request body. Without a
+// native code_interpreter tool (and without replayed code_interpreter_call
+// items) the Exchange is a pass-through: !Intercepted() && !Modified(), found
+// without parsing the whole body. Otherwise it validates the tool and returns
+// the upstream body: the tool replaced by a function tool, tool_choice and
+// replayed history rewritten, stream forced to false. A refused request gives
+// an *apierror.Error (HTTP 400 with param naming the field, or 413) and no Exchange.
+func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 	return i.rewrite(body, false)
 }
 
-// rewrite is rewriteRequest; own says the request continues a response or
+// rewrite is RewriteRequest; own says the request continues a response or
 // a conversation of ours (resolveHistory), so its answer is this server's
 // to make and keep — intercepted with or without the tool.
 func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
@@ -73,10 +82,10 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	// One tolerant walk of the top level finds what matters; the full
 	// validation is paid only by requests we go on to change.
-	root := parseObject(doc)
-	tools := root.get("tools")
+	root := jsonx.ParseObject(doc)
+	tools := root.Get("tools")
 	hasTool := hasNativeTool(tools)
-	input := root.get("input")
+	input := root.Get("input")
 	if !hasTool && !own && !mayReplayCalls(input) {
 		return pass, nil
 	}
@@ -84,7 +93,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		// The upstream owns JSON syntax errors, unless the body (as far as a
 		// tolerant reader can tell) asks for our tool.
 		if hasTool {
-			return nil, &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_json",
+			return nil, &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "invalid_json",
 				Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"}
 		}
 		return pass, nil
@@ -94,14 +103,14 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		return pass, nil
 	}
 	if i.cfg.MaxBodyBytes > 0 && len(body) > i.cfg.MaxBodyBytes {
-		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		return nil, &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large",
 			Message: "The request body is " + strconv.Itoa(len(body)) + " bytes; this server accepts at most " + strconv.Itoa(i.cfg.MaxBodyBytes) + "."}
 	}
-	if k := root.dup; k != "" {
-		return nil, invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
+	if k := root.Dup; k != "" {
+		return nil, apierror.Invalid(k, "duplicate_parameter", "Duplicate parameter: '%s'. Each parameter may appear only once.", k)
 	}
 	r := request{modified: true, obfuscate: true}
-	var edits []edit
+	var edits []jsonx.Edit
 	if hasTool || own {
 		r.intercepted, r.hasTool = true, hasTool
 		te, err := i.rewriteTools(&r, root, tools)
@@ -127,20 +136,20 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	switch {
 	case changed:
-		edits = append(edits, set("input", newInput))
+		edits = append(edits, jsonx.Set("input", newInput))
 		r.input = newInput
 	case input.IsArray():
 		r.input = input.Raw
 	case input.Type == gjson.String:
-		r.input = "[" + string(appendEditedObject(nil, `{}`, set("type", `"message"`), set("role", `"user"`), set("content", input.Raw))) + "]"
+		r.input = "[" + string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"message"`), jsonx.Set("role", `"user"`), jsonx.Set("content", input.Raw))) + "]"
 	case !input.Exists() || input.Type == gjson.Null:
 		r.input = "[]"
 	default:
-		return nil, invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
+		return nil, apierror.Invalid("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items.")
 	}
 	// Without our tool only replayed history was rewritten, and the response
 	// is the upstream's own.
-	r.upstream = appendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.fs, edits...)
+	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.Fields, edits...)
 	return &Exchange{ic: i, req: r}, nil
 }
 
@@ -170,22 +179,22 @@ func hasNativeTool(tools gjson.Result) bool {
 
 // rewriteTools validates the request fields that matter once our tool is
 // present and returns the edits for the upstream body.
-func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result) ([]edit, error) {
+func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.Result) ([]jsonx.Edit, error) {
 	fn := i.cfg.FunctionName
-	if bg := root.get("background"); bg.Type == gjson.True {
-		return nil, invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
+	if bg := root.Get("background"); bg.Type == gjson.True {
+		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
 	}
 	r.clientTools = tools.Raw
 	var out []string
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	n, ciIndex := 0, -1
 	tools.ForEach(func(_, t gjson.Result) bool {
 		idx := n
 		n++
 		param := "tools[" + strconv.Itoa(idx) + "]"
 		if t.IsObject() {
-			if k := duplicateKey(t.Raw); k != "" {
-				apiErr = invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+			if k := jsonx.DuplicateKey(t.Raw); k != "" {
+				apiErr = apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 				return false
 			}
 		}
@@ -193,7 +202,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		switch {
 		case typ == "code_interpreter":
 			if ciIndex >= 0 {
-				apiErr = invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
+				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
 				return false
 			}
 			ciIndex = idx
@@ -205,7 +214,7 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 			r.memoryBytes = mem
 			out = append(out, i.fn.json)
 		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
-			apiErr = invalid(param+".name", "tool_name_conflict",
+			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
 				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
 			return false
 		default:
@@ -216,13 +225,13 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	var edits []edit
+	var edits []jsonx.Edit
 	if tools.Exists() {
-		edits = append(edits, set("tools", string(appendArray(nil, out))))
+		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
 	}
 
 	// tool_choice: forcing the native tool becomes forcing our function.
-	if tc := root.get("tool_choice"); tc.Exists() {
+	if tc := root.Get("tool_choice"); tc.Exists() {
 		r.clientToolChoice = tc.Raw
 		newTC, err := i.rewriteToolChoice(tc)
 		if err != nil {
@@ -230,44 +239,44 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 		}
 		r.toolChoice = newTC
 		if newTC != tc.Raw {
-			edits = append(edits, set("tool_choice", newTC))
+			edits = append(edits, jsonx.Set("tool_choice", newTC))
 		}
 	}
 
-	if pr := root.get("previous_response_id"); pr.Exists() {
+	if pr := root.Get("previous_response_id"); pr.Exists() {
 		r.clientPrevID = pr.Raw
 	}
-	r.storeOff = root.get("store").Type == gjson.False
-	r.clientInput = root.get("input").Raw
-	if c := root.get("conversation"); c.Exists() && c.Type != gjson.Null {
+	r.storeOff = root.Get("store").Type == gjson.False
+	r.clientInput = root.Get("input").Raw
+	if c := root.Get("conversation"); c.Exists() && c.Type != gjson.Null {
 		r.conversation = true
 	}
 
 	// stream: the loop needs whole responses; the client still gets SSE.
-	if s := root.get("stream"); s.Exists() {
+	if s := root.Get("stream"); s.Exists() {
 		switch s.Type {
 		case gjson.True:
 			r.clientStream = true
-			edits = append(edits, set("stream", "false"))
+			edits = append(edits, jsonx.Set("stream", "false"))
 		case gjson.False, gjson.Null:
 		default:
-			return nil, invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
+			return nil, apierror.Invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
 		}
 	}
-	if so := root.get("stream_options"); so.Exists() {
+	if so := root.Get("stream_options"); so.Exists() {
 		if r.clientStream {
 			if ob := so.Get("include_obfuscation"); ob.Type == gjson.False {
 				r.obfuscate = false
 			}
 		}
-		edits = append(edits, del("stream_options"))
+		edits = append(edits, jsonx.Del("stream_options"))
 	}
 
 	// include: code_interpreter_call.outputs is ours to honour; the upstream
 	// does not know it.
-	if inc := root.get("include"); inc.Exists() && inc.Type != gjson.Null {
+	if inc := root.Get("include"); inc.Exists() && inc.Type != gjson.Null {
 		if !inc.IsArray() {
-			return nil, invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
+			return nil, apierror.Invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
 		}
 		var kept []string
 		inc.ForEach(func(_, v gjson.Result) bool {
@@ -279,16 +288,16 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 			return true
 		})
 		if r.includeOutputs {
-			edits = append(edits, set("include", string(appendArray(nil, kept))))
+			edits = append(edits, jsonx.Set("include", string(jsonx.AppendArray(nil, kept))))
 		}
 	}
 
 	// max_tool_calls can only lower the operator's cap.
 	r.maxCalls = i.cfg.MaxToolCalls
-	if mt := root.get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
+	if mt := root.Get("max_tool_calls"); mt.Exists() && mt.Type != gjson.Null {
 		v, err := strconv.ParseInt(mt.Raw, 10, 64)
 		if mt.Type != gjson.Number || err != nil || v < 0 {
-			return nil, invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
+			return nil, apierror.Invalid("max_tool_calls", "invalid_value", "Invalid 'max_tool_calls': expected a non-negative integer, but got %s.", mt.Raw)
 		}
 		if v < int64(r.maxCalls) {
 			r.maxCalls = int(v)
@@ -299,9 +308,9 @@ func (i *Interceptor) rewriteTools(r *request, root *object, tools gjson.Result)
 
 // checkNativeTool validates one native code_interpreter declaration and
 // returns the memory it asks for (0 = operator default).
-func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *apierror.Error) {
 	var mem int64
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	hasContainer := false
 	t.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -314,14 +323,14 @@ func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) 
 				return ok
 			})
 			if !ok {
-				apiErr = invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
+				apiErr = apierror.Invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
 			}
 		case "container":
 			hasContainer = true
 			r.containerParam = param + ".container"
 			mem, apiErr = i.checkContainer(r, param+".container", v)
 		default:
-			apiErr = invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
+			apiErr = apierror.Invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
 		}
 		return apiErr == nil
 	})
@@ -329,27 +338,27 @@ func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) 
 		return 0, apiErr
 	}
 	if !hasContainer {
-		return 0, invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
+		return 0, apierror.Invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
 	}
 	return mem, nil
 }
 
-func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *APIError) {
+func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *apierror.Error) {
 	switch {
 	case c.Type == gjson.String && i.containers != nil:
 		r.container.id = c.Str
 		return 0, checkContainerID(param, c.Str)
 	case c.Type == gjson.String:
-		return 0, invalid(param, "container_not_found",
+		return 0, apierror.Invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
 	case !c.IsObject():
-		return 0, invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
+		return 0, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
 	}
-	if k := duplicateKey(c.Raw); k != "" {
-		return 0, invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
+	if k := jsonx.DuplicateKey(c.Raw); k != "" {
+		return 0, apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
 	}
 	var mem int64
-	var apiErr *APIError
+	var apiErr *apierror.Error
 	hasType := false
 	c.ForEach(func(k, v gjson.Result) bool {
 		p := param + "." + k.Str
@@ -357,7 +366,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		case "type":
 			hasType = true
 			if v.Type != gjson.String || v.Str != "auto" {
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': only 'auto' is supported.", p)
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': only 'auto' is supported.", p)
 			}
 		case "memory_limit":
 			if v.Type == gjson.Null {
@@ -366,9 +375,9 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 			n, ok := parseMemory(v)
 			switch {
 			case !ok:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': expected a size such as \"1g\", but got %s.", p, v.Raw)
 			case n > i.cfg.MaxMemoryBytes:
-				apiErr = invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, sandbox.FormatMemoryLimit(i.cfg.MaxMemoryBytes))
+				apiErr = apierror.Invalid(p, "invalid_value", "Invalid value for '%s': %s is above this server's maximum of %s.", p, v.Str, memlimit.Format(i.cfg.MaxMemoryBytes))
 			default:
 				mem = n
 			}
@@ -378,17 +387,17 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 				r.container.fileIDs, apiErr = checkFileIDs(p, v)
 			case v.Type == gjson.Null:
 			case !v.IsArray():
-				apiErr = invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
+				apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
 			case len(v.Array()) > 0:
-				apiErr = invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
+				apiErr = apierror.Invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
 			}
 		case "network_policy":
 			// We never give the sandbox a network; asking for none is fine.
 			if v.Type != gjson.Null && v.Get("type").Str != "disabled" {
-				apiErr = invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
+				apiErr = apierror.Invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
 			}
 		default:
-			apiErr = invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
+			apiErr = apierror.Invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
 		}
 		return apiErr == nil
 	})
@@ -396,29 +405,29 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		return 0, apiErr
 	}
 	if !hasType {
-		return 0, invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
+		return 0, apierror.Invalid(param+".type", "missing_required_parameter", "Missing required parameter: '%s.type'.", param)
 	}
 	return mem, nil
 }
 
-// parseMemory reads a memory_limit value (see sandbox.ParseMemoryLimit).
+// parseMemory reads a memory_limit value (see memlimit.Parse).
 func parseMemory(v gjson.Result) (int64, bool) {
 	if v.Type != gjson.String {
 		return 0, false
 	}
-	return sandbox.ParseMemoryLimit(v.Str)
+	return memlimit.Parse(v.Str)
 }
 
 // rewriteToolChoice maps a tool_choice naming the native tool to our
 // function; anything else is returned unchanged.
-func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
+func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
-	if k := duplicateKey(tc.Raw); k != "" {
-		return "", invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
+	if k := jsonx.DuplicateKey(tc.Raw); k != "" {
+		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
-	fnChoice := string(appendEditedObject(nil, `{}`, set("type", `"function"`), set("name", jsonString(i.cfg.FunctionName))))
+	fnChoice := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName))))
 	switch tc.Get("type").Str {
 	case "code_interpreter":
 		return fnChoice, nil
@@ -441,7 +450,7 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *APIError) {
 		if !changed {
 			return tc.Raw, nil
 		}
-		return string(editObject(tc.Raw, set("tools", string(appendArray(nil, out))))), nil
+		return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
 	}
 	return tc.Raw, nil
 }
@@ -464,24 +473,24 @@ func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
 		changed = true
 		callID := replayCallID(it)
 		code := it.Get("code").Str
-		args := string(appendEditedObject(nil, `{}`, set("code", jsonString(code))))
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call"`),
-			set("call_id", jsonString(callID)),
-			set("name", jsonString(i.cfg.FunctionName)),
-			set("arguments", jsonString(args)),
+		args := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("code", jsonx.Quote(code))))
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName)),
+			jsonx.Set("arguments", jsonx.Quote(args)),
 		)))
-		out = append(out, string(appendEditedObject(nil, `{}`,
-			set("type", `"function_call_output"`),
-			set("call_id", jsonString(callID)),
-			set("output", jsonString(replayOutput(it))),
+		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call_output"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("output", jsonx.Quote(replayOutput(it))),
 		)))
 		return true
 	})
 	if !changed {
 		return input.Raw, false
 	}
-	return string(appendArray(nil, out)), true
+	return string(jsonx.AppendArray(nil, out)), true
 }
 
 // replayable reports whether outputs (of a code_interpreter_call) is null,

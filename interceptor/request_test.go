@@ -9,7 +9,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/internal/fixtures"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -440,9 +442,9 @@ func TestRejections(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted: upstream %s", x.UpstreamBody())
 			}
-			var ae *APIError
+			var ae *apierror.Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("error %T is not *APIError: %v", err, err)
+				t.Fatalf("error %T is not *apierror.Error: %v", err, err)
 			}
 			if ae.Status != tc.status || ae.Param != tc.param || ae.Code != tc.code || ae.Type != "invalid_request_error" || ae.Message == "" {
 				t.Fatalf("got %+v, want status %d param %q code %q", ae, tc.status, tc.param, tc.code)
@@ -453,7 +455,7 @@ func TestRejections(t *testing.T) {
 }
 
 // checkErrorBody decodes an error body the way OpenAI's clients do.
-func checkErrorBody(t *testing.T, body []byte, want *APIError) {
+func checkErrorBody(t *testing.T, body []byte, want *apierror.Error) {
 	t.Helper()
 	var env struct {
 		Error struct {
@@ -486,30 +488,13 @@ func checkErrorBody(t *testing.T, body []byte, want *APIError) {
 func TestParseMemory(t *testing.T) {
 	good := map[string]int64{"1g": 1 << 30, "4G": 4 << 30, "512m": 512 << 20, "1GiB": 1 << 30, "2048": 2048, "64k": 64 << 10}
 	for s, want := range good {
-		if got, ok := parseMemory(gjson.Parse(jsonString(s))); !ok || got != want {
+		if got, ok := parseMemory(gjson.Parse(jsonx.Quote(s))); !ok || got != want {
 			t.Errorf("parseMemory(%q) = %d, %v; want %d", s, got, ok, want)
 		}
 	}
 	for _, s := range []string{"", "g", "-1g", "0", "1.5g", "1x", "99999999999999999999g", "1 g b"} {
-		if got, ok := parseMemory(gjson.Parse(jsonString(s))); ok {
+		if got, ok := parseMemory(gjson.Parse(jsonx.Quote(s))); ok {
 			t.Errorf("parseMemory(%q) = %d, accepted", s, got)
-		}
-	}
-}
-
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n tab\t cr\r", "\x00\x1f", "<html>&", "é日本", "\u2028\u2029", "bad\xffutf8"} {
-		enc := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(enc, &back); err != nil {
-			t.Fatalf("%q → %s: %v", s, enc, err)
-		}
-		want := strings.ToValidUTF8(s, "\ufffd")
-		if back != want {
-			t.Errorf("%q → %s → %q", s, enc, back)
-		}
-		if strings.Contains(s, "<") && !strings.Contains(string(enc), "<") {
-			t.Errorf("HTML escaped: %s", enc)
 		}
 	}
 }

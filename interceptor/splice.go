@@ -1,9 +1,11 @@
 package interceptor
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -37,42 +39,42 @@ func (l *loop) splice(rounds []*round, outputs bool) []byte {
 			items = append(items, it.Raw)
 		}
 	}
-	edits := []edit{set("output", string(appendArray(nil, items)))}
+	edits := []jsonx.Edit{jsonx.Set("output", string(jsonx.AppendArray(nil, items)))}
 	if len(rounds) > 1 {
 		if u := sumUsage(rounds); u != "" {
-			edits = append(edits, set("usage", u))
+			edits = append(edits, jsonx.Set("usage", u))
 		}
 		if ca := first.root.Get("created_at"); ca.Exists() && last.root.Get("created_at").Exists() {
-			edits = append(edits, set("created_at", ca.Raw))
+			edits = append(edits, jsonx.Set("created_at", ca.Raw))
 		}
 	}
 	edits = l.echoEdits(edits, first.root, last.root)
-	return editObject(last.doc, edits...)
+	return jsonx.EditObject(last.doc, edits...)
 }
 
 // echoEdits restores the request fields a response echoes (tools,
 // tool_choice, previous_response_id) to what the client sent, in the
 // response object last of a loop whose first upstream response is first.
 // The spliced response and the live stream's opening events share it.
-func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
+func (l *loop) echoEdits(edits []jsonx.Edit, first, last gjson.Result) []jsonx.Edit {
 	req := &l.x.req
 	if l.x.respID != "" {
 		// One response, one id of ours, for every round and both paths.
-		edits = append(edits, set("id", jsonString(l.x.respID)))
+		edits = append(edits, jsonx.Set("id", jsonx.Quote(l.x.respID)))
 	}
 	if c := l.x.hist.conv; c != "" {
-		edits = append(edits, set("conversation", `{"id":`+jsonString(c)+`}`))
+		edits = append(edits, jsonx.Set("conversation", `{"id":`+jsonx.Quote(c)+`}`))
 	}
 	if last.Get("tools").Exists() && req.clientTools != "" {
-		edits = append(edits, set("tools", req.clientTools))
+		edits = append(edits, jsonx.Set("tools", req.clientTools))
 	}
 	if tc := last.Get("tool_choice"); tc.Exists() {
 		switch {
 		case req.clientToolChoice != "":
-			edits = append(edits, set("tool_choice", req.clientToolChoice))
+			edits = append(edits, jsonx.Set("tool_choice", req.clientToolChoice))
 		case first.Get("tool_choice").Exists():
 			// The client left it to the default: show what the first turn used.
-			edits = append(edits, set("tool_choice", first.Get("tool_choice").Raw))
+			edits = append(edits, jsonx.Set("tool_choice", first.Get("tool_choice").Raw))
 		}
 	}
 	if last.Get("previous_response_id").Exists() {
@@ -80,7 +82,7 @@ func (l *loop) echoEdits(edits []edit, first, last gjson.Result) []edit {
 		if prev == "" {
 			prev = "null"
 		}
-		edits = append(edits, set("previous_response_id", prev))
+		edits = append(edits, jsonx.Set("previous_response_id", prev))
 	}
 	return edits
 }
@@ -119,13 +121,13 @@ func (l *loop) annotate(msg gjson.Result, images []containers.File) string {
 			return true
 		}
 		changed = true
-		parts = append(parts, string(editObject(p.Raw, set("annotations", string(appendArray(nil, ann))))))
+		parts = append(parts, string(jsonx.EditObject(p.Raw, jsonx.Set("annotations", string(jsonx.AppendArray(nil, ann))))))
 		return true
 	})
 	if !changed {
 		return msg.Raw
 	}
-	return string(editObject(msg.Raw, set("content", string(appendArray(nil, parts)))))
+	return string(jsonx.EditObject(msg.Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, parts)))))
 }
 
 // ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
@@ -141,8 +143,8 @@ func (l *loop) ciItem(c *call, outputs bool) string {
 	if outputs {
 		out = string(appendOutputs(nil, c, note))
 	}
-	return `{"id":` + jsonString(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonString(status) +
-		`,"code":` + jsonString(c.code) + `,"container_id":` + jsonString(l.containerID) + `,"outputs":` + out + `}`
+	return `{"id":` + jsonx.Quote(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonx.Quote(status) +
+		`,"code":` + jsonx.Quote(c.code) + `,"container_id":` + jsonx.Quote(l.containerID) + `,"outputs":` + out + `}`
 }
 
 // sumUsage adds up every integer in the rounds' usage objects (tokens and
@@ -203,3 +205,5 @@ func escapePath(k string) string {
 	}
 	return b.String()
 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

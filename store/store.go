@@ -12,7 +12,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -255,6 +254,11 @@ func DefaultLimits() Limits {
 	}
 }
 
+// DefaultAuthHeaders are the headers whose values identify a caller unless
+// configured otherwise: where OpenAI's clients send their API key. A
+// fresh slice each call.
+func DefaultAuthHeaders() []string { return []string{"authorization", "api-key"} }
+
 // Owner hashes the credential a client sent — the values of the named
 // headers (e.g. authorization, api-key), in order — into the opaque owner
 // of what it creates. The credential itself is never stored.
@@ -286,13 +290,6 @@ func Owner(h http.Header, names []string) (owner string, ok bool) {
 	}
 	return "o_" + hex.EncodeToString(sum.Sum(nil))[:32], ok
 }
-
-// NoCredentialMessage is OpenAI's answer (401, invalid_request_error) to a
-// request without an API key.
-const NoCredentialMessage = "You didn't provide an API key. " +
-	"You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), " +
-	"or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username. " +
-	"You can obtain an API key from https://platform.openai.com/account/api-keys."
 
 // credentialValue reports whether a header value holds a credential:
 // something other than blanks, once an authorization scheme word (Bearer,
@@ -337,19 +334,6 @@ func AttachedName(fileID, filename string) string {
 	return stem + ext
 }
 
-// IDDigits is how many hex digits NewID puts after the prefix.
-const IDDigits = 48
-
-// NewID returns prefix followed by IDDigits random hex digits (192 bits),
-// the length of OpenAI's container ids.
-func NewID(prefix string) string {
-	var b [IDDigits / 2]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("store: crypto/rand: %v", err))
-	}
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // BaseName is the last element of a file name a client sent, which may be
 // a path, a Windows one too: what follows the last '/' or '\'.
 func BaseName(name string) string { return name[strings.LastIndexAny(name, "/\\")+1:] }
@@ -386,9 +370,9 @@ func CheckFilename(name string, max int) error {
 }
 
 // ValidID reports whether id can name a stored object: 1 to 128 ASCII
-// letters, digits, '_', '-' or '.' (NewID's ids and OpenAI's). Stores
-// refuse to create other ids and report them not found, so a client's
-// path segment can never reach into a backend's key syntax.
+// letters, digits, '_', '-' or '.' (the ids package's ids and OpenAI's).
+// Stores refuse to create other ids and report them not found, so a
+// client's path segment can never reach into a backend's key syntax.
 func ValidID(id string) bool {
 	if id == "" || len(id) > 128 {
 		return false
@@ -400,61 +384,4 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
-}
-
-// idTag starts the digits of the ids this server makes for what only it
-// knows — responses (resp_), code calls (ci_), conversations (conv_) — so
-// that one it no longer has (expired, deleted, another owner's) is told
-// from a model server's own id of the same shape: the former gets this
-// server's "not found", never a trip to a model server that may ignore
-// what it does not know and answer without the history. A model server's
-// random id starts so once in 65 536.
-const idTag = "c0de"
-
-// NewTaggedID returns prefix followed by digits hex digits, the first of
-// them idTag and the rest random (OpenAI's lengths: 50 for resp_ and ci_,
-// 48 for conv_).
-func NewTaggedID(prefix string, digits int) string {
-	b := make([]byte, (digits-len(idTag)+1)/2)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("store: crypto/rand: %v", err))
-	}
-	return prefix + idTag + hex.EncodeToString(b)[:digits-len(idTag)]
-}
-
-// Tagged reports whether id is one NewTaggedID made with prefix.
-func Tagged(id, prefix string) bool {
-	rest, ok := strings.CutPrefix(id, prefix+idTag)
-	if !ok || rest == "" {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// NewItemID is an id like OpenAI's for a response or conversation item of
-// type typ that came without one: msg_… for a message, ci_ for a
-// code_interpreter_call, fc_ for a function_call, rs_ for reasoning, else
-// the type's first word; then 50 random hex digits.
-func NewItemID(typ string) string {
-	prefix := strings.SplitN(typ, "_", 2)[0]
-	switch typ {
-	case "message", "":
-		prefix = "msg"
-	case "code_interpreter_call":
-		prefix = "ci"
-	case "function_call":
-		prefix = "fc"
-	case "reasoning":
-		prefix = "rs"
-	}
-	var b [25]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("store: crypto/rand: %v", err))
-	}
-	return prefix + "_" + hex.EncodeToString(b[:])
 }

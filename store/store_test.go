@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -37,8 +38,8 @@ func TestValidID(t *testing.T) {
 		id   string
 		want bool
 	}{
-		{store.NewID("cntr_"), true},
-		{store.NewID("cfile_"), true},
+		{idgen.New("cntr_"), true},
+		{idgen.New("cfile_"), true},
 		{"file-abc.DEF_1", true},
 		{strings.Repeat("a", 128), true},
 		{strings.Repeat("a", 129), false},
@@ -51,33 +52,6 @@ func TestValidID(t *testing.T) {
 	} {
 		if got := store.ValidID(tc.id); got != tc.want {
 			t.Errorf("ValidID(%q) = %v", tc.id, got)
-		}
-	}
-}
-
-func TestNewIDUnguessable(t *testing.T) {
-	id := store.NewID("cntr_")
-	if len(id) != len("cntr_")+48 || id == store.NewID("cntr_") {
-		t.Errorf("NewID = %q", id)
-	}
-}
-
-func TestTaggedIDs(t *testing.T) {
-	for _, tc := range []struct {
-		prefix string
-		digits int
-	}{{"resp_", 50}, {"ci_", 50}, {"conv_", 48}, {"x_", 7}} {
-		id := store.NewTaggedID(tc.prefix, tc.digits)
-		if len(id) != len(tc.prefix)+tc.digits || !store.Tagged(id, tc.prefix) || !store.ValidID(id) {
-			t.Errorf("NewTaggedID(%q, %d) = %q", tc.prefix, tc.digits, id)
-		}
-		if store.Tagged(id, "other_") {
-			t.Errorf("%q is tagged for another prefix", id)
-		}
-	}
-	for _, id := range []string{"resp_0123", "resp_c0de", "resp_c0deXYZ", "c0de12", "resp_C0DE12", ""} {
-		if store.Tagged(id, "resp_") {
-			t.Errorf("Tagged(%q) = true", id)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 
@@ -52,8 +51,8 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(m.log, "[model] got the %q function tool (stream=%v); calling it\n", fn.Get("name").Str, req.Get("stream").Bool())
 		args, _ := json.Marshal(map[string]string{"code": demoCode})
 		item = mustJSON(map[string]any{
-			"id": newID("fc_"), "type": "function_call", "status": "completed",
-			"arguments": string(args), "call_id": newID("call_")[:29], "name": "code_interpreter",
+			"id": idgen.New("fc_"), "type": "function_call", "status": "completed",
+			"arguments": string(args), "call_id": idgen.New("call_")[:29], "name": "code_interpreter",
 		})
 	} else {
 		fmt.Fprintf(m.log, "[model] got the function's output:\n%s", indent(output))
@@ -62,14 +61,14 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			printed, _, _ = strings.Cut(rest, "\n")
 		}
 		item = mustJSON(map[string]any{
-			"id": newID("msg_"), "type": "message", "status": "completed", "role": "assistant",
+			"id": idgen.New("msg_"), "type": "message", "status": "completed", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{},
 				"text": "The code printed " + printed + "."}},
 		})
 	}
 	now := time.Now().Unix()
 	resp := mustJSON(map[string]any{
-		"id": newID("resp_"), "object": "response", "created_at": now, "completed_at": now, "status": "completed",
+		"id": idgen.New("resp_"), "object": "response", "created_at": now, "completed_at": now, "status": "completed",
 		"background": false, "error": nil, "incomplete_details": nil, "instructions": nil,
 		"max_output_tokens": nil, "max_tool_calls": nil, "model": "demo-scripted-model",
 		"output": []json.RawMessage{json.RawMessage(item)}, "parallel_tool_calls": true,
@@ -112,12 +111,6 @@ func orDefault(raw, def string) string {
 		return def
 	}
 	return raw
-}
-
-func newID(prefix string) string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }
 
 func indent(s string) string {

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/sse"
 )
 
 // Events are the events of final, each a whole "event: …\ndata: …\n\n".
 func Events(final []byte) []string {
 	var out []string
-	for _, ev := range strings.SplitAfter(string(interceptor.EventStream(final, true)), "\n\n") {
+	for _, ev := range strings.SplitAfter(string(sse.EventStream(final, true)), "\n\n") {
 		if ev != "" {
 			out = append(out, ev)
 		}

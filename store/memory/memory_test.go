@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 	"github.com/codeinterp/codeinterp/store/storetest"
@@ -28,7 +29,7 @@ func TestSweepForgets(t *testing.T) {
 	s := memory.New(l, clock.Now)
 	defer s.Close()
 	now := clock.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_a", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 1}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_a", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 1}
 	if err := s.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/redis"
 	"github.com/codeinterp/codeinterp/store/redis/redistest"
@@ -75,7 +76,7 @@ func TestTTLsExpireForReal(t *testing.T) {
 	// A one-minute container last used 55 seconds ago: it expires within
 	// about five seconds.
 	now := time.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_real", CreatedAt: now - 55, LastActiveAt: now - 55, ExpiresAfterMinutes: 1}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_real", CreatedAt: now - 55, LastActiveAt: now - 55, ExpiresAfterMinutes: 1}
 	if err := s.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestTouchRefreshesTTLs(t *testing.T) {
 	}
 	defer s.Close()
 	now := clock.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_t", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_t", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
 	if err := s.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	defer b.Close()
 	now := time.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_x", Name: "shared", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_x", Name: "shared", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
 	if err := a.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +206,11 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	// The bound is the owner's, whichever replica is asked.
 	for i, s := range []*redis.Store{b, a} {
-		if err := s.PutContainer(ctx, store.Container{ID: store.NewID("cntr_"), Owner: c.Owner, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}); err != nil {
+		if err := s.PutContainer(ctx, store.Container{ID: idgen.New("cntr_"), Owner: c.Owner, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}); err != nil {
 			t.Fatalf("container %d: %v", i+2, err)
 		}
 	}
-	err = b.PutContainer(ctx, store.Container{ID: store.NewID("cntr_"), Owner: c.Owner, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20})
+	err = b.PutContainer(ctx, store.Container{ID: idgen.New("cntr_"), Owner: c.Owner, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20})
 	var q *store.QuotaError
 	if !errors.As(err, &q) || q.Limit != store.LimitOwnerContainers {
 		t.Errorf("a fourth container across replicas: %v", err)
@@ -238,7 +239,7 @@ func TestPrefixes(t *testing.T) {
 	}
 	defer b.Close()
 	now := time.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_x", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_x", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
 	if err := a.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestRedisFull(t *testing.T) {
 	}
 	defer s.Close()
 	now := time.Now().Unix()
-	c := store.Container{ID: store.NewID("cntr_"), Owner: "o_full", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
+	c := store.Container{ID: idgen.New("cntr_"), Owner: "o_full", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
 	if err := s.PutContainer(ctx, c); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -242,7 +243,7 @@ func (e *convEnv) wantGoneConv(owner, id string, items ...string) {
 func testConvRoundTrip(t *testing.T, f ConversationsFactory) {
 	e := newConvEnv(t, f, store.DefaultConversationLimits())
 	md := json.RawMessage("{\"topic\": \"<b>a & b</b>\",\n  \"n\":\"\\u00e9 é \\\"q\\\"\" }")
-	c := store.Conversation{ID: store.NewID("conv_"), Owner: alice, CreatedAt: 1700000000, Metadata: md}
+	c := store.Conversation{ID: idgen.New("conv_"), Owner: alice, CreatedAt: 1700000000, Metadata: md}
 	items := []store.ConversationItem{
 		{ID: "ci_1", Item: json.RawMessage(`{ "type" : "code_interpreter_call", "code": "print(1 < 2 & 3 > 2)" }`),
 			Model: []json.RawMessage{
@@ -279,7 +280,7 @@ func testConvRoundTrip(t *testing.T, f ConversationsFactory) {
 	}
 
 	// No CreatedAt: the store's now; no metadata: none back; no items.
-	bare := store.Conversation{ID: store.NewID("conv_"), Owner: alice}
+	bare := store.Conversation{ID: idgen.New("conv_"), Owner: alice}
 	if err := e.s.PutConversation(e.ctx, bare, nil); err != nil {
 		t.Fatal(err)
 	}

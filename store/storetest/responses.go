@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -214,10 +215,10 @@ func deepCopy(r store.Response) store.Response {
 func testResponseRoundTrip(t *testing.T, f ResponsesFactory) {
 	e := newRespEnv(t, f, store.DefaultResponseLimits())
 	now := e.clock.Now()
-	first := e.put(response(alice, store.NewID("resp_"), store.NewID("msg_")))
-	prev := e.put(response(alice, store.NewID("resp_"), store.NewID("msg_")))
+	first := e.put(response(alice, idgen.New("resp_"), idgen.New("msg_")))
+	prev := e.put(response(alice, idgen.New("resp_"), idgen.New("msg_")))
 	r := store.Response{
-		ID:             store.NewID("resp_"),
+		ID:             idgen.New("resp_"),
 		Owner:          alice,
 		CreatedAt:      now.Add(123456789 * time.Nanosecond),
 		ExpiresAt:      now.Add(90*time.Minute + 5*time.Millisecond),
@@ -271,18 +272,18 @@ func testResponseDefaults(t *testing.T, f ResponsesFactory) {
 	l.TTL = time.Hour
 	e := newRespEnv(t, f, l)
 	now := e.clock.Now()
-	a := e.put(response(alice, store.NewID("resp_")))
+	a := e.put(response(alice, idgen.New("resp_")))
 	got := e.get(alice, a.ID)
 	if !got.CreatedAt.Equal(now) || !got.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("defaults: created %v, expires %v; want %v, %v", got.CreatedAt, got.ExpiresAt, now, now.Add(time.Hour))
 	}
-	b := response(alice, store.NewID("resp_"))
+	b := response(alice, idgen.New("resp_"))
 	b.CreatedAt = now.Add(-10 * time.Minute)
 	e.put(b)
 	if got := e.get(alice, b.ID); !got.CreatedAt.Equal(b.CreatedAt) || !got.ExpiresAt.Equal(b.CreatedAt.Add(time.Hour)) {
 		t.Errorf("given CreatedAt: created %v, expires %v; want %v, %v", got.CreatedAt, got.ExpiresAt, b.CreatedAt, b.CreatedAt.Add(time.Hour))
 	}
-	c := response(alice, store.NewID("resp_"))
+	c := response(alice, idgen.New("resp_"))
 	c.ExpiresAt = now.Add(3 * time.Hour)
 	e.put(c)
 	if got := e.get(alice, c.ID); !got.ExpiresAt.Equal(c.ExpiresAt) {
@@ -291,7 +292,7 @@ func testResponseDefaults(t *testing.T, f ResponsesFactory) {
 
 	l.TTL = 0
 	e2 := newRespEnv(t, f, l)
-	d := e2.put(response(alice, store.NewID("resp_"), "msg_forever"))
+	d := e2.put(response(alice, idgen.New("resp_"), "msg_forever"))
 	if got := e2.get(alice, d.ID); !got.ExpiresAt.IsZero() {
 		t.Errorf("no TTL: ExpiresAt %v, want none", got.ExpiresAt)
 	}
@@ -304,7 +305,7 @@ func testResponseDefaults(t *testing.T, f ResponsesFactory) {
 // later changes to what it put nor its changes to what it got reach it.
 func testResponseCopies(t *testing.T, f ResponsesFactory) {
 	e := newRespEnv(t, f, store.DefaultResponseLimits())
-	r := response(alice, store.NewID("resp_"), "msg_1")
+	r := response(alice, idgen.New("resp_"), "msg_1")
 	r.History = []string{"resp_h"}
 	want := deepCopy(r)
 	e.put(r)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -75,7 +76,7 @@ func (e *env) container(owner, name string) store.Container {
 	e.t.Helper()
 	now := e.clock.Now().Unix()
 	c := store.Container{
-		ID: store.NewID("cntr_"), Owner: owner, Name: name, CreatedAt: now, LastActiveAt: now,
+		ID: idgen.New("cntr_"), Owner: owner, Name: name, CreatedAt: now, LastActiveAt: now,
 		ExpiresAfterMinutes: 20, MemoryLimit: "1g",
 	}
 	if err := e.s.PutContainer(e.ctx, c); err != nil {
@@ -212,7 +213,7 @@ func testContainers(t *testing.T, f Factory) {
 	if page, _ := e.listContainers(alice, store.ListOptions{}); len(page) != 0 {
 		t.Errorf("ListContainers after delete: %+v", page)
 	}
-	_, err = e.s.PutFile(e.ctx, store.File{Owner: alice, ContainerID: store.NewID("cntr_"), Path: "/mnt/data/x"}, nil)
+	_, err = e.s.PutFile(e.ctx, store.File{Owner: alice, ContainerID: idgen.New("cntr_"), Path: "/mnt/data/x"}, nil)
 	wantErr(t, "PutFile into an unknown container", err, store.ErrNotFound)
 }
 
@@ -346,7 +347,7 @@ func testContainerPagination(t *testing.T, f Factory) {
 		})
 	}
 	t.Run("unknown after", func(t *testing.T) {
-		page, more := e.listContainers(alice, store.ListOptions{After: store.NewID("cntr_")})
+		page, more := e.listContainers(alice, store.ListOptions{After: idgen.New("cntr_")})
 		if len(page) != 0 || more {
 			t.Errorf("unknown after gave %d items, more=%v; want an empty page", len(page), more)
 		}
@@ -577,7 +578,7 @@ func testFiles(t *testing.T, f Factory) {
 	e := newEnv(t, f, store.DefaultLimits())
 	c := e.container(alice, "files")
 	data := binary()
-	in := store.File{ID: store.NewID("cfile_"), Owner: alice, ContainerID: c.ID, Path: "/mnt/data/bin.dat", Source: "user"}
+	in := store.File{ID: idgen.New("cfile_"), Owner: alice, ContainerID: c.ID, Path: "/mnt/data/bin.dat", Source: "user"}
 	put, err := e.s.PutFile(e.ctx, in, data)
 	if err != nil {
 		t.Fatal(err)
@@ -601,7 +602,7 @@ func testFiles(t *testing.T, f Factory) {
 
 	// Replacing the path keeps the id and the creation time.
 	e.clock.Advance(time.Second)
-	rep, err := e.s.PutFile(e.ctx, store.File{ID: store.NewID("cfile_"), Owner: alice, ContainerID: c.ID, Path: "/mnt/data/bin.dat", Source: "assistant"}, []byte("short\x00"))
+	rep, err := e.s.PutFile(e.ctx, store.File{ID: idgen.New("cfile_"), Owner: alice, ContainerID: c.ID, Path: "/mnt/data/bin.dat", Source: "assistant"}, []byte("short\x00"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -845,7 +846,7 @@ func testQuotas(t *testing.T, f Factory) {
 			}
 			e.container(bob, "bob's") // bob has his own
 			now := e.clock.Now().Unix()
-			over := store.Container{ID: store.NewID("cntr_"), Owner: alice, Name: "c", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
+			over := store.Container{ID: idgen.New("cntr_"), Owner: alice, Name: "c", CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20}
 			err := e.s.PutContainer(e.ctx, over)
 			return func() {
 				_, err := e.s.GetContainer(e.ctx, alice, over.ID)
@@ -902,7 +903,7 @@ func testConcurrentContainers(t *testing.T, f Factory) {
 	for range racers {
 		wg.Go(func() {
 			now := e.clock.Now().Unix()
-			err := e.s.PutContainer(e.ctx, store.Container{ID: store.NewID("cntr_"), Owner: alice, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20})
+			err := e.s.PutContainer(e.ctx, store.Container{ID: idgen.New("cntr_"), Owner: alice, CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20})
 			var q *store.QuotaError
 			switch {
 			case err == nil:
@@ -1066,7 +1067,7 @@ func testOrigin(t *testing.T, f Factory) {
 	now := e.clock.Now().Unix()
 	want := map[string]string{} // id → origin
 	for _, origin := range []string{store.OriginAPI, store.OriginAuto, ""} {
-		c := store.Container{ID: store.NewID("cntr_"), Owner: alice, Name: "code-interpreter", Origin: origin,
+		c := store.Container{ID: idgen.New("cntr_"), Owner: alice, Name: "code-interpreter", Origin: origin,
 			CreatedAt: now, LastActiveAt: now, ExpiresAfterMinutes: 20, MemoryLimit: "1g"}
 		if err := e.s.PutContainer(e.ctx, c); err != nil {
 			t.Fatal(err)

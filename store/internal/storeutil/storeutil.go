@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -54,9 +55,9 @@ func PrepareFile(f store.File, data []byte, l store.Limits, now time.Time) (stor
 	}
 	if f.ID == "" {
 		if f.ContainerID != "" {
-			f.ID = store.NewID("cfile_")
+			f.ID = idgen.New("cfile_")
 		} else {
-			f.ID = store.NewID("file-")
+			f.ID = idgen.New("file-")
 		}
 	}
 	if !store.ValidID(f.ID) {
@@ -66,7 +67,7 @@ func PrepareFile(f store.File, data []byte, l store.Limits, now time.Time) (stor
 		return f, errors.New("store: a file time before 1970")
 	}
 	f.Bytes = int64(len(data))
-	f.Revision = store.NewID("")[:16]
+	f.Revision = idgen.Random("", 16)
 	if l.FileBytes > 0 && f.Bytes > l.FileBytes {
 		return f, &store.QuotaError{Limit: store.LimitFileBytes, Max: l.FileBytes}
 	}

@@ -1,4 +1,4 @@
-package interceptor
+package sse
 
 import (
 	"io"
@@ -98,9 +98,9 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 		fixture string
 		turn    int
 	}{
-		{fixtureStreaming, 0},        // code_interpreter_call + message
-		{fixtureFunctionTool, 0},     // function_call
-		{fixtureFunctionTool, 1},     // message without phase
+		{fixtures.CIStreaming, 0},    // code_interpreter_call + message
+		{fixtures.FunctionTool, 0},   // function_call
+		{fixtures.FunctionTool, 1},   // message without phase
 		{fixtures.ImageStreaming, 0}, // reasoning + code_interpreter_call with an image + message with citations
 	}
 	for _, tc := range cases {
@@ -115,7 +115,7 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 // testSSEMatchesStream checks our synthesis of ref's final response
 // against ref.
 func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
-	ours := parseSSE(t, string(synthesizeSSE([]byte(finalResponse(t, ref)), true)))
+	ours := parseSSE(t, string(EventStream([]byte(finalResponse(t, ref)), true)))
 
 	if got, want := mergeRuns(ours), mergeRuns(ref); !slices.Equal(got, want) {
 		t.Fatalf("event lifecycle differs\n got: %v\nwant: %v", got, want)
@@ -213,7 +213,7 @@ func TestSSEDecodesWithOpenAIGo(t *testing.T) {
 		`{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}},` +
 		`{"id":"x_1","type":"future_item_kind","payload":{"n":1}}` +
 		`],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":1}}}`
-	body := synthesizeSSE([]byte(final), true)
+	body := EventStream([]byte(final), true)
 	evs := parseSSE(t, string(body))
 	checkStreamInvariants(t, evs)
 
@@ -301,7 +301,7 @@ func TestSSETerminalEventFollowsStatus(t *testing.T) {
 		"incomplete": "response.incomplete",
 		"failed":     "response.failed",
 	} {
-		body := synthesizeSSE([]byte(`{"id":"r","object":"response","status":"`+status+`","output":[]}`), false)
+		body := EventStream([]byte(`{"id":"r","object":"response","status":"`+status+`","output":[]}`), false)
 		evs := parseSSE(t, string(body))
 		if got := evs[len(evs)-1].Name; got != want {
 			t.Errorf("status %s: terminal event %s, want %s", status, got, want)
@@ -314,7 +314,7 @@ func TestSSEObfuscationCanBeTurnedOff(t *testing.T) {
 	final := []byte(`{"id":"r","object":"response","status":"completed","output":[{"id":"m","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":"hello there"}]}]}`)
 	for _, on := range []bool{true, false} {
 		n := 0
-		for _, e := range parseSSE(t, string(synthesizeSSE(final, on))) {
+		for _, e := range parseSSE(t, string(EventStream(final, on))) {
 			if e.Name == "response.output_text.delta" {
 				n++
 				ob := e.Data.Get("obfuscation")
@@ -333,7 +333,7 @@ func TestSSEObfuscationCanBeTurnedOff(t *testing.T) {
 }
 
 func TestErrorEventDecodes(t *testing.T) {
-	body := errorEvent("rate_limit_exceeded", "Slow down", "")
+	body := ErrorEvent("rate_limit_exceeded", "Slow down", "")
 	evs := parseSSE(t, string(body))
 	if len(evs) != 1 || evs[0].Name != "error" || evs[0].Data.Get("param").Type != gjson.Null {
 		t.Fatalf("error stream: %s", body)
@@ -347,7 +347,7 @@ func TestErrorEventDecodes(t *testing.T) {
 
 func TestChunksRebuildText(t *testing.T) {
 	for _, s := range []string{"", "a", "hello world, this is a test.\n\nNext line", strings.Repeat("x", 100), "日本語のテキストです。", "  leading", "trailing  ", "\xff\xfe bad utf8"} {
-		parts := chunks(s)
+		parts := Chunks(s)
 		if strings.Join(parts, "") != s {
 			t.Errorf("chunks(%q) = %q", s, parts)
 		}

@@ -1,4 +1,4 @@
-package interceptor
+package sse
 
 import (
 	"bufio"
@@ -7,23 +7,23 @@ import (
 	"io"
 )
 
-// sseReader reads an upstream's Server-Sent Events one by one, each as soon
+// Reader reads an upstream's Server-Sent Events one by one, each as soon
 // as its terminating blank line has arrived (bufio returns a line as soon as
 // it is in the buffer: a live stream is never waited on for more bytes than
 // the event needs). It follows the SSE rules the Responses API servers
 // rely on: "event:" and "data:" fields (several data lines join with
 // "\n"), comments and unknown fields ignored, CR, LF or CRLF line ends, and
 // the "data: [DONE]" some servers (vLLM, gateways) send last.
-type sseReader struct {
+type Reader struct {
 	r       *bufio.Reader
 	line    []byte // a line longer than the buffer, being assembled
 	maxLine int
 }
 
-// upstreamEvent is one event as the upstream sent it.
-type upstreamEvent struct {
-	name string // the event field; "" when absent (the data's type then names it)
-	data []byte
+// Event is one event as the upstream sent it.
+type Event struct {
+	Name string // the event field; "" when absent (the data's type then names it)
+	Data []byte
 }
 
 // errEventTooLarge ends a stream whose event exceeds the bound: a response
@@ -34,34 +34,35 @@ var errEventTooLarge = errors.New("upstream event too large")
 // whole response, so it is the largest).
 const maxEventBytes = 64 << 20
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 64<<10), maxLine: maxEventBytes}
+// NewReader reads the event stream r; one event is at most maxEventBytes.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), maxLine: maxEventBytes}
 }
 
-// next returns the next event with data. At the end of the stream it
+// Next returns the next event with data. At the end of the stream it
 // returns io.EOF (a partial event without its blank line is dropped, as
 // the SSE rules say); "[DONE]" also ends it.
-func (s *sseReader) next() (upstreamEvent, error) {
-	var ev upstreamEvent
+func (s *Reader) Next() (Event, error) {
+	var ev Event
 	var data []byte
 	hasData := false
 	for {
 		line, err := s.readLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return upstreamEvent{}, io.EOF
+				return Event{}, io.EOF
 			}
-			return upstreamEvent{}, err
+			return Event{}, err
 		}
 		if len(line) == 0 { // dispatch
 			if !hasData {
-				ev.name = ""
+				ev.Name = ""
 				continue
 			}
 			if bytes.Equal(data, []byte("[DONE]")) {
-				return upstreamEvent{}, io.EOF
+				return Event{}, io.EOF
 			}
-			ev.data = data
+			ev.Data = data
 			return ev, nil
 		}
 		if line[0] == ':' {
@@ -76,13 +77,13 @@ func (s *sseReader) next() (upstreamEvent, error) {
 		}
 		switch string(field) {
 		case "event":
-			ev.name = string(value)
+			ev.Name = string(value)
 		case "data":
 			if hasData {
 				data = append(data, '\n')
 			}
 			if len(data)+len(value) > s.maxLine {
-				return upstreamEvent{}, errEventTooLarge
+				return Event{}, errEventTooLarge
 			}
 			data = append(data, value...)
 			hasData = true
@@ -92,7 +93,7 @@ func (s *sseReader) next() (upstreamEvent, error) {
 
 // readLine returns one line without its end (CR, LF or CRLF). The slice is
 // valid until the next call.
-func (s *sseReader) readLine() ([]byte, error) {
+func (s *Reader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
 	for {
 		chunk, err := s.r.ReadSlice('\n')
@@ -130,7 +131,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 
 // splitCR handles a line holding bare CRs: it returns the first part and
 // pushes the rest back as lines of their own.
-func (s *sseReader) splitCR(line []byte, i int) ([]byte, error) {
+func (s *Reader) splitCR(line []byte, i int) ([]byte, error) {
 	rest := append([]byte(nil), line[i+1:]...)
 	rest = append(rest, '\n')
 	first := append([]byte(nil), line[:i]...)

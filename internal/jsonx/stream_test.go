@@ -1,4 +1,4 @@
-package interceptor
+package jsonx
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 // refCode decodes the first top-level "code" member with encoding/json
 // (json.Decoder's tokens, so the first of duplicate names wins, as gjson
-// and codeDecoder take it). ok is false when args is not a JSON object or
+// and CodeDecoder take it). ok is false when args is not a JSON object or
 // has no string "code".
 func refCode(args []byte) (string, bool) {
 	if !json.Valid(args) {
@@ -42,20 +42,20 @@ func refCode(args []byte) (string, bool) {
 	return "", false
 }
 
-// decodeChunked feeds args to a codeDecoder cut at the given offsets.
+// decodeChunked feeds args to a CodeDecoder cut at the given offsets.
 func decodeChunked(args []byte, cuts []int) (string, bool) {
-	var d codeDecoder
+	var d CodeDecoder
 	var out strings.Builder
 	prev := 0
 	for _, c := range cuts {
 		if c < prev || c > len(args) {
 			continue
 		}
-		out.WriteString(d.feed(string(args[prev:c])))
+		out.WriteString(d.Feed(string(args[prev:c])))
 		prev = c
 	}
-	out.WriteString(d.feed(string(args[prev:])))
-	return out.String(), d.done()
+	out.WriteString(d.Feed(string(args[prev:])))
+	return out.String(), d.Done()
 }
 
 // randomArgs builds arguments JSON whose code uses every way of spelling a

@@ -1,4 +1,4 @@
-package interceptor
+package jsonx
 
 import (
 	"strings"
@@ -6,19 +6,19 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// topFields lists the members of the JSON object raw like fields, but skips
+// TopFields lists the members of the JSON object raw like Fields, but skips
 // over values without decoding them: strings are crossed with a vectorised
 // search for the closing quote, which makes the walk over a request whose
 // bulk is conversation text several times faster than a byte-by-byte
 // parser. raw should be valid JSON; on invalid input the result is
 // unspecified but the walk never panics.
-func topFields(raw string) []field {
+func TopFields(raw string) []Field {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil
 	}
 	i++
-	var out []field
+	var out []Field
 	for {
 		i = skipSpace(raw, i)
 		if i >= len(raw) || raw[i] != '"' {
@@ -43,7 +43,7 @@ func topFields(raw string) []field {
 		v := parseValue(raw[vStart:vEnd])
 		v.Index = vStart
 		k := gjson.Parse(key)
-		out = append(out, field{key: k.Str, value: v, start: kStart, end: vEnd})
+		out = append(out, Field{Key: k.Str, Value: v, Start: kStart, End: vEnd})
 		i = skipSpace(raw, vEnd)
 		if i >= len(raw) || raw[i] != ',' {
 			return out

@@ -1,25 +1,25 @@
-package interceptor
+package jsonx
 
 import (
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// codeDecoder extracts the decoded characters of the "code" string of a
+// CodeDecoder extracts the decoded characters of the "code" string of a
 // function call's arguments, {"code":"..."}, while the arguments arrive in
 // pieces (response.function_call_arguments.delta). The client sees OpenAI's
-// code deltas as the model writes them, so we cannot wait for the whole
-// arguments string: every piece is decoded as far as it goes, and whatever
-// is cut off (an escape, a \u surrogate pair, a UTF-8 sequence) waits for
-// the next piece.
+// code deltas as the model writes them, so the decoder cannot wait for the
+// whole arguments string: every piece is decoded as far as it goes, and
+// whatever is cut off (an escape, a \u surrogate pair, a UTF-8 sequence)
+// waits for the next piece. The zero value is ready to use.
 //
 // It follows encoding/json's decoding (invalid surrogates and invalid UTF-8
 // become U+FFFD) and, like gjson (which the buffered path uses), takes the
 // first "code" member. Values of other members, before or after, are
 // skipped whatever their type. It never fails: on input that is not a JSON
-// object it stops producing; the finished call's code (newCall) is the
-// authority, and the caller sends what is missing from it.
-type codeDecoder struct {
+// object it stops producing; the finished call's arguments are the
+// authority, and the caller sends what is missing from them.
+type CodeDecoder struct {
 	st    decState
 	depth int  // nesting depth while skipping a container value
 	inStr bool // skipping: inside a string
@@ -51,21 +51,21 @@ const (
 	maxKeyLen   = 16            // "code" is 4 bytes; longer names are never it
 )
 
-// feed consumes one piece of the arguments and returns the code characters
+// Feed consumes one piece of the arguments and returns the code characters
 // it completes.
-func (d *codeDecoder) feed(piece string) string {
+func (d *CodeDecoder) Feed(piece string) string {
 	for i := 0; i < len(piece) && d.st != dStop; i++ {
 		d.step(piece[i])
 	}
 	return d.take()
 }
 
-// done reports whether the code string has been read to its end.
-func (d *codeDecoder) done() bool { return d.closed }
+// Done reports whether the code string has been read to its end.
+func (d *CodeDecoder) Done() bool { return d.closed }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func (d *codeDecoder) step(c byte) {
+func (d *CodeDecoder) step(c byte) {
 	switch d.st {
 	case dStart:
 		switch {
@@ -134,7 +134,7 @@ func (d *codeDecoder) step(c byte) {
 }
 
 // skip consumes one byte of a string or container value we do not want.
-func (d *codeDecoder) skip(c byte) {
+func (d *CodeDecoder) skip(c byte) {
 	if d.inStr {
 		switch {
 		case d.esc:
@@ -164,7 +164,7 @@ func (d *codeDecoder) skip(c byte) {
 
 // str consumes one byte of a string (a key, or the code) and reports
 // whether it was the closing quote. Decoded bytes go to the key or to out.
-func (d *codeDecoder) str(c byte) bool {
+func (d *CodeDecoder) str(c byte) bool {
 	if d.hexN > 0 {
 		v, ok := unhex(c)
 		if !ok { // invalid JSON; keep what we have
@@ -219,7 +219,7 @@ func (d *codeDecoder) str(c byte) bool {
 
 // escapedRune handles a decoded \uXXXX: a surrogate waits for its pair, as
 // encoding/json pairs them; an unpaired one is U+FFFD.
-func (d *codeDecoder) escapedRune(r rune) {
+func (d *CodeDecoder) escapedRune(r rune) {
 	if d.pending != 0 {
 		if pair := utf16.DecodeRune(d.pending, r); pair != utf8.RuneError {
 			d.pending = 0
@@ -236,14 +236,14 @@ func (d *codeDecoder) escapedRune(r rune) {
 }
 
 // flushPending ends a surrogate that got no pair.
-func (d *codeDecoder) flushPending() {
+func (d *CodeDecoder) flushPending() {
 	if d.pending != 0 {
 		d.pending = 0
 		d.emitRune(utf8.RuneError)
 	}
 }
 
-func (d *codeDecoder) emitRune(r rune) {
+func (d *CodeDecoder) emitRune(r rune) {
 	if d.st == dKey {
 		for _, b := range utf8.AppendRune(nil, r) {
 			d.emitByte(b)
@@ -253,7 +253,7 @@ func (d *codeDecoder) emitRune(r rune) {
 	d.out = utf8.AppendRune(d.out, r)
 }
 
-func (d *codeDecoder) emitByte(b byte) {
+func (d *CodeDecoder) emitByte(b byte) {
 	if d.st == dKey {
 		if len(d.key) >= maxKeyLen {
 			d.keyLong = true
@@ -268,7 +268,7 @@ func (d *codeDecoder) emitByte(b byte) {
 // take returns the decoded code so far as valid UTF-8: invalid bytes become
 // U+FFFD (as encoding/json decodes them) and a sequence cut at the end of
 // the piece waits for the rest, unless the string has ended.
-func (d *codeDecoder) take() string {
+func (d *CodeDecoder) take() string {
 	var b []byte // built only when a byte is replaced
 	i, start := 0, 0
 	for i < len(d.out) {
