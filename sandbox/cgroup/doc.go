@@ -7,4 +7,9 @@
 // any untrusted code runs in it; Delete removes the group once the worker has
 // been reaped. Nothing here falls back silently: a controller that is missing
 // or a limit that cannot be written is an error, so start-up fails closed.
+//
+// Files: cgroup.go holds the Driver and Group interfaces, Open and what both
+// hierarchies share (where groups go, mountinfo, /proc/PID/cgroup, the kill
+// loop); v1.go the legacy hierarchy (a mount per controller); v2.go the
+// unified one (controllers delegated through cgroup.subtree_control).
 package cgroup
