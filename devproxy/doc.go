@@ -66,4 +66,11 @@
 // test notices); the upstream Host is
 // rewritten to the upstream URL's host (as a route with auto_host_rewrite);
 // header count and size limits are not enforced.
+//
+// Files: proxy.go is the HTTP front (routes, the upstream, one exchange per
+// request); exchange.go drives one exchange (headers, body and trailers
+// each way, in the route's processing mode); stream.go is its side of the
+// ext_proc stream; apply.go applies the server's answers (mutations, an
+// immediate response); reply.go writes the client's answer; duplex.go is
+// FULL_DUPLEX_STREAMED; headers.go the header map and its mutation rules.
 package devproxy
