@@ -10,14 +10,19 @@ import (
 	"github.com/codeinterp/codeinterp/internal/fixtures"
 )
 
+// Seeds: the final responses in OpenAI's shapes (the project's, and the
+// recordings' when CODEINTERP_FIXTURES is set), plus hand-made oddities.
 func FuzzEventStream(f *testing.F) {
-	tu := fixtures.Load(f, fixtures.CINonStreaming)[0]
-	f.Add([]byte(tu.Response))
+	for _, src := range fixtures.Sources(f, fixtures.CINonStreaming) {
+		f.Add([]byte(src.Turns[0].Response))
+	}
 	for _, fx := range []string{fixtures.CIStreaming, fixtures.FunctionTool} {
-		for _, tu := range fixtures.Load(f, fx) {
-			evs := strings.Split(tu.SSE, "\n\n")
-			last := evs[len(evs)-2]
-			f.Add([]byte(gjson.Get(last[strings.Index(last, "data: ")+6:], "response").Raw))
+		for _, src := range fixtures.Sources(f, fx) {
+			for _, tu := range src.Turns {
+				evs := strings.Split(tu.SSE, "\n\n")
+				last := evs[len(evs)-2]
+				f.Add([]byte(gjson.Get(last[strings.Index(last, "data: ")+6:], "response").Raw))
+			}
 		}
 	}
 	f.Add([]byte("{\n  \"id\": \"r\",\n  \"status\": \"failed\",\n  \"output\": [\n    {\"type\": \"message\", \"content\": [{\"type\": \"output_text\", \"text\": \"a\\nb\"}, 7]},\n    \"x\", 3, null\n  ]\n}"))
