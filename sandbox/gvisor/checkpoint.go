@@ -2,14 +2,13 @@ package gvisor
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -73,22 +72,22 @@ func newCheckpoints(k *Kind) *checkpoints {
 
 // runtimeStamp names what every image depends on and the server does not
 // control while it runs: the runsc binary and the sandbox's root (its
-// Python and packages). An image whose stamp differs (runsc or the packages
-// were upgraded under a running server) is not restored; a new one is
-// taken. The kernel and the spec are this binary's own, fixed for its life.
+// MANIFEST). An image whose stamp differs (runsc or the root rebuilt under
+// a running server) is not restored; a new one is taken. The kernel, the
+// spec and the configuration are fixed for the process's life, and images
+// live only in its state directory, so they need no stamp. Two stats per
+// session start.
 func (k *Kind) runtimeStamp() string {
-	h := sha256.New()
+	var b strings.Builder
 	for _, p := range []string{k.cfg.RunscPath, filepath.Join(k.cfg.RootFS, "MANIFEST")} {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
-			fmt.Fprintf(h, "%s: %v\n", p, err)
+			fmt.Fprintf(&b, "%s: %v\n", p, err)
 			continue
 		}
-		fmt.Fprintf(h, "%s %d %d %d %d.%d\n", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+		fmt.Fprintf(&b, "%s %d %d %d %d.%d\n", p, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	}
-	fmt.Fprintf(h, "%s %s %s %d %d\n", k.cfg.Platform, k.cfg.RootFS, k.cfg.PythonPath, k.cfg.UID, k.cfg.GID)
-	h.Write([]byte(kernelSource))
-	return hex.EncodeToString(h.Sum(nil))
+	return b.String()
 }
 
 // get returns the image a new session with limits l restores from, taking

@@ -75,7 +75,8 @@
 // restore is reading it. A restore keeps the image's tmpfs sizes and
 // rlimits whatever the new spec says, so images are kept per imageKey
 // (scratch size, RLIMIT_NPROC), and each records a runtimeStamp (runsc's
-// binary, the root's MANIFEST, the kernel, the platform, the uid): an image
+// binary and the root's MANIFEST; images live only in this process's state
+// directory, so its kernel and configuration are fixed): an image
 // whose stamp no longer matches is not restored. Only the mount sources
 // differ per session (its FIFOs), and stdout and stderr are the new runsc's.
 //
