@@ -9,7 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/memlimit"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -60,6 +62,14 @@ type Config struct {
 	// the caller's least recently used idle auto container, as a response
 	// would.
 	Create func(ctx context.Context, c store.Container) error
+	// Network is what a container's network_policy may ask of this server
+	// (the sandbox provider and the egress proxy's bound); its zero value
+	// refuses every policy but {"type": "disabled"}, saying why.
+	Network netpolicy.Gate
+	// Secrets holds the domain secrets of containers made with them, in
+	// the server's memory only (containers.Manager); nil: a policy with
+	// domain_secrets is refused.
+	Secrets SecretKeeper
 	// Anonymous is AnonymousReject (default) or AnonymousShared.
 	Anonymous string
 	// FilesSource is FilesLocal (default), FilesUpstream or FilesOff.
@@ -89,6 +99,13 @@ type Config struct {
 	// Conversations, when set, serves OpenAI's Conversations API
 	// (/v1/conversations…).
 	Conversations store.Conversations
+}
+
+// SecretKeeper holds containers' domain secrets for their life, outside
+// the store (containers.Manager implements it).
+type SecretKeeper interface {
+	KeepSecrets(containerID string, secrets []egress.Secret)
+	ForgetSecrets(containerID string)
 }
 
 // Server is the HTTP handler of the Containers and Files APIs.

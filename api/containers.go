@@ -10,9 +10,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/memlimit"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -28,6 +32,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		ExpiresAfterMinutes: s.cfg.DefaultExpiryMinutes, MemoryLimit: memlimit.Default, Origin: store.OriginAPI,
 	}
 	var fileIDs []string
+	var network *egress.Policy // its secrets stay out of the store (Config.Secrets)
 	hasName := false
 	for _, k := range sortedKeys(body) {
 		v := body[k]
@@ -69,14 +74,18 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 			}
 			c.MemoryLimit = ml
 		case "network_policy":
-			// The sandbox never has a network; asking for none is fine.
-			var np struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(v, &np); err != nil || np.Type != "disabled" {
-				writeError(w, apierror.Invalid(k, "unsupported_parameter", `Containers on this server have no network access: '%s' may only be {"type": "disabled"}.`, k))
+			// The container's for life: no endpoint changes it.
+			pol, e := s.cfg.Network.Parse(gjson.ParseBytes(v), k)
+			if e != nil {
+				writeError(w, e)
 				return
 			}
+			if pol != nil && len(pol.Secrets) > 0 && s.cfg.Secrets == nil {
+				writeError(w, apierror.Invalid(k+".domain_secrets", "unsupported_parameter", "Invalid '%s.domain_secrets': this server cannot hold domain secrets for containers made through this API.", k))
+				return
+			}
+			network = pol
+			c.Network = netpolicy.Stored(pol)
 		case "skills":
 			var sk []json.RawMessage
 			if err := json.Unmarshal(v, &sk); err != nil || len(sk) > 0 {
@@ -120,6 +129,9 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 			s.storeError(w, r, err, "file_ids", "file", f.id)
 			return
 		}
+	}
+	if network != nil && len(network.Secrets) > 0 {
+		s.cfg.Secrets.KeepSecrets(c.ID, network.Secrets)
 	}
 	writeJSON(w, http.StatusOK, containerJSON(c, s.now()))
 }
@@ -270,6 +282,9 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, owner s
 	if err := s.st.DeleteContainer(r.Context(), owner, id); err != nil {
 		s.storeError(w, r, err, "container_id", "container", id)
 		return
+	}
+	if s.cfg.Secrets != nil {
+		s.cfg.Secrets.ForgetSecrets(id)
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: id, Object: "container.deleted", Deleted: true})
 }

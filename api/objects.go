@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -24,6 +25,9 @@ type containerObject struct {
 	LastActiveAt int64        `json:"last_active_at"`
 	MemoryLimit  string       `json:"memory_limit"`
 	Name         string       `json:"name"`
+	// NetworkPolicy is an allowlist's type and domains, never its secrets
+	// (OpenAI's Container object has no domain_secrets); absent: disabled.
+	NetworkPolicy *netpolicy.Echo `json:"network_policy,omitempty"`
 }
 
 func containerJSON(c store.Container, now time.Time) containerObject {
@@ -35,6 +39,7 @@ func containerJSON(c store.Container, now time.Time) containerObject {
 		ID: c.ID, Object: "container", CreatedAt: c.CreatedAt, Status: status,
 		ExpiresAfter: expiresAfter{Anchor: "last_active_at", Minutes: c.ExpiresAfterMinutes},
 		LastActiveAt: c.LastActiveAt, MemoryLimit: c.MemoryLimit, Name: c.Name,
+		NetworkPolicy: netpolicy.EchoOf(c.Network),
 	}
 }
 

@@ -165,7 +165,44 @@ type Sandbox struct {
 	Limits    Limits        `json:"limits"`
 	Isolation Isolation     `json:"isolation"`
 	GVisor    GVisor        `json:"gvisor"`
+	Network   Network       `json:"network"`
 }
+
+// Network is the operator's bound on network_policy allowlists (package
+// egress): with allowed_domains empty (the default) the feature is off and
+// every network_policy but {"type": "disabled"} is a 400. Only the gVisor
+// provider can have it (the WASM sandbox has no sockets at all).
+type Network struct {
+	// AllowedDomains are the domains a request's allowed_domains may
+	// name (lowercase host names, matched exactly: a request's list can
+	// only narrow this one). Empty: the feature is off.
+	AllowedDomains []string `json:"allowed_domains"`
+	// MaxDomains bounds the entries of one policy's allowed_domains.
+	MaxDomains int `json:"max_domains"`
+	// MaxBytes bounds what one session sends and receives through the
+	// proxy, both directions summed.
+	MaxBytes ByteSize `json:"max_bytes"`
+	// MaxConnections bounds the connections one session opens over its life.
+	MaxConnections int `json:"max_connections"`
+	// Resolve maps a domain to the "host:port" the proxy connects to
+	// instead of resolving it (a local package mirror, an air-gapped site,
+	// tests); a "host" alone keeps the port the code asked for (443 or
+	// 80). Keys are lowercase domain names. The operator's word: a name
+	// here may point at a private or loopback address, which DNS answers
+	// never may.
+	Resolve map[string]string `json:"resolve"`
+	// CAFile is a PEM bundle of CAs the proxy trusts besides the system's
+	// when it verifies origins (it terminates TLS to domains with
+	// domain_secrets); "" means the system's only.
+	CAFile string `json:"ca_file"`
+	// DialTimeout bounds a connection to an origin; IdleTimeout ends a
+	// connection on which nothing moved for that long (slow-loris bounds).
+	DialTimeout time.Duration `json:"dial_timeout"`
+	IdleTimeout time.Duration `json:"idle_timeout"`
+}
+
+// Enabled reports whether network_policy allowlists are on.
+func (n Network) Enabled() bool { return len(n.AllowedDomains) > 0 }
 
 // The sandbox providers.
 const (
@@ -281,6 +318,14 @@ func Default() *Config {
 				Python:        "/usr/bin/python3",
 				MaxImages:     8,
 				MaxImageBytes: 8 * MiB,
+			},
+			Network: Network{
+				MaxDomains:     32,
+				MaxBytes:       512 * MiB,
+				MaxConnections: 256,
+				Resolve:        map[string]string{},
+				DialTimeout:    10 * time.Second,
+				IdleTimeout:    60 * time.Second,
 			},
 		},
 		API:           defaultAPI(),

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -273,6 +274,7 @@ func (c *Config) validateSandbox(v *validator) {
 	default:
 		v.add("sandbox.provider", "%q is not one of wasm, gvisor", s.Provider)
 	}
+	c.validateNetwork(v)
 	// Bounds the pool leaves open but that keep one response's output sane.
 	v.check(l.StdoutBytes <= 64*MiB, "sandbox.limits.stdout_bytes", "%s must be at most 64MiB", l.StdoutBytes)
 	v.check(l.StderrBytes <= 64*MiB, "sandbox.limits.stderr_bytes", "%s must be at most 64MiB", l.StderrBytes)
@@ -311,6 +313,60 @@ func (c *Config) validateLogging(v *validator) {
 			v.add("metrics.path", "%q must be a bare path starting with /", m.Path)
 		case m.Path == "/healthz" || m.Path == "/readyz":
 			v.add("metrics.path", "%q is taken by the health endpoints", m.Path)
+		}
+	}
+}
+
+// domainRE is a lowercase DNS host name of at least two labels: what
+// allowed_domains and resolve may name (no scheme, port, path, wildcard or
+// IP literal; see egress).
+var domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func (c *Config) validateNetwork(v *validator) {
+	n := c.Sandbox.Network
+	if n.Enabled() && c.Sandbox.Provider != ProviderGVisor {
+		v.add("sandbox.network.allowed_domains", "needs sandbox.provider: gvisor (the %s sandbox has no sockets, so it can have no network)", c.Sandbox.Provider)
+	}
+	seen := map[string]bool{}
+	for i, d := range n.AllowedDomains {
+		f := "sandbox.network.allowed_domains[" + strconv.Itoa(i) + "]"
+		switch {
+		case !domainRE.MatchString(d) || len(d) > 253:
+			v.add(f, "%q is not a lowercase host name such as pypi.org (no scheme, port, path, wildcard or IP address)", d)
+		case seen[d]:
+			v.add(f, "%q is listed twice", d)
+		}
+		seen[d] = true
+	}
+	v.check(n.MaxDomains >= 1 && n.MaxDomains <= 1024, "sandbox.network.max_domains", "%d must be between 1 and 1024", n.MaxDomains)
+	v.check(n.MaxBytes >= 1*KiB, "sandbox.network.max_bytes", "%s must be at least 1KiB", n.MaxBytes)
+	v.check(n.MaxConnections >= 1, "sandbox.network.max_connections", "%d must be at least 1", n.MaxConnections)
+	v.check(n.DialTimeout > 0, "sandbox.network.dial_timeout", "%s must be positive", n.DialTimeout)
+	v.check(n.IdleTimeout > 0, "sandbox.network.idle_timeout", "%s must be positive", n.IdleTimeout)
+	v.check(n.CAFile == "" || strings.HasPrefix(n.CAFile, "/"), "sandbox.network.ca_file", "%q must be an absolute path", n.CAFile)
+	names := make([]string, 0, len(n.Resolve))
+	for name := range n.Resolve {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f := "sandbox.network.resolve." + name
+		if !domainRE.MatchString(name) {
+			v.add(f, "%q is not a lowercase host name", name)
+			continue
+		}
+		to := n.Resolve[name]
+		host, port, err := net.SplitHostPort(to)
+		if err != nil {
+			// A host alone keeps the port the code asked for.
+			host, port = to, ""
+		}
+		if host == "" || strings.ContainsAny(host, "/ ") || (port == "" && strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+			v.add(f, "%q must be host:port or a host", to)
+			continue
+		}
+		if p, err := strconv.Atoi(port); port != "" && (err != nil || p < 1 || p > 65535) {
+			v.add(f, "%q: port must be 1-65535", to)
 		}
 	}
 }

@@ -198,7 +198,11 @@ func (c *container) hold(ctx context.Context) error {
 	if c.h != nil {
 		return nil
 	}
-	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory)
+	pol, err := c.m.policy(c.meta)
+	if err != nil {
+		return err
+	}
+	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol)
 	if err != nil {
 		return err
 	}

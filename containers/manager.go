@@ -29,8 +29,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/memlimit"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -76,6 +78,12 @@ type Manager struct {
 	// container is in use even before its first run, and never deleted to
 	// make room (Create).
 	claims map[string]int
+	// secrets are the domain secrets of containers with a network policy,
+	// by container id: only here, in this process's memory, for the
+	// container's life (never in the store, which keeps their domains and
+	// names). A server restart loses them; policy then refuses to open an
+	// interpreter for such a container (ErrSecretsLost).
+	secrets map[string][]egress.Secret
 }
 
 // held is an interpreter this server holds for a container.
@@ -126,7 +134,8 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{}}
+	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
+		secrets: map[string][]egress.Secret{}}
 }
 
 // Open implements interceptor.Containers. The container it returns stays
@@ -175,9 +184,14 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		}
 		c = got
 	default:
+		// A container keeps its network policy for life: one with a
+		// policy is never reused, and none is reused for a spec with one.
 		for _, id := range spec.Reuse {
+			if spec.Network != nil {
+				break
+			}
 			claim(id)
-			if got, err := m.use(ctx, spec.Owner, id, now); err == nil {
+			if got, err := m.use(ctx, spec.Owner, id, now); err == nil && got.Network == nil {
 				c = got
 				break
 			}
@@ -186,10 +200,12 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 			c = store.Container{
 				ID: idgen.New("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
 				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
-				MemoryLimit: memoryString(spec.MemoryBytes),
+				MemoryLimit: memoryString(spec.MemoryBytes), Network: netpolicy.Stored(spec.Network),
 			}
 			claim(c.ID)
+			m.KeepSecrets(c.ID, secretsOf(spec.Network))
 			if err := m.Create(ctx, c); err != nil {
+				m.ForgetSecrets(c.ID)
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
 			fresh = true
@@ -292,6 +308,7 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 	c, err := m.st.TouchContainer(ctx, owner, id, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		m.ForgetSecrets(id)
 		return c, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case errors.Is(err, store.ErrExpired):
 		m.drop(id)
@@ -347,7 +364,7 @@ func (m *Manager) addInput(ctx context.Context, c store.Container, header http.H
 
 // acquire returns the container's held interpreter, opening one (and
 // evicting the least recently used idle one when the sandbox is full).
-func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) (*held, bool, error) {
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy) (*held, bool, error) {
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
 		h.users++
@@ -365,7 +382,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64) 
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
 		_ = evict.sess.Close()
 	}
-	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner})
+	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
 		return nil, false, err
 	}
@@ -436,6 +453,7 @@ func (m *Manager) unidleLocked(h *held) {
 // drop closes the interpreter of a container that is gone or expired.
 func (m *Manager) drop(cid string) {
 	m.mu.Lock()
+	delete(m.secrets, cid)
 	h, ok := m.held[cid]
 	if ok {
 		m.forgetLocked(h)
@@ -488,4 +506,57 @@ func memoryString(b int64) string {
 		return memlimit.Default
 	}
 	return memlimit.Format(b)
+}
+
+// ErrSecretsLost is matched by a run's error when the container was made
+// with domain secrets that this server does not hold: they live only in
+// the memory of the server that made the container, which has restarted
+// since (or another replica made it). Such a container runs no more code
+// (its files can still be read through the Containers API): no request
+// can resupply a container's policy, so the caller makes a new container.
+var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
+
+// KeepSecrets holds a container's domain secrets in memory for its life
+// (the Containers API's create, and auto containers).
+func (m *Manager) KeepSecrets(cid string, secrets []egress.Secret) {
+	if len(secrets) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets[cid] = append([]egress.Secret(nil), secrets...)
+}
+
+// ForgetSecrets drops a container's domain secrets (it was deleted).
+func (m *Manager) ForgetSecrets(cid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.secrets, cid)
+}
+
+// policy is the egress policy a container's interpreter gets: its stored
+// domains with the secrets held here, or ErrSecretsLost.
+func (m *Manager) policy(c store.Container) (*egress.Policy, error) {
+	if c.Network == nil {
+		return nil, nil
+	}
+	pol := &egress.Policy{AllowedDomains: append([]string(nil), c.Network.AllowedDomains...)}
+	if len(c.Network.Secrets) == 0 {
+		return pol, nil
+	}
+	m.mu.Lock()
+	kept := m.secrets[c.ID]
+	m.mu.Unlock()
+	if len(kept) != len(c.Network.Secrets) {
+		return nil, fmt.Errorf("%w: %s", ErrSecretsLost, c.ID)
+	}
+	pol.Secrets = kept
+	return pol, nil
+}
+
+func secretsOf(pol *egress.Policy) []egress.Secret {
+	if pol == nil {
+		return nil
+	}
+	return pol.Secrets
 }

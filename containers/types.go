@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox"
 )
 
@@ -31,6 +32,11 @@ type Spec struct {
 	MemoryBytes int64
 	// Inputs are the request's input_file parts, copied into the container.
 	Inputs []InputFile
+	// Network is an auto container's network_policy allowlist (nil: none).
+	// It is the new container's for life; a container named by ID keeps
+	// its own, and one made without a policy (or with another) is never
+	// reused for it, nor one with a policy for a spec without.
+	Network *egress.Policy
 }
 
 // InputFile is one input_file part of a request: inline bytes with a name,

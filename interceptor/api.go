@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -57,7 +58,9 @@ type Interceptor struct {
 	// conversations keeps OpenAI's Conversations (WithConversations).
 	conversations store.Conversations
 	log           *zap.Logger
-	fn            functionTool // the rewritten tool, pre-rendered
+	fn            functionTool // the rewritten tool, pre-rendered (no network)
+	// network is what a network_policy may ask of this server (WithNetwork).
+	network netpolicy.Gate
 }
 
 // Option configures an Interceptor beyond its Config.
@@ -66,6 +69,19 @@ type Option func(*Interceptor)
 // WithContainers makes responses run in OpenAI-style containers kept by c
 // (container ids, file_ids, input files, file citations); see NewExchange.
 func WithContainers(c Containers) Option { return func(i *Interceptor) { i.containers = c } }
+
+// WithNetwork accepts network_policy allowlists on the code_interpreter
+// tool's auto container, bounded by c (the egress proxy), when the
+// provider can give sandboxes a network (sandbox.Environment.Network).
+// Without it, or on a provider without sockets, any policy but
+// {"type": "disabled"} is a 400 saying why.
+func WithNetwork(c netpolicy.Checker) Option {
+	return func(i *Interceptor) {
+		if i.provider.Environment().Network {
+			i.network.Checker = c
+		}
+	}
+}
 
 // Config returns the effective configuration (defaults applied).
 func (i *Interceptor) Config() Config { return i.cfg }

@@ -243,7 +243,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	d.reuse = append(h.reuse, d.reuse...)
 	c, err := i.containers.Open(ctx, containers.Spec{
 		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
-		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs,
+		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs, Network: x.req.network,
 	})
 	if err != nil {
 		return nil, containerError(x.req.containerParam, d.id, err)

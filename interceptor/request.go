@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	"github.com/codeinterp/codeinterp/apierror"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/memlimit"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/tidwall/gjson"
 )
 
@@ -41,6 +43,10 @@ type request struct {
 	obfuscate        bool  // add "obfuscation" to delta events, as OpenAI does by default
 	maxCalls         int   // effective cap on code calls for this request
 	memoryBytes      int64 // container memory_limit, 0 = operator default
+	// network is the auto container's network_policy allowlist (nil:
+	// none). Its secrets live only here and in the sandbox session's
+	// proxy: clientTools holds them masked.
+	network *egress.Policy
 	container        containerDecl
 	containerParam   string // e.g. "tools[0].container", for errors
 }
@@ -185,6 +191,12 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
 	}
 	r.clientTools = tools.Raw
+	defer func() {
+		if r.network != nil && len(r.network.Secrets) > 0 {
+			// What the response echoes and the store keeps.
+			r.clientTools = netpolicy.RedactTools(r.clientTools)
+		}
+	}()
 	var out []string
 	var apiErr *apierror.Error
 	n, ciIndex := 0, -1
@@ -212,7 +224,11 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 				return false
 			}
 			r.memoryBytes = mem
-			out = append(out, i.fn.json)
+			if r.network != nil {
+				out = append(out, newFunctionTool(fn, i.provider.Environment(), r.network).json)
+			} else {
+				out = append(out, i.fn.json)
+			}
 		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
 			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
 				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
@@ -392,10 +408,9 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 				apiErr = apierror.Invalid(p, "unsupported_parameter", "Files are not supported by this server's code_interpreter: '%s' must be empty.", p)
 			}
 		case "network_policy":
-			// We never give the sandbox a network; asking for none is fine.
-			if v.Type != gjson.Null && v.Get("type").Str != "disabled" {
-				apiErr = apierror.Invalid(p, "unsupported_parameter", "The code_interpreter on this server has no network access: '%s' may only be {\"type\": \"disabled\"}.", p)
-			}
+			// Disabled (or null) keeps the sandbox sealed; an allowlist
+			// needs a provider with sockets and the operator's bound.
+			r.network, apiErr = i.network.Parse(v, p)
 		default:
 			apiErr = apierror.Invalid(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
 		}

@@ -55,6 +55,11 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
 		case errors.Is(err, containers.ErrExpired):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
+		case errors.Is(err, containers.ErrSecretsLost):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's domain_secrets were lost when the server restarted " +
+				"(they are kept only in its memory); this container cannot run code again: create a new one with its network_policy"}
+		case errors.Is(err, sandbox.ErrNoNetwork):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server no longer offers (sandbox.network)"}
 		default:
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
 		}
@@ -72,7 +77,7 @@ func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res 
 	if l.sess != nil {
 		return l.sess, false, res, true
 	}
-	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes, Owner: l.x.owner})
+	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes, Owner: l.x.owner, Network: l.x.req.network})
 	if err != nil {
 		var le *sandbox.LimitError
 		switch {
@@ -82,6 +87,8 @@ func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res 
 			res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
 		case errors.As(err, &le):
 			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
+		case errors.Is(err, sandbox.ErrNoNetwork):
+			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server does not offer (sandbox.network)"}
 		default:
 			res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the Python sandbox is unavailable"}
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/codeinterp/codeinterp/egress"
 )
 
 // Provider hands out isolated Python sessions. One Session serves one
@@ -37,6 +39,11 @@ type Environment struct {
 	Packages []string
 	// Images reports whether figures a run leaves open come back as images.
 	Images bool
+	// Network reports whether sessions can be given an egress allowlist
+	// (SessionOptions.Network): the gVisor provider with the operator's
+	// sandbox.network.allowed_domains set. Without it every sandbox has no
+	// network at all.
+	Network bool
 }
 
 // Session is one interpreter's life. Runs on a Session are serialised.
@@ -129,6 +136,13 @@ type SessionOptions struct {
 	// process serves several sessions in turn, but only of one non-empty
 	// owner; sessions with no owner never share a process.
 	Owner string
+	// Network is the session's egress allowlist (a network_policy of type
+	// allowlist, already checked against the operator's bound); nil, the
+	// default, leaves the sandbox with no network at all. A session with
+	// one always gets an interpreter of its own, started for it (never a
+	// warm or recycled one) and never reused. A provider whose
+	// Environment().Network is false fails the Open with ErrNoNetwork.
+	Network *egress.Policy
 }
 
 // Capacity is a snapshot of a provider's occupancy.
@@ -199,6 +213,10 @@ type Image struct {
 // ErrCapacity is matched (errors.Is) by errors that mean no interpreter was
 // available within the queue wait.
 var ErrCapacity = errors.New("sandbox: capacity exhausted")
+
+// ErrNoNetwork is matched by an Open error when SessionOptions.Network is
+// set and the provider cannot give a sandbox a network.
+var ErrNoNetwork = errors.New("sandbox: this provider's sandbox has no network")
 
 // ErrClosed is matched by errors from a closed Session or Provider.
 var ErrClosed = errors.New("sandbox: closed")

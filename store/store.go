@@ -43,6 +43,23 @@ type Container struct {
 	// without one (written before the field existed) counts as made
 	// through the API, so it is never recycled.
 	Origin string `json:"origin,omitempty"`
+	// Network is the container's network_policy allowlist for life (nil:
+	// disabled). It never holds a secret's value: those live only in the
+	// memory of the server that made the container (containers.Manager).
+	Network *NetworkPolicy `json:"network,omitempty"`
+}
+
+// NetworkPolicy is what a store keeps of a container's allowlist: the
+// domains, and which secrets it has (domain and name, never the value).
+type NetworkPolicy struct {
+	AllowedDomains []string    `json:"allowed_domains"`
+	Secrets        []SecretRef `json:"secrets,omitempty"`
+}
+
+// SecretRef names one domain secret of a container.
+type SecretRef struct {
+	Domain string `json:"domain"`
+	Name   string `json:"name"`
 }
 
 // The origins of a container (Container.Origin).

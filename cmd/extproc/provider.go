@@ -7,7 +7,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/wasm"
@@ -18,7 +21,10 @@ import (
 // oneShot (extproc exec: one session, the operator's own code) starts
 // from the newest snapshot already taken, when there is one, rather than
 // spending seconds on a new one for a single run.
-func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, log *zap.Logger) (*pool.Pool, error) {
+//
+// eg is the egress proxy of sessions with a network_policy allowlist (nil:
+// none has a network); only the gVisor provider uses it.
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
@@ -28,7 +34,7 @@ func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot b
 		wc.ReuseSnapshot = oneShot
 		return wasm.New(ctx, wc, log)
 	case config.ProviderGVisor:
-		return newGVisor(ctx, cfg, self, log)
+		return newGVisor(ctx, cfg, self, eg, log)
 	}
 	return nil, fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
 }
@@ -57,10 +63,34 @@ func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
 
 // newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
 // or the Python packages are missing, saying what to install.
-func newGVisor(ctx context.Context, cfg *config.Config, self string, log *zap.Logger) (*pool.Pool, error) {
-	k, err := gvisor.New(gvisorConfig(cfg, self), log)
+func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, error) {
+	gc := gvisorConfig(cfg, self)
+	pc := cfg.PoolConfig()
+	if eg != nil {
+		_, pem, err := cfg.EgressConfig()
+		if err != nil {
+			return nil, err
+		}
+		gc.ExtraCAPEM = pem
+		pc.Egress = eg
+	}
+	k, err := gvisor.New(gc, log)
 	if err != nil {
 		return nil, err
 	}
-	return pool.New(ctx, cfg.PoolConfig(), k, log)
+	return pool.New(ctx, pc, k, log)
+}
+
+// newEgress starts the egress proxy when sandbox.network.allowed_domains
+// is set (config validation has made sure the provider is gVisor), its
+// metrics on reg; nil when the feature is off.
+func newEgress(cfg *config.Config, reg prometheus.Registerer, log *zap.Logger) (*egress.Proxy, error) {
+	if !cfg.Sandbox.Network.Enabled() || cfg.Sandbox.Provider != config.ProviderGVisor {
+		return nil, nil
+	}
+	ec, _, err := cfg.EgressConfig()
+	if err != nil {
+		return nil, err
+	}
+	return egress.New(ec, log, reg)
 }

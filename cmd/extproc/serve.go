@@ -27,6 +27,8 @@ import (
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/egress"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/devproxy"
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
@@ -216,6 +218,7 @@ type app struct {
 	api        *http.Server
 	apiLis     net.Listener
 	provider   sandbox.Provider
+	egress     *egress.Proxy // nil: no session has a network
 	grpc       *grpc.Server
 	health     *health.Server
 	grpcAddr   net.Addr
@@ -266,7 +269,16 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = cs.Close()
 		}
 	}()
-	p, err := newProvider(ctx, cfg, self, false, log.Named("sandbox"))
+	eg, err := newEgress(cfg, reg, log.Named("egress"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && eg != nil {
+			_ = eg.Close()
+		}
+	}()
+	p, err := newProvider(ctx, cfg, self, false, eg, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +318,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		InputFiles:       cfg.Interceptor.InputFiles,
 		CallStatus:       cfg.Interceptor.CallStatus,
 		History:          interceptor.HistoryMode(cfg.Interceptor.History),
-	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs))
+	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
+		interceptor.WithNetwork(checker(eg)))
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +358,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, conversations: cs, containers: mgr, provider: prov, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -380,7 +393,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, mgr, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, mgr, eg, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -473,6 +486,11 @@ func (a *app) shutdown(timeout time.Duration) {
 	if err := a.provider.Close(); err != nil {
 		a.log.Warn("closing the sandbox", zap.Error(err))
 	}
+	if a.egress != nil {
+		if err := a.egress.Close(); err != nil {
+			a.log.Warn("egress proxy close", zap.Error(err))
+		}
+	}
 	// Last: nothing uses the stores any more.
 	if err := a.store.Close(); err != nil {
 		a.log.Warn("closing the store", zap.Error(err))
@@ -530,4 +548,13 @@ func newLogger(c config.Logging) (*zap.Logger, error) {
 	zc.Level = zap.NewAtomicLevelAt(lvl)
 	zc.Sampling = nil // one line per request; never drop them
 	return zc.Build()
+}
+
+// checker is eg as the interceptor's and the API's bound on network
+// policies: nil (no network) when there is no proxy.
+func checker(eg *egress.Proxy) netpolicy.Checker {
+	if eg == nil {
+		return nil
+	}
+	return eg
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/egress"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/store"
 	"github.com/codeinterp/codeinterp/store/memory"
 	"github.com/codeinterp/codeinterp/store/redis"
@@ -102,9 +104,13 @@ func apiConfig(cfg *config.Config) api.Config {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, mgr *containers.Manager, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
+	// network_policy on POST /v1/containers: bounded like the tool's, the
+	// secrets held by the manager that runs the container's code.
+	ac.Network = netpolicy.Gate{Provider: cfg.Sandbox.Provider, Checker: checker(eg)}
+	ac.Secrets = mgr
 	// Stored responses: ours from rs, the model server's through the
 	// upstream (the Envoy listener without the filter), with the caller's
 	// credential as follow-ups carry it.

@@ -55,6 +55,7 @@ type bundleParams struct {
 	identity     map[string]string // guest path → host file (identityFiles)
 	ctlIn        string            // host FIFOs
 	ctlOut       string
+	netDir       string // the egress directory (network.go), mounted at guestNetDir; "": none
 	args         []string
 	uid, gid     uint32
 	scratchBytes int64
@@ -121,6 +122,14 @@ func (p bundleParams) spec() *specs.Spec {
 		specs.Mount{Destination: guestCtlIn, Type: "bind", Source: p.ctlIn, Options: []string{"bind", "rw"}},
 		specs.Mount{Destination: guestCtlOut, Type: "bind", Source: p.ctlOut, Options: []string{"bind", "rw"}},
 	)
+	if p.netDir != "" {
+		// Last, so a sealed sandbox's mounts are a prefix of a networked
+		// one's. Read-only: the sandbox connects to the socket there (a
+		// connect is not a write to the file system) and reads the CA
+		// bundle; it can create nothing.
+		mounts = append(mounts, specs.Mount{Destination: guestNetDir, Type: "bind", Source: p.netDir,
+			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	}
 	rlimits := []specs.POSIXRlimit{
 		{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
 		{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},

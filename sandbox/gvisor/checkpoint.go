@@ -31,10 +31,15 @@ const checkpointTimeout = 60 * time.Second
 type imageKey struct {
 	scratchBytes int64  // size of each tmpfs (/tmp, /mnt/data)
 	nproc        uint64 // RLIMIT_NPROC
+	// network: the sandbox has the egress mount (guestNetDir) and runsc's
+	// --host-uds=open. Nothing else of a session's network is in an image:
+	// its socket is the mount's new source at restore, and the proxy's
+	// address, CA and placeholders come in the begin frame.
+	network bool
 }
 
-func (k *Kind) imageKey(l pool.Limits) imageKey {
-	return imageKey{scratchBytes: max(l.ScratchBytes, 1<<20), nproc: guestTasks(l.Pids)}
+func (k *Kind) imageKey(l pool.Limits, network bool) imageKey {
+	return imageKey{scratchBytes: max(l.ScratchBytes, 1<<20), nproc: guestTasks(l.Pids), network: network}
 }
 
 // image is one checkpoint: a sandbox whose kernel had imported the stack
@@ -94,8 +99,8 @@ func (k *Kind) runtimeStamp() string {
 // the first one for its key when there is none, and counts the session
 // (which may start a rotation in the background). The caller releases it
 // once the restore has read it.
-func (c *checkpoints) get(ctx context.Context, l pool.Limits) (*image, error) {
-	key := c.k.imageKey(l)
+func (c *checkpoints) get(ctx context.Context, l pool.Limits, network bool) (*image, error) {
+	key := c.k.imageKey(l, network)
 	stamp := c.k.runtimeStamp()
 	if img := c.acquire(key, stamp); img != nil {
 		return img, nil
@@ -105,7 +110,7 @@ func (c *checkpoints) get(ctx context.Context, l pool.Limits) (*image, error) {
 	if img := c.acquire(key, stamp); img != nil {
 		return img, nil
 	}
-	img, err := c.take(ctx, l, false)
+	img, err := c.take(ctx, l, network, false)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +150,7 @@ func (c *checkpoints) acquire(key imageKey, stamp string) *image {
 func (c *checkpoints) rotate(key imageKey, l pool.Limits, r *rotation.Counter, old *image) {
 	defer c.wg.Done()
 	ctx := c.k.ctx
-	img, err := c.take(ctx, l, true)
+	img, err := c.take(ctx, l, key.network, true)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.k.log.Error("gvisor: rotating the checkpoint failed; sessions keep the current one", zap.Error(err))
@@ -213,7 +218,7 @@ func (c *checkpoints) drop(img *image) {
 // imports the stack and reports ready, and is checkpointed while it waits
 // for its begin frame — before any session exists, so no user code ever
 // ran in it. The sandbox stops; its image stays.
-func (c *checkpoints) take(ctx context.Context, l pool.Limits, background bool) (_ *image, err error) {
+func (c *checkpoints) take(ctx context.Context, l pool.Limits, network, background bool) (_ *image, err error) {
 	started, stamp := time.Now(), c.k.runtimeStamp()
 	id := "tpl-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(c.seq.Add(1), 10)
 	it, err := c.k.start(ctx, pool.StartOptions{
@@ -223,7 +228,7 @@ func (c *checkpoints) take(ctx context.Context, l pool.Limits, background bool) 
 		Background:  background,
 		// Trusted code only, like Prepare's probe: it needs no cgroup.
 		Confine: func(int) error { return nil },
-	}, templateStart, nil)
+	}, templateStart, nil, network)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor: checkpoint: the template sandbox did not start: %w", err)
 	}

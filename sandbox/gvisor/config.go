@@ -56,6 +56,11 @@ type Config struct {
 	// checkpoint for them (a session with other tmpfs or pids limits gets
 	// an image of its own, taken when it first starts).
 	Limits pool.Limits
+	// ExtraCAPEM are CAs (PEM) a networked sandbox's code trusts besides
+	// the root's system bundle and its session's proxy CA: the operator's
+	// sandbox.network.ca_file, for a private mirror reached through the
+	// proxy's tunnel.
+	ExtraCAPEM []byte
 	// Debug adds runsc's --debug and --strace logs to the interpreter's
 	// directory (slow; never in production).
 	Debug bool

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,8 @@ type beginRequest struct {
 	// its own limit (no privilege needed, and the code cannot raise it
 	// again): sessions of one checkpoint differ in memory.
 	AddressSpace int64 `json:"address_space"`
+	// Net is the session's way out (nil: none, the sandbox stays sealed).
+	Net *netBegin `json:"net,omitempty"`
 }
 
 // kindBegin is the frame that starts a session's kernel.
@@ -98,6 +101,12 @@ type interp struct {
 	python   string
 	startup  time.Duration
 
+	// network: the sandbox has the egress mount (netDir) and may connect
+	// to the host socket there; egressL is the proxy's listener on it
+	// (nil for a template), closed by Kill.
+	network bool
+	egressL net.Listener
+
 	killOnce sync.Once
 	diagMu   sync.Mutex
 	diag     string
@@ -118,7 +127,10 @@ const (
 	restoreStart
 )
 
-func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, img *image) (_ *interp, err error) {
+// start brings up one sandbox. network gives it the egress mount and
+// runsc's --host-uds=open (a template for network sessions has them with
+// no proxy behind: o.Egress is nil then).
+func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, img *image, network bool) (_ *interp, err error) {
 	if !safeID(o.ID) {
 		return nil, fmt.Errorf("gvisor: interpreter id %q is not safe in file names", o.ID)
 	}
@@ -132,6 +144,7 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		maxFrame: base64Len(max(k.cfg.ImageMaxBytes, sandbox.MaxFileBytes)) + frameSlack,
 		stdout:   newStream(o.Limits.StdoutBytes),
 		stderr:   newStream(o.Limits.StderrBytes),
+		network:  network,
 	}
 	if err := os.Mkdir(it.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: interpreter dir: %w", err)
@@ -170,9 +183,16 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	// whatever this spec says (only the mount sources, here the FIFOs, are
 	// new), so the spec depends on nothing else of the session: imageKey
 	// holds what it does depend on, and RLIMIT_AS comes in the begin frame.
-	key := k.imageKey(o.Limits)
+	var netDir string
+	var nb *netBegin
+	if network {
+		if netDir, nb, err = it.serveEgress(o.Egress); err != nil {
+			return nil, err
+		}
+	}
+	key := k.imageKey(o.Limits, network)
 	spec := bundleParams{
-		root: k.cfg.RootFS, identity: k.identity, ctlIn: in, ctlOut: out,
+		root: k.cfg.RootFS, identity: k.identity, ctlIn: in, ctlOut: out, netDir: netDir,
 		args:         []string{k.cfg.PythonPath, "-E", "-s", "-u", "-B", "-c", kernelSource},
 		uid:          k.cfg.UID,
 		gid:          k.cfg.GID,
@@ -230,7 +250,7 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 			as = o.MemoryBytes + DefaultAddressSpaceSlack
 		}
 		dl, _ := ctx.Deadline()
-		if err := it.send(&frame{Kind: kindBegin, Begin: &beginRequest{AddressSpace: max(as, 0)}}, dl); err != nil {
+		if err := it.send(&frame{Kind: kindBegin, Begin: &beginRequest{AddressSpace: max(as, 0), Net: nb}}, dl); err != nil {
 			return nil, err
 		}
 		if err := it.awaitReady(ctx); err != nil {
@@ -252,7 +272,7 @@ func (it *interp) runscArgs() []string {
 		"--network=none",
 		"--platform=" + cfg.Platform,
 		"--host-fifo=open",
-		"--host-uds=none",
+		"--host-uds=" + it.hostUDS(),
 		"--ignore-cgroups",
 		"--log=" + filepath.Join(it.dir, "runsc.log"),
 		"--panic-log=" + filepath.Join(it.dir, "runsc.log"),
@@ -520,6 +540,9 @@ func (it *interp) Kill() {
 		}
 		if it.proc != nil {
 			it.waitEOF()
+		}
+		if it.egressL != nil {
+			_ = it.egressL.Close()
 		}
 		if err := os.RemoveAll(it.dir); err != nil {
 			it.k.log.Warn("gvisor: remove interpreter dir", zap.String("dir", it.dir), zap.Error(err))

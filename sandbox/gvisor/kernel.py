@@ -507,6 +507,69 @@ def _main():
         out["id"] = req["id"]
         return out
 
+    def start_net(net):
+        # The session's way out (network.go): a relay on loopback that pipes
+        # each connection to the egress proxy's unix socket, the proxy
+        # variables, CA bundle and secret placeholders in the environment,
+        # and the user's site (where pip installs: the root is read-only) on
+        # sys.path. Before any user code; killing the relay only cuts the
+        # code off, the proxy enforces everything.
+        import site
+        import socket
+        import threading
+        path = net["socket"]
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", net["port"]))
+        srv.listen(64)
+
+        def pipe(src, dst):
+            try:
+                while True:
+                    b = src.recv(65536)
+                    if not b:
+                        break
+                    dst.sendall(b)
+            except OSError:
+                pass
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        def relay(c):
+            u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                u.connect(path)
+            except OSError:
+                u.close()
+                c.close()
+                return
+            t = threading.Thread(target=pipe, args=(u, c), daemon=True)
+            t.start()
+            pipe(c, u)
+            t.join()
+            c.close()
+            u.close()
+
+        def accept():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                try:
+                    threading.Thread(target=relay, args=(c,), daemon=True).start()
+                except RuntimeError:  # no thread to be had (RLIMIT_NPROC)
+                    c.close()
+
+        threading.Thread(target=accept, name="codeinterp-egress-relay", daemon=True).start()
+        os.environ.update(net.get("env") or {})
+        user_site = site.getusersitepackages()
+        os.makedirs(user_site, exist_ok=True)
+        if user_site not in sys.path:
+            sys.path.append(user_site)
+
     def ident(fd):
         st = os.fstat(fd)
         return st.st_dev, st.st_ino
@@ -528,6 +591,8 @@ def _main():
         # Lowering a limit needs no privilege, and the code cannot raise
         # the hard limit again.
         resource.setrlimit(resource.RLIMIT_AS, (begin["address_space"], begin["address_space"]))
+    if begin.get("net"):
+        start_net(begin["net"])
     # The host pipes the run's output must reach; code that closes or
     # replaces them leaves a kernel whose next runs would be silent.
     out_ids = [ident(1), ident(2)]

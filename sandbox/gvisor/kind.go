@@ -79,7 +79,9 @@ const installHint = "install gVisor and the data-science stack: apt-get install 
 // Environment implements pool.Kind: what the sandbox's Python reported in
 // Prepare.
 func (k *Kind) Environment() sandbox.Environment {
-	return sandbox.Environment{Provider: k.Name(), PythonVersion: k.python, Packages: k.Packages(), Images: true}
+	// Network: the kind can wire a session to an egress proxy (the pool
+	// says whether it has one).
+	return sandbox.Environment{Provider: k.Name(), PythonVersion: k.python, Packages: k.Packages(), Images: true, Network: true}
 }
 
 // Prepare implements pool.Kind: it finds runsc and Python, writes the
@@ -129,11 +131,11 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	// any session exists, so it needs no cgroup of its own.
 	probeStart := time.Now()
 	if k.images != nil {
-		img, err := k.images.take(ctx, k.cfg.Limits, false)
+		img, err := k.images.take(ctx, k.cfg.Limits, false, false)
 		if err != nil {
 			return fmt.Errorf("%w; %s", err, installHint)
 		}
-		k.images.install(k.imageKey(k.cfg.Limits), k.cfg.Limits, img)
+		k.images.install(k.imageKey(k.cfg.Limits, false), k.cfg.Limits, img)
 		k.packages, k.python = img.packages, img.python
 	} else {
 		it, err := k.start(ctx, pool.StartOptions{
@@ -144,7 +146,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 			MemoryBytes: RecommendedGuestMemoryBytes,
 			Limits:      pool.Limits{StdoutBytes: 4 << 10, StderrBytes: 4 << 10, ScratchBytes: 16 << 20},
 			Confine:     func(int) error { return nil },
-		}, coldStart, nil)
+		}, coldStart, nil, false)
 		if err != nil {
 			return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, installHint)
 		}
@@ -202,14 +204,15 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (pool.Interpreter
 	if k.packages == nil {
 		return nil, errors.New("gvisor: Start before Prepare")
 	}
+	network := o.Egress != nil
 	if k.images == nil {
-		return k.start(ctx, o, coldStart, nil)
+		return k.start(ctx, o, coldStart, nil, network)
 	}
-	img, err := k.images.get(ctx, o.Limits)
+	img, err := k.images.get(ctx, o.Limits, network)
 	if err != nil {
 		return nil, err
 	}
-	it, err := k.start(ctx, o, restoreStart, img)
+	it, err := k.start(ctx, o, restoreStart, img, network)
 	k.images.release(img)
 	if err != nil && ctx.Err() == nil {
 		// A bad image must not fail every session: the next one takes a

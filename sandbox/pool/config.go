@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/codeinterp/codeinterp/egress"
 )
 
 // Config is what the pool needs whatever the kind of interpreter; start
@@ -20,6 +22,13 @@ type Config struct {
 
 	Limits    Limits
 	Isolation Isolation
+	// Egress is the proxy sessions with a network allowlist reach
+	// (sandbox.SessionOptions.Network); nil or not Enabled: no session
+	// has a network. Only a kind whose Environment().Network is set
+	// (gVisor) can use it. The pool opens one egress.Session per session,
+	// so its byte and connection budgets span every interpreter the
+	// session has, and closes it with the session.
+	Egress *egress.Proxy
 }
 
 // Limits bound what one run or session may use.

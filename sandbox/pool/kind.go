@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
@@ -52,6 +53,13 @@ type StartOptions struct {
 	// Group is the interpreter's cgroup (nil when isolation is off), for a
 	// kind whose interpreter is several processes to kill them all.
 	Group cgroup.Group
+	// Egress is the session's proxy (the pool opened it from
+	// sandbox.SessionOptions.Network); nil: no network. The kind serves it
+	// where its sandbox can reach it for the interpreter's life (it does
+	// not close it: the session outlives its interpreters). The pool
+	// starts such an interpreter for one session only, and only on a kind
+	// whose Environment().Network is set.
+	Egress *egress.Session
 }
 
 // Recycler is implemented by interpreters whose process can start a fresh

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
 )
@@ -61,6 +62,7 @@ type interp struct {
 	Interpreter
 	group       cgroup.Group // nil when isolation is off
 	memory      int64
+	network     bool // started with an egress allowlist: one session's, never recycled
 	releaseOnce sync.Once
 	// owner is the owner of the first session the process served ("" until
 	// then); sessions counts the sessions it has served.
@@ -129,7 +131,11 @@ func New(ctx context.Context, cfg Config, kind Kind, log *zap.Logger) (*Pool, er
 func (p *Pool) Kind() Kind { return p.kind }
 
 // Environment describes the pool's interpreters.
-func (p *Pool) Environment() sandbox.Environment { return p.kind.Environment() }
+func (p *Pool) Environment() sandbox.Environment {
+	env := p.kind.Environment()
+	env.Network = env.Network && p.cfg.Egress != nil && p.cfg.Egress.Enabled()
+	return env
+}
 
 // Ready reports whether the pool can start interpreters.
 func (p *Pool) Ready(ctx context.Context) error {
@@ -158,11 +164,24 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	if mem > p.cfg.Limits.MaxGuestMemoryBytes || mem < MinMemoryBytes {
 		return nil, &sandbox.LimitError{Limit: "memory", Value: mem, Max: p.cfg.Limits.MaxGuestMemoryBytes}
 	}
+	if opts.Network != nil && !p.Environment().Network {
+		return nil, fmt.Errorf("%w (provider %s, sandbox.network.allowed_domains)", sandbox.ErrNoNetwork, p.kind.Name())
+	}
 	if err := p.acquire(ctx); err != nil {
 		return nil, err
 	}
 	s := &session{pool: p, id: p.newID(), memory: mem, owner: opts.Owner}
-	if mem == p.cfg.Limits.GuestMemoryBytes {
+	if opts.Network != nil {
+		es, err := p.cfg.Egress.Open(ctx, *opts.Network)
+		if err != nil {
+			<-p.slots
+			return nil, fmt.Errorf("pool: egress: %w", err)
+		}
+		s.egress = es
+	}
+	// A warm or parked interpreter has no network: a session with an
+	// allowlist gets one started for it.
+	if mem == p.cfg.Limits.GuestMemoryBytes && opts.Network == nil {
 		s.it = p.takeIdle(ctx, opts.Owner)
 		if s.it == nil {
 			select {
@@ -175,8 +194,9 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		}
 	}
 	if s.it == nil {
-		w, err := p.start(ctx, s.id, mem, false)
+		w, err := p.start(ctx, s.id, mem, false, s.egress)
 		if err != nil {
+			s.closeEgress()
 			<-p.slots
 			return nil, err
 		}
@@ -253,7 +273,7 @@ func (p *Pool) setIdle(owner string, q []*interp) {
 // waits for that owner; anything else is released.
 func (p *Pool) recycleOrRelease(w *interp) {
 	r, ok := w.Interpreter.(Recycler)
-	if !ok || w.owner == "" || w.sessions >= p.cfg.SessionsPerWorker ||
+	if !ok || w.network || w.owner == "" || w.sessions >= p.cfg.SessionsPerWorker ||
 		w.memory != p.cfg.Limits.GuestMemoryBytes || p.closed.Load() {
 		p.release(w)
 		return
@@ -340,7 +360,7 @@ func (p *Pool) acquire(ctx context.Context) error {
 }
 
 // start makes the interpreter's cgroup and has the kind start it inside.
-func (p *Pool) start(ctx context.Context, id string, mem int64, background bool) (*interp, error) {
+func (p *Pool) start(ctx context.Context, id string, mem int64, background bool, es *egress.Session) (*interp, error) {
 	var group cgroup.Group
 	if p.cg != nil {
 		g, err := p.cg.New(p.kind.Name()+"-"+id, cgroup.Limits{
@@ -368,13 +388,13 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool)
 	}
 	it, err := p.kind.Start(ctx, StartOptions{
 		ID: id, MemoryBytes: mem, Limits: p.cfg.Limits, Background: background,
-		Confine: confine, Group: group,
+		Confine: confine, Group: group, Egress: es,
 	})
 	if err != nil {
 		p.deleteGroup(group)
 		return nil, err
 	}
-	w := &interp{Interpreter: it, group: group, memory: mem}
+	w := &interp{Interpreter: it, group: group, memory: mem, network: es != nil}
 	p.mu.Lock()
 	if p.closed.Load() {
 		p.mu.Unlock()
@@ -426,7 +446,7 @@ func (p *Pool) refiller() {
 			return
 		case <-p.spares:
 		}
-		w, err := p.start(p.ctx, p.newID(), p.cfg.Limits.GuestMemoryBytes, true)
+		w, err := p.start(p.ctx, p.newID(), p.cfg.Limits.GuestMemoryBytes, true, nil)
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()

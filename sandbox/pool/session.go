@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 )
@@ -22,6 +23,10 @@ type session struct {
 	id     string
 	memory int64
 	owner  string
+	// egress is the session's proxy (nil: no network): every interpreter
+	// it starts, the first and any replacement, is served by it, so its
+	// budgets are the session's. Closed with the session.
+	egress *egress.Session
 	// gen is Generation: atomic so that reading it does not wait for a run.
 	gen atomic.Uint64
 
@@ -63,7 +68,7 @@ func (s *session) interpreter(ctx context.Context) (*interp, error) {
 		}
 	}
 	if s.it == nil {
-		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false)
+		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false, s.egress)
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +216,15 @@ func truncationNote(dropped int64) string {
 // namespaces are torn down) and removing its cgroup happen in the
 // background, and only after that is the session's slot released, so
 // capacity never counts an interpreter that still exists.
+// closeEgress ends the session's proxy, once its interpreter is gone.
+func (s *session) closeEgress() {
+	if s.egress != nil {
+		if err := s.egress.Close(); err != nil {
+			s.pool.log.Warn("closing a session's egress proxy failed", zap.Error(err))
+		}
+	}
+}
+
 func (s *session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,6 +239,7 @@ func (s *session) Close() error {
 		if w != nil {
 			p.recycleOrRelease(w)
 		}
+		s.closeEgress()
 		<-p.slots
 	}
 	// The check and the Add are one step under p.mu, and Pool.Close sets
