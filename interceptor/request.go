@@ -46,9 +46,9 @@ type request struct {
 	// network is the auto container's network_policy allowlist (nil:
 	// none). Its secrets live only here and in the sandbox session's
 	// proxy: clientTools holds them masked.
-	network *egress.Policy
-	container        containerDecl
-	containerParam   string // e.g. "tools[0].container", for errors
+	network        *egress.Policy
+	container      containerDecl
+	containerParam string // e.g. "tools[0].container", for errors
 }
 
 // fastMarker is in every request we must touch: in the tool type

@@ -27,11 +27,11 @@ import (
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/egress"
-	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
