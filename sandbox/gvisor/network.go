@@ -26,8 +26,14 @@ import (
 // socket, and sets the proxy variables, the CA bundle and the
 // placeholders of the domain secrets in the code's environment. Code that
 // kills the relay only cuts itself off: every check is in the proxy.
+//
+// The mount point is /srv, an empty directory of every Debian root (and
+// of the gVisor image's): runsc makes a mount point the root lacks in the
+// host's tree itself, read-only root or not — seen with 0.0~20221219, for
+// /run/ci/net and even for a path inside the /tmp tmpfs — which would
+// change the shared root filesystem every sandbox uses.
 const (
-	guestNetDir    = "/run/ci/net"
+	guestNetDir    = "/srv"
 	guestProxySock = guestNetDir + "/proxy.sock"
 	guestCABundle  = guestNetDir + "/ca-bundle.pem"
 	guestProxyPort = 3128

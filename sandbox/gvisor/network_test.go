@@ -1,8 +1,13 @@
 package gvisor_test
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +95,158 @@ except Exception as e:
 `, url, headers)
 }
 
+// verdict is code that prints "VERDICT ok" when body (indented code that
+// raises to fail, or prints "VERDICT bad ...") completes.
+func verdict(body string) string { return body + "\nprint('VERDICT ok')\n" }
+
+// TestNetwork runs the allowlist's functional and hostile corpus in one
+// networked sandbox per start mode: what the policy allows works, the rest
+// fails with a clear error from the proxy (or no route at all), and the
+// session stays usable throughout.
+func TestNetwork(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			e := newNetEnv(t, m.cold)
+			s, _ := e.startNet(t, policy())
+			o := e.origins
+			https := func(host, path string) string { return "https://" + host + path }
+			bearer := `{"Authorization": "Bearer $API_KEY"}`
+			cases := []struct {
+				name, code, want string
+			}{
+				{"https to an allowed domain", fetch(https(egresstest.AllowedDomain, "/hello"), ""), "STATUS 200 hello from allowed.test"},
+				{"plain http to an allowed domain", fetch("http://"+egresstest.PlainDomain+"/hello", ""), "STATUS 200 hello from plain.test"},
+				{"the secret reaches its domain", fetch(https(egresstest.SecretDomain, "/hello"), bearer), "STATUS 200 hello from secret.test"},
+				{"the placeholder elsewhere stays a placeholder", fetch(https(egresstest.AllowedDomain, "/hello"), bearer), "STATUS 200"},
+				{"IP literal (CONNECT)", fetch(fmt.Sprintf("https://127.0.0.1:%d/hello", o.HTTPSPort()), ""), "403"},
+				{"IP literal, decimal (http)", fetch("http://2130706433/hello", ""), "ERROR http 403"},
+				{"the subdomain trick", fetch(https(egresstest.SubdomainTrick, "/hello"), ""), "403"},
+				{"a domain off the list", fetch(https(egresstest.EvilDomain, "/hello"), ""), "403"},
+				{"another port", fetch(https(egresstest.AllowedDomain+":8443", "/hello"), ""), "403"},
+				{"a redirect off the list (tunnel: the next CONNECT is refused)", fetch(https(egresstest.RedirectDomain, "/away"), ""), "403"},
+				{"a redirect off the list (terminated TLS: the proxy refuses it)", fetch(https(egresstest.SecretDomain, "/away"), ""), "502"},
+				{"no proxy: no DNS", `
+import urllib.request
+try:
+    urllib.request.build_opener(urllib.request.ProxyHandler({})).open("https://allowed.test/hello", timeout=5)
+    print("VERDICT bad: fetched without the proxy")
+except OSError as e:
+    print("VERDICT ok", e)`, "VERDICT ok"},
+				{"no DNS at all", verdict(`
+import socket
+try:
+    print("VERDICT bad", socket.getaddrinfo("allowed.test", 443))
+except socket.gaierror as e:
+    print(e)`), "VERDICT ok"},
+				{"raw TCP to the host: no route", fmt.Sprintf(`
+import socket
+for addr in [(%q, %d), ("127.0.0.1", %d)]:
+    try:
+        socket.create_connection(addr, timeout=3)
+        print("VERDICT bad: connected to", addr)
+    except OSError as e:
+        print("refused", addr, e)
+print("VERDICT ok")`, hostIP(), o.HTTPSPort(), o.HTTPSPort()), "VERDICT ok"},
+				{"UDP and DNS to the host: no route", fmt.Sprintf(`
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+try:
+    s.sendto(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07allowed\x04test\x00\x00\x01\x00\x01", (%q, 53))
+    print("VERDICT bad: answer", s.recvfrom(512))
+except OSError as e:
+    print("VERDICT ok", e)`, hostIP()), "VERDICT ok"},
+				{"raw sockets", `
+import socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("VERDICT bad: a raw socket")
+except OSError as e:
+    print("VERDICT ok", e)`, "VERDICT ok"},
+				{"only the placeholder is in the environment", verdict(fmt.Sprintf(`
+import os, glob
+secret = %q
+assert os.environ.get("API_KEY") == "$API_KEY", os.environ.get("API_KEY")
+assert not any(secret in v for v in os.environ.values())
+for p in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
+    try:
+        data = open(p, "rb").read()
+    except OSError:
+        continue
+    if secret.encode() in data:
+        print("VERDICT bad: in", p)
+import stat
+for root in ["/run/ci", "/srv", "/tmp", "/mnt/data", "/etc"]:
+    for d, _, files in os.walk(root):
+        for f in files:
+            try:
+                if not stat.S_ISREG(os.lstat(os.path.join(d, f)).st_mode):
+                    continue  # the control FIFOs, the proxy's socket
+                data = open(os.path.join(d, f), "rb").read()
+            except OSError:
+                continue
+            if secret.encode() in data:
+                print("VERDICT bad: in", os.path.join(d, f))`, secretValue)), "VERDICT ok"},
+				{"the session is still usable", "print(6 * 7)", "42"},
+			}
+			for _, c := range cases {
+				r := s.run(c.code, 40*time.Second)
+				if r.Status != wire.StatusOK || !strings.Contains(string(r.Stdout), c.want) || strings.Contains(string(r.Stdout), "VERDICT bad") {
+					t.Errorf("%s: %s; want ok with %q", c.name, describe(r), c.want)
+				}
+			}
+			if got := o.Authorization(egresstest.SecretDomain); len(got) != 1 || got[0] != "Bearer "+secretValue {
+				t.Errorf("%s got Authorization %q, want the secret once", egresstest.SecretDomain, got)
+			}
+			for _, a := range o.Authorization(egresstest.AllowedDomain) {
+				if a != "Bearer $API_KEY" {
+					t.Errorf("%s got Authorization %q, want the placeholder only", egresstest.AllowedDomain, a)
+				}
+			}
+			wantRootUntouched(t, e.kind)
+			for _, host := range []string{egresstest.EvilDomain, egresstest.SubdomainTrick} {
+				if n := o.Hits(host); n != 0 {
+					t.Errorf("%d requests reached %s", n, host)
+				}
+			}
+		})
+	}
+}
+
+// TestNetworkBudget: a session that spent its connections gets a clear
+// 429 from the proxy, and its sandbox runs on.
+func TestNetworkBudget(t *testing.T) {
+	e := newNetEnv(t, false, func(c *egress.Config) { c.MaxConns = 2 })
+	s, _ := e.startNet(t, policy())
+	url := "https://" + egresstest.AllowedDomain + "/hello"
+	for i := range 2 {
+		s.expectOK(fetch(url, ""), "STATUS 200")
+		_ = i
+	}
+	r := s.run(fetch(url, ""), 30*time.Second)
+	if !strings.Contains(string(r.Stdout), "429") {
+		t.Errorf("third connection: %s; want the proxy's 429", describe(r))
+	}
+	s.expectOK("print(6 * 7)", "42")
+}
+
+// TestNetworkSealed: a session without a policy is as sealed as ever: no
+// proxy variables, no egress mount, nothing on the relay's port.
+func TestNetworkSealed(t *testing.T) {
+	e := newNetEnv(t, false)
+	s := e.start(t)
+	s.expectOK(verdict(`
+import os, socket
+assert not [k for k in os.environ if "proxy" in k.lower()], os.environ
+assert os.listdir("/srv") == [], os.listdir("/srv")
+assert sorted(os.listdir("/run/ci")) == ["in", "out"], os.listdir("/run/ci")
+try:
+    socket.create_connection(("127.0.0.1", 3128), timeout=2)
+    print("VERDICT bad: something listens on 3128")
+except OSError as e:
+    print(e)`), "VERDICT ok")
+}
+
 func TestNetworkSmoke(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -102,4 +259,107 @@ func TestNetworkSmoke(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wantRootUntouched fails when a sandbox left anything in the shared root
+// filesystem's mount point directories (runsc makes a missing mount point
+// in the host's tree).
+func wantRootUntouched(t *testing.T, k *gvisor.Kind) {
+	t.Helper()
+	root, err := gvisor.DefaultRootFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"run/ci": "in out", "tmp": "", "srv": ""} {
+		ents, err := os.ReadDir(filepath.Join(root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("the root filesystem's /%s holds %q, want %q: a sandbox changed the shared tree", dir, got, want)
+		}
+	}
+}
+
+// hostPip is the pip the test installs with when the sandbox's root has
+// none (the root's recipe gained python3-pip with network_policy; a root
+// built before lacks it): Debian's own pip of this host, the same suite as
+// the root, zipped without its caches.
+const hostPip = "/usr/lib/python3/dist-packages/pip"
+
+func zipDir(t *testing.T, dir, prefix string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "__pycache__" {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		w, err := zw.Create(prefix + "/" + rel)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	})
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		t.Fatalf("zip %s: %v", dir, err)
+	}
+	return buf.Bytes()
+}
+
+// TestNetworkPip: pip installs the index's wheel through the proxy (the
+// index is an allowed domain, over HTTPS tunnelled to the origin, whose
+// certificate the sandbox's CA bundle trusts), and the kernel imports it
+// in the same session.
+func TestNetworkPip(t *testing.T) {
+	e := newNetEnv(t, false)
+	s, _ := e.startNet(t, policy())
+	pipCmd := `[sys.executable, "-m", "pip"]`
+	root, err := gvisor.DefaultRootFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/lib/python3/dist-packages/pip")); err != nil {
+		if _, err := os.Stat(hostPip); err != nil {
+			t.Fatalf("neither the sandbox's root (%s) nor this host has pip: rebuild the root (make setup) or apt-get install python3-pip", root)
+		}
+		t.Logf("the root %s has no pip (built before python3-pip joined its recipe): installing with this host's %s", root, hostPip)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := s.it.File(ctx, wire.KindPut, &wire.FileRequest{ID: 1, Path: "/tmp/pip.zip", Data: zipDir(t, hostPip, "pip")})
+		if err != nil || res.Error != "" {
+			t.Fatalf("put pip.zip: %v %+v", err, res)
+		}
+		pipCmd = `[sys.executable, "-c", "import sys; sys.path.insert(0, '/tmp/pip.zip'); from pip._internal.cli.main import main; sys.exit(main())"]`
+	}
+	r := s.run(fmt.Sprintf(`
+import subprocess, sys
+p = subprocess.run(%s + ["install", "--index-url", "https://%s/simple/", %q], capture_output=True, text=True, timeout=150)
+print("RC", p.returncode)
+print(p.stdout[-1500:])
+print(p.stderr[-1500:])
+`, pipCmd, egresstest.IndexDomain, egresstest.Package), 180*time.Second)
+	if r.Status != wire.StatusOK || !strings.Contains(string(r.Stdout), "RC 0") {
+		t.Fatalf("pip install: %s", describe(r))
+	}
+	s.expectOK("import "+egresstest.Package+"\nprint("+egresstest.Package+".answer())", egresstest.Answer)
 }
