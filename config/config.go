@@ -320,6 +320,7 @@ func Default() *Config {
 				MaxImageBytes: 8 * MiB,
 			},
 			Network: Network{
+				AllowedDomains: []string{},
 				MaxDomains:     32,
 				MaxBytes:       512 * MiB,
 				MaxConnections: 256,

@@ -47,14 +47,17 @@ const ProviderWithNetwork = "gvisor"
 
 // offered returns the refusal of an allowlist this server cannot honour, or nil.
 func (g Gate) offered(param string) *apierror.Error {
-	if g.Provider != ProviderWithNetwork {
+	const howTo = " Network allowlists need the gVisor provider (sandbox.provider: gvisor) with sandbox.network.allowed_domains set by the operator."
+	switch {
+	case g.Provider == "":
 		return apierror.Invalid(param, "unsupported_parameter",
-			"Invalid value for '%s': this server's code_interpreter runs in the %s sandbox, which has no sockets at all, so it can only be {\"type\": \"disabled\"}. "+
-				"Network allowlists need the gVisor provider (sandbox.provider: gvisor) with sandbox.network.allowed_domains set by the operator.", param, g.Provider)
-	}
-	if g.Checker == nil || !g.Checker.Enabled() {
+			"Invalid value for '%s': containers on this server have no network access, so it can only be {\"type\": \"disabled\"}."+howTo, param)
+	case g.Provider != ProviderWithNetwork:
 		return apierror.Invalid(param, "unsupported_parameter",
-			"Invalid value for '%s': network access is turned off on this server, so it can only be {\"type\": \"disabled\"}. "+
+			"Invalid value for '%s': this server's code_interpreter runs in the %s sandbox, which has no sockets at all (no network access), so it can only be {\"type\": \"disabled\"}."+howTo, param, g.Provider)
+	case g.Checker == nil || !g.Checker.Enabled():
+		return apierror.Invalid(param, "unsupported_parameter",
+			"Invalid value for '%s': network access is turned off on this server (no network access), so it can only be {\"type\": \"disabled\"}. "+
 				"The operator turns allowlists on with sandbox.network.allowed_domains.", param)
 	}
 	return nil

@@ -18,6 +18,7 @@ packages=(
   python3-sklearn python3-statsmodels python3-sympy python3-networkx python3-pil
   python3-openpyxl python3-xlrd python3-pypdf python3-docx python3-tabulate
   python3-bs4 python3-lxml python3-dateutil python3-tz
+  python3-pip python3-requests # network_policy: pip install and HTTP from allowed domains (ca-certificates comes with them)
   fonts-dejavu-core # matplotlib's default font, for text in charts
 )
 
