@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,9 +26,12 @@ import (
 	"github.com/codeinterp/codeinterp/api"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/devproxy"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store"
@@ -52,6 +56,12 @@ type stackOptions struct {
 	eventDelay time.Duration
 	// stateless: the scripted model keeps no responses (model.stateless).
 	stateless bool
+	// egress gives sessions with a network_policy this proxy (provider
+	// gvisor, whose kind kind adjusts: the test CA); nil: no network.
+	egress *egress.Proxy
+	kind   func(*gvisor.Config)
+	// logs, when set, also receives every log line of the stack (JSON).
+	logs io.Writer
 }
 
 // stack is the whole path: client → devproxy → ext_proc gRPC → filter →
@@ -97,11 +107,21 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	if o.quiet {
 		log = zap.NewNop()
 	}
+	if o.logs != nil {
+		tee := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(o.logs), zapcore.DebugLevel)
+		log = zap.New(zapcore.NewTee(log.Core(), tee))
+	}
 	provider := o.provider
 	if provider == "" {
 		provider = "wasm"
 	}
-	runs := &runRecorder{Provider: sandboxtest.NewProvider(t, provider, o.pool...), started: make(chan string, 64)}
+	var sp sandbox.Provider
+	if o.egress != nil {
+		sp = sandboxtest.NewGVisorWith(t, o.kind, append(o.pool, func(pc *pool.Config) { pc.Egress = o.egress })...)
+	} else {
+		sp = sandboxtest.NewProvider(t, provider, o.pool...)
+	}
+	runs := &runRecorder{Provider: sp, started: make(chan string, 64)}
 	reg := prometheus.NewRegistry()
 	metrics, err := filter.NewMetrics(reg)
 	if err != nil {
@@ -118,6 +138,11 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	rs := memory.NewResponses(store.DefaultResponseLimits(), nil)
 	cs := memory.NewConversations(store.DefaultConversationLimits(), nil)
 	icOpts := []interceptor.Option{interceptor.WithResponses(rs), interceptor.WithConversations(cs)}
+	gate := netpolicy.Gate{Provider: sp.Environment().Provider}
+	if o.egress != nil {
+		icOpts = append(icOpts, interceptor.WithNetwork(o.egress))
+		gate.Checker = o.egress
+	}
 	if o.containers {
 		st = o.st
 		if st == nil {
@@ -132,7 +157,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		mgr = containers.New(containers.Config{Files: files}, st, prov, log.Named("containers"))
 		t.Cleanup(func() { mgr.Close() })
 		icOpts = append(icOpts, interceptor.WithContainers(mgr))
-		apiSrv, err := api.New(api.Config{Responses: rs, Conversations: cs}, st, log.Named("api"))
+		apiSrv, err := api.New(api.Config{Responses: rs, Conversations: cs, Create: mgr.Create, Network: gate, Secrets: mgr}, st, log.Named("api"))
 		if err != nil {
 			t.Fatal(err)
 		}
