@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -32,6 +33,19 @@ type container struct {
 }
 
 func (c *container) ID() string { return c.meta.ID }
+
+// Network implements Container: the stored policy, without values.
+func (c *container) Network() *egress.Policy {
+	n := c.meta.Network
+	if n == nil {
+		return nil
+	}
+	pol := &egress.Policy{AllowedDomains: append([]string(nil), n.AllowedDomains...)}
+	for _, s := range n.Secrets {
+		pol.Secrets = append(pol.Secrets, egress.Secret{Domain: s.Domain, Name: s.Name})
+	}
+	return pol
+}
 
 // Files lists the container's files from the store.
 func (c *container) Files(ctx context.Context) ([]File, error) {

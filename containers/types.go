@@ -57,6 +57,10 @@ type Container interface {
 	// container's files if none is held), then stores the files the run
 	// created or changed and its images as container files.
 	Run(ctx context.Context, code string) (RunResult, error)
+	// Network is the container's network_policy allowlist, for telling
+	// the model what its code may reach: the domains and each secret's
+	// domain and name, never a value (nil: no network).
+	Network() *egress.Policy
 	// Close ends this response's use; the container and its files stay.
 	Close() error
 }

@@ -208,6 +208,10 @@ func TestNetworkPolicyContainer(t *testing.T) {
 		}
 	}
 	wantNetOutput(t, logsOut)
+	if all := m.all(); len(all) == 0 || !strings.Contains(gjson.GetBytes(all[0].body, "tools.0.description").Str, "allowed.test, secret.test") ||
+		!strings.Contains(gjson.GetBytes(all[0].body, "tools.0.description").Str, "$API_KEY") {
+		t.Errorf("the model was not told the container's domains and placeholder")
+	}
 	if a := o.Authorization(egresstest.SecretDomain); len(a) != 1 || a[0] != "Bearer "+netSecret {
 		t.Errorf("secret.test got %q, want the secret", a)
 	}

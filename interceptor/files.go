@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/containers"
@@ -249,6 +250,11 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 		return nil, containerError(x.req.containerParam, d.id, err)
 	}
 	x.ctr = c
+	if pol := c.Network(); pol != nil && x.req.network == nil {
+		// A container named by id (or reused) keeps its own policy: the
+		// model is told what that one allows.
+		x.req.upstream = x.req.withFunctionTool(newFunctionTool(i.cfg.FunctionName, i.provider.Environment(), pol).json)
+	}
 	files, err := c.Files(ctx)
 	if err != nil {
 		_ = c.Close()
@@ -274,6 +280,15 @@ func containerError(param, id string, err error) *apierror.Error {
 	}
 	return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: param,
 		Message: "The container could not be prepared: " + err.Error()}
+}
+
+// withFunctionTool is the upstream body with our function tool replaced by fn.
+func (r *request) withFunctionTool(fn string) []byte {
+	out, err := sjson.SetRawBytes(r.upstream, "tools."+strconv.Itoa(r.fnIndex), []byte(fn))
+	if err != nil {
+		return r.upstream
+	}
+	return out
 }
 
 // appendInput adds an item at the end of the upstream request's input.

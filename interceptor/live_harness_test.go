@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/egress"
 	"github.com/codeinterp/codeinterp/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sse"
@@ -326,6 +327,9 @@ type fakeContainers struct{ p sandbox.Provider }
 func (f fakeContainers) Open(ctx context.Context, spec containers.Spec) (containers.Container, error) {
 	return &fakeContainer{p: f.p, id: idgen.New("cntr_")}, nil
 }
+
+// Network implements containers.Container: no network.
+func (c *fakeContainer) Network() *egress.Policy { return nil }
 
 type fakeContainer struct {
 	p     sandbox.Provider

@@ -47,6 +47,7 @@ type request struct {
 	// none). Its secrets live only here and in the sandbox session's
 	// proxy: clientTools holds them masked.
 	network        *egress.Policy
+	fnIndex        int // our function tool's index in the upstream tools
 	container      containerDecl
 	containerParam string // e.g. "tools[0].container", for errors
 }
@@ -218,6 +219,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 				return false
 			}
 			ciIndex = idx
+			r.fnIndex = len(out)
 			mem, err := i.checkNativeTool(r, param, t)
 			if err != nil {
 				apiErr = err
