@@ -42,11 +42,11 @@ type origin struct {
 	host   string
 	addr   string
 	act    *activity
+	client *meteredConn // the sandbox's side of the flow
 	tls    bool
 	raw    *meteredConn
 	rw     io.ReadWriter
 	rd     *reader
-	tlsErr error
 }
 
 func (o *origin) ensure() *refusal {
@@ -194,31 +194,65 @@ func (s *Session) substitute(host string, h http.Header) {
 	if len(secrets) == 0 {
 		return
 	}
-	for k, vs := range h {
+	for _, vs := range h {
 		for i, v := range vs {
-			if strings.IndexByte(v, '$') < 0 {
-				continue
-			}
-			for _, sec := range secrets {
-				v = strings.ReplaceAll(v, placeholder(sec.Name), sec.Value)
-			}
-			vs[i] = v
+			vs[i] = replacePlaceholders(v, secrets, true)
 		}
-		h[k] = vs
 	}
 }
 
 func (s *Session) hasPlaceholder(host string, h http.Header) bool {
 	for _, vs := range h {
 		for _, v := range vs {
-			for _, sec := range s.secrets[host] {
-				if strings.Contains(v, placeholder(sec.Name)) {
-					return true
-				}
+			if replacePlaceholders(v, s.secrets[host], false) != v {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+func isIdent(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// replacePlaceholders substitutes "$NAME" where NAME is a whole
+// identifier, as a shell reads it: "$API_KEYS" is not "$API_KEY". With
+// subst false it only reports (by returning a different string) whether
+// there is one.
+func replacePlaceholders(v string, secrets []Secret, subst bool) string {
+	if strings.IndexByte(v, '$') < 0 {
+		return v
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' {
+			continue
+		}
+		j := i + 1
+		for j < len(v) && isIdent(v[j]) {
+			j++
+		}
+		name := v[i+1 : j]
+		for _, sec := range secrets {
+			if sec.Name == name {
+				if !subst {
+					return v + "$"
+				}
+				b.WriteString(v[last:i])
+				b.WriteString(sec.Value)
+				last = j
+				break
+			}
+		}
+		i = j - 1
+	}
+	if last == 0 {
+		return v
+	}
+	b.WriteString(v[last:])
+	return b.String()
 }
 
 // forwardHTTP serves one absolute-form request to http://host[:80]/. It
@@ -227,11 +261,11 @@ func (s *Session) hasPlaceholder(host string, h http.Header) bool {
 func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 	defer req.Body.Close()
 	if !req.URL.IsAbs() || req.URL.Host == "" {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, "this is a proxy: send absolute-form requests (http://host/…) or CONNECT host:443"})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, "this is a proxy: send absolute-form requests (http://host/…) or CONNECT host:443"})
 		return false
 	}
 	if req.URL.Scheme != "http" {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, fmt.Sprintf("scheme %q: use CONNECT for https, nothing else is proxied", req.URL.Scheme)})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, fmt.Sprintf("scheme %q: use CONNECT for https, nothing else is proxied", req.URL.Scheme)})
 		return false
 	}
 	host, rf := s.authorise(req.URL.Hostname())
@@ -252,13 +286,13 @@ func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 		addr, rf = s.resolve(s.ctx, host, "80")
 	}
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return false
 	}
-	o := &origin{s: s, host: host, addr: addr, act: c.act}
+	o := &origin{s: s, host: host, addr: addr, act: c.act, client: c}
 	o.raw, rf = s.dial(s.ctx, host, addr, c.act)
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return false
 	}
 	defer o.drop()
@@ -279,7 +313,7 @@ func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 			resp.Body.Close()
 		}
 	}
-	s.refuse(c, host, rf)
+	s.refuse(c, c, host, rf)
 	return false
 }
 
@@ -292,7 +326,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 	reqHost := req.Host
 	if req.URL.IsAbs() {
 		if req.URL.Scheme != "https" {
-			s.refuse(tc, host, &refusal{reasonHostMismatch, 403, "only https requests travel in this tunnel"})
+			s.refuse(tc, o.client, host, &refusal{reasonHostMismatch, 403, "only https requests travel in this tunnel"})
 			return false
 		}
 		reqHost = req.URL.Host
@@ -302,7 +336,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 		h, p = hh, pp
 	}
 	if normHost(h) != host || p != "" && p != "443" {
-		s.refuse(tc, host, &refusal{reasonHostMismatch, 403, fmt.Sprintf("a request for %q inside the tunnel to %s; refused", reqHost, host)})
+		s.refuse(tc, o.client, host, &refusal{reasonHostMismatch, 403, fmt.Sprintf("a request for %q inside the tunnel to %s; refused", reqHost, host)})
 		return false
 	}
 	clientClose := req.Close
@@ -325,7 +359,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 		}
 	}
 	if rf != nil {
-		s.refuse(tc, host, rf)
+		s.refuse(tc, o.client, host, rf)
 		return false
 	}
 	originClose := resp.Close

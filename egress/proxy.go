@@ -107,10 +107,6 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 		s.secrets[sec.Domain] = append(s.secrets[sec.Domain], sec)
 		s.placeholders[sec.Name] = placeholder(sec.Name)
 	}
-	for _, list := range s.secrets {
-		// Longest name first, so "$API_KEY_2" is not read as "$API_KEY" + "_2".
-		sort.Slice(list, func(i, j int) bool { return len(list[i].Name) > len(list[j].Name) })
-	}
 	if len(s.secrets) > 0 {
 		domains := make([]string, 0, len(s.secrets))
 		for d := range s.secrets {

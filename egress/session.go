@@ -29,7 +29,7 @@ type Session struct {
 	id  uint64
 
 	allowed      map[string]bool
-	secrets      map[string][]Secret // domain -> its secrets, longest name first
+	secrets      map[string][]Secret // domain -> its secrets
 	placeholders map[string]string
 	ca           *sessionCA // nil without secrets
 
@@ -85,7 +85,7 @@ func (s *Session) Serve(l net.Listener) error {
 			defer c.Close()
 			if n := s.open.Add(1); n > int64(s.cfg.MaxConcurrent) {
 				s.open.Add(-1)
-				s.refuse(c, "", &refusal{reasonConcurrency, 429, fmt.Sprintf("more than %d connections open at once", s.cfg.MaxConcurrent)})
+				s.refuse(c, c, "", &refusal{reasonConcurrency, 429, fmt.Sprintf("more than %d connections open at once", s.cfg.MaxConcurrent)})
 				return
 			}
 			defer s.open.Add(-1)
@@ -182,8 +182,12 @@ func (s *Session) cut(c *meteredConn) {
 	c.Conn.Close()
 }
 
-// refuse answers the sandbox's client with a one-line reason and counts it.
-func (s *Session) refuse(w io.Writer, host string, r *refusal) {
+// refuse answers the sandbox's client (w, over c) with a one-line reason
+// and counts it. The answer is not charged to the byte budget: a session
+// whose budget is spent must still be told so.
+func (s *Session) refuse(w io.Writer, c *meteredConn, host string, r *refusal) {
+	c.exempt = true
+	defer func() { c.exempt = false }()
 	s.m.refused(r.reason)
 	s.log.Info("egress refused", zap.String("host", host), zap.String("reason", r.reason), zap.String("detail", r.msg))
 	body := "egress proxy: " + r.msg + "\n"
@@ -294,7 +298,7 @@ func (s *Session) handle(c *meteredConn) {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
 			if rf := headerRefusal(err); rf != nil {
-				s.refuse(c, "", rf)
+				s.refuse(c, c, "", rf)
 			}
 			return
 		}
@@ -319,7 +323,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 	}
 	rawHost, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, "CONNECT needs host:443"})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, "CONNECT needs host:443"})
 		return
 	}
 	host, rf := s.authorise(rawHost)
@@ -338,7 +342,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 		up, rf = s.dial(s.ctx, host, addr, c.act)
 	}
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return
 	}
 	defer s.closeUpstream(up)
@@ -416,14 +420,14 @@ func (s *Session) terminate(c *meteredConn, client io.Reader, up *meteredConn, h
 	if err != nil {
 		return
 	}
-	o := &origin{s: s, host: host, addr: addr, act: c.act, tls: true, raw: up}
+	o := &origin{s: s, host: host, addr: addr, act: c.act, client: c, tls: true, raw: up}
 	defer func() { s.closeUpstream(o.raw) }()
 	r := newReader(tc)
 	for {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
 			if rf := headerRefusal(err); rf != nil {
-				s.refuse(tc, host, rf)
+				s.refuse(tc, c, host, rf)
 			}
 			return
 		}
