@@ -116,8 +116,16 @@ func (s *seen) last() *http.Request {
 func originHandler(rec *seen, release <-chan struct{}) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			// the body's length and start, recorded as headers on the copy the test reads
+			b, _ := io.ReadAll(r.Body)
+			r.Header.Set("X-Body-Len", strconv.Itoa(len(b)))
+			r.Header.Set("X-Body", string(b[:min(64, len(b))]))
+			w.Write(b)
+		}
 		rec.add(r)
 		switch r.URL.Path {
+		case "/echo":
 		case "/headers":
 			fmt.Fprintf(w, "host=%s auth=%s x-token=%s query=%s", r.Host, r.Header.Get("Authorization"), r.Header.Get("X-Token"), r.URL.RawQuery)
 		case "/redirect":

@@ -72,6 +72,9 @@ func (o *origin) ensure() *refusal {
 		RootCAs:    o.s.cfg.RootCAs,
 		NextProtos: []string{"http/1.1"},
 		MinVersion: tls.VersionTLS12,
+		// Resumption saves the origin's certificate check on every
+		// tunnel after the first (the sandbox's pip opens many).
+		ClientSessionCache: o.s.tlsCache,
 	})
 	o.raw.fixedRead = deadline(o.s.cfg.IdleTimeout)
 	err := tc.Handshake()

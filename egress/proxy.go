@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -113,6 +114,7 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 			domains = append(domains, d)
 		}
 		sort.Strings(domains)
+		s.tlsCache = tls.NewLRUClientSessionCache(len(domains) * 4)
 		if s.ca, err = newCA(domains); err != nil {
 			s.cancel()
 			return nil, fmt.Errorf("egress: session CA: %w", err)

@@ -31,7 +31,8 @@ type Session struct {
 	allowed      map[string]bool
 	secrets      map[string][]Secret // domain -> its secrets
 	placeholders map[string]string
-	ca           *sessionCA // nil without secrets
+	ca           *sessionCA             // nil without secrets
+	tlsCache     tls.ClientSessionCache // to the origins it terminates for
 
 	bytesUsed atomic.Int64
 	connsUsed atomic.Int64
