@@ -18,6 +18,7 @@ const (
 	reasonSNIMissing     = "sni_missing"      // a tunnel's ClientHello names no server
 	reasonSNIMismatch    = "sni_mismatch"     // a tunnel's ClientHello names another server than CONNECT
 	reasonNotTLS         = "not_tls"          // a tunnel that does not start with a TLS ClientHello
+	reasonECH            = "ech"              // a ClientHello with Encrypted Client Hello (the real name is hidden)
 	reasonHostMismatch   = "host_mismatch"    // a request inside a terminated tunnel for another host
 	reasonPrivateAddress = "private_address"  // DNS answered a loopback/private/link-local/... address
 	reasonResolveFailed  = "resolve_failed"   // DNS failed

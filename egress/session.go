@@ -65,14 +65,28 @@ func (s *Session) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var backoff time.Duration
 	for {
 		raw, err := l.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("egress: accept: %w", err)
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("egress: accept: %w", err)
+			}
+			// Out of descriptors or the like: back off as net/http does
+			// rather than end the sandbox's network.
+			s.log.Warn("egress accept", zap.Error(err))
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		act := newActivity()
 		c := &meteredConn{Conn: raw, s: s, act: act, client: true}
 		if !s.track(c) {
@@ -258,6 +272,7 @@ func (s *Session) closeUpstream(c *meteredConn) {
 type reader struct {
 	lim *headerLimiter
 	br  *bufio.Reader
+	got int // bytes the last header read consumed or had buffered
 }
 
 func newReader(r io.Reader) *reader {
@@ -265,14 +280,21 @@ func newReader(r io.Reader) *reader {
 	return &reader{lim: lim, br: bufio.NewReader(lim)}
 }
 
+// started says whether the last header read got any byte: a keep-alive
+// connection that simply stays quiet until IdleTimeout is closed without
+// an answer and without counting a refusal.
+func (r *reader) started() bool { return r.got > 0 }
+
 // readHeader runs read with the header bounds in force: at most
 // MaxHeaderBytes, and all of it within IdleTimeout (a client or origin
 // that sends a byte at a time does not hold the connection).
 func readHeader[T any](s *Session, c *meteredConn, r *reader, read func(*bufio.Reader) (T, error)) (T, error) {
 	r.lim.n = s.cfg.MaxHeaderBytes
+	buffered := r.br.Buffered()
 	c.fixedRead = time.Now().Add(s.cfg.IdleTimeout)
 	v, err := read(r.br)
 	c.fixedRead = time.Time{}
+	r.got = buffered + s.cfg.MaxHeaderBytes - r.lim.n
 	r.lim.n = -1
 	return v, err
 }
@@ -298,7 +320,7 @@ func (s *Session) handle(c *meteredConn) {
 	for {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
-			if rf := headerRefusal(err); rf != nil {
+			if rf := headerRefusal(err); rf != nil && r.started() {
 				s.refuse(c, c, "", rf)
 			}
 			return
@@ -352,7 +374,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 	}
 
 	c.fixedRead = time.Now().Add(s.cfg.IdleTimeout)
-	sni, hello, err := peekClientHello(r.br)
+	sni, ech, hello, err := peekClientHello(r.br)
 	c.fixedRead = time.Time{}
 	if err != nil {
 		reason := reasonNotTLS
@@ -363,6 +385,9 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 		return
 	}
 	switch sni = normHost(sni); {
+	case ech:
+		s.closeRefused(host, reasonECH, "the ClientHello uses Encrypted Client Hello, which hides the server it reaches; refused")
+		return
 	case sni == "":
 		s.closeRefused(host, reasonSNIMissing, "the ClientHello names no server (SNI); refused")
 		return
@@ -427,7 +452,7 @@ func (s *Session) terminate(c *meteredConn, client io.Reader, up *meteredConn, h
 	for {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
-			if rf := headerRefusal(err); rf != nil {
+			if rf := headerRefusal(err); rf != nil && r.started() {
 				s.refuse(tc, c, host, rf)
 			}
 			return
