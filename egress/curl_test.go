@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,8 @@ func TestCurl(t *testing.T) {
 		stderr string
 	}{
 		{"https tunnel", []string{"https://allowed.test/headers"}, 0, "host=allowed.test", ""},
-		{"https with a secret", []string{"-H", "Authorization: Bearer $API_KEY", "https://secret.test/headers"}, 0, "auth=Bearer " + testSecret + " ", ""},
+		// The origin gets the value (checked below); its echo comes back redacted.
+		{"https with a secret", []string{"-H", "Authorization: Bearer $API_KEY", "https://secret.test/headers"}, 0, "auth=Bearer $API_KEY ", ""},
 		{"placeholder to another domain", []string{"-H", "Authorization: Bearer $API_KEY", "https://other.test/headers"}, 0, "auth=Bearer $API_KEY ", ""},
 		{"plain http", []string{"http://plain.test/"}, 0, "hello from plain.test", ""},
 		{"off-list https", []string{"https://evil.test/"}, 56, "", "403"},
@@ -54,6 +56,11 @@ func TestCurl(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := run(tc.args...)
+			if tc.name == "https with a secret" {
+				if got := e.tlsSeen.last().Header.Get("Authorization"); got != "Bearer "+testSecret {
+					t.Errorf("the origin got Authorization %q", got)
+				}
+			}
 			if code != tc.exit || !strings.Contains(out, tc.stdout) || !strings.Contains(errOut, tc.stderr) {
 				t.Errorf("curl %v: exit %d, stdout %q, stderr %q; want exit %d, %q, %q", tc.args, code, out, errOut, tc.exit, tc.stdout, tc.stderr)
 			}
@@ -91,6 +98,12 @@ for url in sys.argv[2:]:
         print(url, "error", type(e).__name__, e)
 `
 	cmd := exec.Command(python, "-c", script, caFile, "https://secret.test/headers", "https://allowed.test/headers", "http://plain.test/headers", "https://evil.test/", "http://plainsecret.test/")
+	var secretSeen string
+	e.onRequest = func(r *http.Request) {
+		if r.Host == "secret.test" {
+			secretSeen = r.Header.Get("Authorization")
+		}
+	}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HTTPS_PROXY=http://" + e.tcpAddr, "HTTP_PROXY=http://" + e.tcpAddr}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -98,7 +111,7 @@ for url in sys.argv[2:]:
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	for i, want := range []string{
-		"https://secret.test/headers 200 host=secret.test auth=Bearer " + testSecret + " ",
+		"https://secret.test/headers 200 host=secret.test auth=Bearer $API_KEY ", // the echo, redacted
 		"https://allowed.test/headers 200 host=allowed.test auth=Bearer $API_KEY ",
 		"http://plain.test/headers 200 host=plain.test auth=Bearer $API_KEY ",
 		"https://evil.test/ error ",
@@ -107,6 +120,9 @@ for url in sys.argv[2:]:
 		if i >= len(lines) || !strings.HasPrefix(lines[i], want) {
 			t.Errorf("line %d: got %q, want prefix %q\n%s", i, lines[min(i, len(lines)-1)], want, out)
 		}
+	}
+	if secretSeen != "Bearer "+testSecret {
+		t.Errorf("secret.test's origin got Authorization %q", secretSeen)
 	}
 	if !strings.Contains(lines[3], "403") {
 		t.Errorf("the off-list refusal does not say 403: %q", lines[3])

@@ -62,6 +62,15 @@
 //     the URL or the body) each "$NAME" of the domain's secrets becomes the
 //     value. A placeholder sent to any other domain passes unchanged: the
 //     value is only ever written to a connection verified as its domain.
+//   - The secret's value is taken back out of that domain's responses
+//     (headers, and bodies: plain, gzip or deflate; verbatim or as JSON
+//     encoders escape it) and replaced by the placeholder, so an origin
+//     that echoes request headers (httpbin.org/headers, OpenAI's own
+//     example) does not hand the code the value. Requests to such a domain
+//     go without Accept-Encoding; a body in another encoding is refused
+//     (502). This is best effort: an origin that transforms the value
+//     (base64, a part of it) can still return it, so give secrets only to
+//     domains that do not reflect them.
 //   - Plain HTTP to a domain with secrets works, but a request that
 //     carries one of the domain's placeholders is refused (403): the value
 //     is never sent in clear, and forwarding the placeholder instead would

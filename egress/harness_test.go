@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -89,12 +91,17 @@ func (ca *testCA) leaf(t testing.TB, names ...string) tls.Certificate {
 type seen struct {
 	mu   sync.Mutex
 	reqs []*http.Request
+	hook *func(*http.Request)
 }
 
 func (s *seen) add(r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
+	hook := *s.hook
 	s.mu.Unlock()
+	if hook != nil {
+		hook(r)
+	}
 }
 
 func (s *seen) count() int {
@@ -126,6 +133,20 @@ func originHandler(rec *seen, release <-chan struct{}) http.Handler {
 		rec.add(r)
 		switch r.URL.Path {
 		case "/echo":
+		case "/echo-header":
+			w.Header().Set("X-Echo", "you sent "+r.Header.Get("Authorization"))
+		case "/echo-json":
+			// like httpbin.org/headers: the request headers as JSON
+			json.NewEncoder(w).Encode(map[string]any{"headers": map[string]string{"Authorization": r.Header.Get("Authorization")}})
+		case "/echo-gzip":
+			// gzip whatever the request asked for (an origin that ignores Accept-Encoding)
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			fmt.Fprintf(zw, "auth=%s", r.Header.Get("Authorization"))
+			zw.Close()
+		case "/echo-br":
+			w.Header().Set("Content-Encoding", "br")
+			fmt.Fprintf(w, "auth=%s", r.Header.Get("Authorization"))
 		case "/headers":
 			fmt.Fprintf(w, "host=%s auth=%s x-token=%s query=%s", r.Host, r.Header.Get("Authorization"), r.Header.Get("X-Token"), r.URL.RawQuery)
 		case "/redirect":
@@ -175,6 +196,9 @@ type env struct {
 	httpAddr string
 	dns      *dnsServer
 	release  chan struct{}
+	// onRequest, if set, sees each request an origin gets (for clients
+	// that run outside the test's process).
+	onRequest func(*http.Request)
 }
 
 const testSecret = "s3cr3t-VALUE-4f9a1c" // must never show up in logs, metrics or errors
@@ -183,7 +207,8 @@ type envOpt func(*Config, *Policy)
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, ca: newTestCA(t), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, tlsSeen: &seen{}, httpSeen: &seen{}, release: make(chan struct{})}
+	e := &env{t: t, ca: newTestCA(t), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, release: make(chan struct{})}
+	e.tlsSeen, e.httpSeen = &seen{hook: &e.onRequest}, &seen{hook: &e.onRequest}
 	ts := httptest.NewUnstartedServer(originHandler(e.tlsSeen, e.release))
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{e.ca.leaf(t, "allowed.test", "secret.test", "other.test", "evil.test", "rebind.test")}}
 	ts.StartTLS()

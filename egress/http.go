@@ -349,6 +349,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 	req.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	req.Close = false
 	s.substitute(host, req.Header)
+	req.Header.Del("Accept-Encoding") // plain bodies, so the echo of a secret can be taken out
 	base := &url.URL{Scheme: "https", Host: host, Path: req.URL.Path}
 	rf := o.ensure()
 	var resp *http.Response
@@ -356,7 +357,10 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 		resp, rf = o.roundTrip(req)
 	}
 	if rf == nil {
-		if rf = s.checkRedirect(base, resp); rf != nil {
+		if rf = s.checkRedirect(base, resp); rf == nil {
+			rf = redactResponse(resp, s.echoes[host])
+		}
+		if rf != nil {
 			resp.Body.Close()
 			o.drop()
 		}

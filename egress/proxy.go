@@ -108,6 +108,10 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 		s.secrets[sec.Domain] = append(s.secrets[sec.Domain], sec)
 		s.placeholders[sec.Name] = placeholder(sec.Name)
 	}
+	s.echoes = map[string][]echoPattern{}
+	for d, list := range s.secrets {
+		s.echoes[d] = echoPatterns(list)
+	}
 	if len(s.secrets) > 0 {
 		domains := make([]string, 0, len(s.secrets))
 		for d := range s.secrets {

@@ -1,7 +1,10 @@
 package egress
 
 import (
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -13,7 +16,7 @@ func TestSecretSubstitutedOnlyForItsDomain(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, url, hdr, val string
-		wantAuth, wantQuery string
+		wantAuth, wantQuery string // what the origin got
 	}{
 		{"its domain, header", "https://secret.test/headers", "Authorization", "Bearer $API_KEY", "Bearer " + testSecret, ""},
 		{"its domain, twice in one value", "https://secret.test/headers", "Authorization", "$API_KEY:$API_KEY", testSecret + ":" + testSecret, ""},
@@ -28,20 +31,111 @@ func TestSecretSubstitutedOnlyForItsDomain(t *testing.T) {
 			if err != nil || code != 200 {
 				t.Fatalf("GET = %d %q %v", code, body, err)
 			}
-			if !strings.Contains(body, "auth="+tc.wantAuth+" ") || !strings.HasSuffix(body, "query="+tc.wantQuery) {
-				t.Errorf("origin saw %q; want auth=%q query=%q", body, tc.wantAuth, tc.wantQuery)
+			r := e.tlsSeen.last()
+			if strings.HasPrefix(tc.url, "http:") {
+				r = e.httpSeen.last()
+			}
+			if got := r.Header.Get(tc.hdr); got != tc.wantAuth || r.URL.RawQuery != tc.wantQuery {
+				t.Errorf("origin got %s %q query %q; want %q %q", tc.hdr, got, r.URL.RawQuery, tc.wantAuth, tc.wantQuery)
+			}
+			if strings.Contains(body, testSecret) {
+				t.Errorf("the origin's echo reached the client with the value: %q", body)
 			}
 		})
 	}
 	t.Run("other headers and header names", func(t *testing.T) {
-		_, body, _, err := e.get("https://secret.test/headers", "X-Token", "t=$API_KEY", "X-$API_KEY", "x")
-		if err != nil || !strings.Contains(body, "x-token=t="+testSecret) {
-			t.Fatalf("got %q %v", body, err)
+		_, _, _, err := e.get("https://secret.test/headers", "X-Token", "t=$API_KEY", "X-$API_KEY", "x")
+		r := e.tlsSeen.last()
+		if err != nil || r.Header.Get("X-Token") != "t="+testSecret {
+			t.Fatalf("origin got X-Token %q (%v)", r.Header.Get("X-Token"), err)
 		}
-		if r := e.tlsSeen.last(); r.Header.Get("X-$API_KEY") != "x" {
+		if r.Header.Get("X-$API_KEY") != "x" {
 			t.Errorf("a header name was rewritten: %v", r.Header)
 		}
 	})
+}
+
+// TestSecretEchoRedacted: an origin that reflects the request's headers
+// (httpbin.org/headers, OpenAI's own example) must not hand the code the
+// value: the proxy takes it back out of the response's headers and body,
+// verbatim, JSON-escaped, or gzip'd; a body it cannot decode is refused.
+func TestSecretEchoRedacted(t *testing.T) {
+	const odd = `tok/en"é<>&\x` // escapes differently in JSON encoders
+	e := newEnv(t, func(_ *Config, p *Policy) {
+		p.Secrets = append(p.Secrets, Secret{Domain: "other.test", Name: "ODD", Value: odd})
+	})
+	for _, tc := range []struct {
+		url, hdr, want string
+		code           int
+	}{
+		{"https://secret.test/headers", "Bearer $API_KEY", "auth=Bearer $API_KEY ", 200},
+		{"https://secret.test/echo-gzip", "Bearer $API_KEY", "auth=Bearer $API_KEY", 200},
+		{"https://other.test/echo-json", "Bearer $ODD", `{"headers":{"Authorization":"Bearer $ODD"}}`, 200},
+		{"https://secret.test/echo-br", "Bearer $API_KEY", "cannot check", 502},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			code, body, _, err := e.get(tc.url, "Authorization", tc.hdr)
+			if err != nil || code != tc.code || !strings.Contains(body, tc.want) {
+				t.Fatalf("got %d %q %v; want %d with %q", code, body, err, tc.code, tc.want)
+			}
+			if got := e.tlsSeen.last().Header.Get("Authorization"); strings.Contains(got, "$") {
+				t.Errorf("the origin got %q: the test proves nothing", got)
+			}
+		})
+	}
+	t.Run("in a response header", func(t *testing.T) {
+		_, _, hdr, err := e.get("https://secret.test/echo-header", "Authorization", "Bearer $API_KEY")
+		if err != nil || hdr.Get("X-Echo") != "you sent Bearer $API_KEY" {
+			t.Fatalf("X-Echo %q %v", hdr.Get("X-Echo"), err)
+		}
+	})
+}
+
+// TestRedactorFindsSplitPatterns streams through reads of every size so a
+// pattern falls across read boundaries at each offset.
+func TestRedactorFindsSplitPatterns(t *testing.T) {
+	pats := echoPatterns([]Secret{{Name: "K", Value: "SECRET-VALUE"}, {Name: "L", Value: "SEC"}})
+	in := strings.Repeat("ab SECRET-VALUE cd SEC SECRET-VALUESECRET-VALUE ", 50)
+	want := strings.Repeat("ab $K cd $L $K$K ", 50)
+	for size := 1; size <= 40; size++ {
+		r := newRedactor(io.NopCloser(&chunked{s: in, n: size}), pats)
+		got, err := io.ReadAll(r)
+		if err != nil || string(got) != want {
+			t.Fatalf("reads of %d: got %q (%v)", size, got, err)
+		}
+	}
+}
+
+type chunked struct {
+	s string
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.n)], c.s)
+	c.s = c.s[n:]
+	return n, nil
+}
+
+// TestJSONEscapeMatchesPython: the ensure_ascii spelling looked for is
+// the one /usr/bin/python3's json module writes.
+func TestJSONEscapeMatchesPython(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is missing (apt-get install python3)", python)
+	}
+	for _, v := range []string{`tok/en"é<>&\x`, "plain", "emoji 😀 and tab\t", "ünï"} {
+		out, err := exec.Command(python, "-c", "import json,sys; sys.stdout.write(json.dumps(sys.argv[1])[1:-1])", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonASCII(v); got != string(out) {
+			t.Errorf("%q: got %q, python writes %q", v, got, out)
+		}
+	}
 }
 
 func TestSecretNeverOverPlainHTTP(t *testing.T) {
@@ -134,10 +228,9 @@ func TestSecretNotInLogsMetricsOrErrors(t *testing.T) {
 		_ = code
 	}
 	answers = append(answers, e.raw("GET http://plainsecret.test/ HTTP/1.1\r\nAuthorization: $PLAIN_KEY\r\n\r\n"))
-	if !strings.Contains(answers[0], testSecret) {
-		t.Fatalf("the origin did not get the secret (%q): the test would prove nothing", answers[0])
+	if got := e.tlsSeen.reqs[0].Header.Get("Authorization"); !strings.Contains(got, testSecret) {
+		t.Fatalf("the origin did not get the secret (%q): the test would prove nothing", got)
 	}
-	answers = answers[1:] // the origin's echo of it is the point of the first request
 	e.sess.Close()
 	for where, text := range map[string]string{"logs": e.logText(), "metrics": e.metricsText(), "answers": strings.Join(answers, "\n")} {
 		if text == "" {

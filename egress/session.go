@@ -29,7 +29,8 @@ type Session struct {
 	id  uint64
 
 	allowed      map[string]bool
-	secrets      map[string][]Secret // domain -> its secrets
+	secrets      map[string][]Secret      // domain -> its secrets
+	echoes       map[string][]echoPattern // domain -> its secrets' spellings to take out of its responses
 	placeholders map[string]string
 	ca           *sessionCA             // nil without secrets
 	tlsCache     tls.ClientSessionCache // to the origins it terminates for
