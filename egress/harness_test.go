@@ -91,17 +91,24 @@ func (ca *testCA) leaf(t testing.TB, names ...string) tls.Certificate {
 type seen struct {
 	mu   sync.Mutex
 	reqs []*http.Request
-	hook *func(*http.Request)
 }
 
 func (s *seen) add(r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
-	hook := *s.hook
 	s.mu.Unlock()
-	if hook != nil {
-		hook(r)
+}
+
+// forHost is the last request an origin got for host.
+func (s *seen) forHost(host string) *http.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.reqs) - 1; i >= 0; i-- {
+		if s.reqs[i].Host == host {
+			return s.reqs[i]
+		}
 	}
+	return nil
 }
 
 func (s *seen) count() int {
@@ -196,9 +203,6 @@ type env struct {
 	httpAddr string
 	dns      *dnsServer
 	release  chan struct{}
-	// onRequest, if set, sees each request an origin gets (for clients
-	// that run outside the test's process).
-	onRequest func(*http.Request)
 }
 
 const testSecret = "s3cr3t-VALUE-4f9a1c" // must never show up in logs, metrics or errors
@@ -208,7 +212,7 @@ type envOpt func(*Config, *Policy)
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	e := &env{t: t, ca: newTestCA(t), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, release: make(chan struct{})}
-	e.tlsSeen, e.httpSeen = &seen{hook: &e.onRequest}, &seen{hook: &e.onRequest}
+	e.tlsSeen, e.httpSeen = &seen{}, &seen{}
 	ts := httptest.NewUnstartedServer(originHandler(e.tlsSeen, e.release))
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{e.ca.leaf(t, "allowed.test", "secret.test", "other.test", "evil.test", "rebind.test")}}
 	ts.StartTLS()
