@@ -60,7 +60,9 @@
 //     Config.RootCAs (nil: the system roots), and relays HTTP/1.1. Each
 //     request must be for that host; in its header values (never names,
 //     the URL or the body) each "$NAME" of the domain's secrets becomes the
-//     value. A placeholder sent to any other domain passes unchanged: the
+//     value ("$NAME" as a shell reads it: "$NAMES" is another name). Basic
+//     credentials are decoded for it, so pip's
+//     https://__token__:$PIP_TOKEN@index/simple works. A placeholder sent to any other domain passes unchanged: the
 //     value is only ever written to a connection verified as its domain.
 //   - The secret's value is taken back out of that domain's responses
 //     (headers, and bodies: plain, gzip or deflate; verbatim or as JSON

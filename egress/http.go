@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -197,17 +198,43 @@ func (s *Session) substitute(host string, h http.Header) {
 	if len(secrets) == 0 {
 		return
 	}
-	for _, vs := range h {
+	for k, vs := range h {
 		for i, v := range vs {
+			if k == "Authorization" || k == "Proxy-Authorization" {
+				v = substituteBasic(v, secrets)
+			}
 			vs[i] = replacePlaceholders(v, secrets, true)
 		}
 	}
 }
 
+// substituteBasic handles the one header where a client encodes what the
+// code wrote: "Authorization: Basic base64(user:pass)", which pip and
+// requests send for https://user:$TOKEN@index/ URLs. The credentials are
+// decoded, substituted and encoded again.
+func substituteBasic(v string, secrets []Secret) string {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return v
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return v
+	}
+	sub := replacePlaceholders(string(raw), secrets, true)
+	if sub == string(raw) {
+		return v
+	}
+	return scheme + " " + base64.StdEncoding.EncodeToString([]byte(sub))
+}
+
 func (s *Session) hasPlaceholder(host string, h http.Header) bool {
-	for _, vs := range h {
+	for k, vs := range h {
 		for _, v := range vs {
 			if replacePlaceholders(v, s.secrets[host], false) != v {
+				return true
+			}
+			if (k == "Authorization" || k == "Proxy-Authorization") && substituteBasic(v, s.secrets[host]) != v {
 				return true
 			}
 		}

@@ -81,7 +81,8 @@ func (p *Proxy) Check(pol Policy) error {
 
 // Open checks pol and starts a session with its own budgets (and, when the
 // policy has secrets, its own CA). The caller serves it on listeners and
-// closes it with the sandbox.
+// closes it with the sandbox. ctx carries values only: the session lives
+// until Session.Close or Proxy.Close, not until ctx is done.
 func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 	norm, err := p.cfg.check(pol, p.operator)
 	if err != nil {

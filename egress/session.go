@@ -90,11 +90,10 @@ func (s *Session) Serve(l net.Listener) error {
 		backoff = 0
 		act := newActivity()
 		c := &meteredConn{Conn: raw, s: s, act: act, client: true}
-		if !s.track(c) {
+		if !s.trackHandler(c) {
 			raw.Close()
 			return nil
 		}
-		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(c)
@@ -177,6 +176,19 @@ func (s *Session) track(c net.Conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	return true
+}
+
+// trackHandler tracks a sandbox connection and counts its goroutine in
+// wg under the same lock Close takes, so Close never waits before an Add.
+func (s *Session) trackHandler(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
 	return true
 }
 
