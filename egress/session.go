@@ -457,7 +457,10 @@ func (s *Session) terminate(c *meteredConn, client io.Reader, up *meteredConn, h
 	err = tc.Handshake()
 	c.fixedRead = time.Time{}
 	if err != nil {
-		return
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.closeRefused(host, reasonTimeout, "the TLS handshake did not finish in time")
+		}
+		return // else the client went away or does not trust the session CA: its own error says so
 	}
 	o := &origin{s: s, host: host, addr: addr, act: c.act, client: c, tls: true, raw: up}
 	defer func() { s.closeUpstream(o.raw) }()
