@@ -30,7 +30,11 @@ func FuzzPlainRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	e := newEnv(f, func(c *Config, _ *Policy) { c.IdleTimeout = 200 * time.Millisecond; c.MaxConns = 1 << 30; c.MaxBytes = 1 << 50 })
+	e := newEnv(f, func(c *Config, _ *Policy) {
+		c.IdleTimeout = 200 * time.Millisecond
+		c.MaxConns = 1 << 30
+		c.MaxBytes = 1 << 50
+	})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := net.Dial("unix", e.sock)
 		if err != nil {
