@@ -104,6 +104,7 @@ bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./sandbox/gvisor | tee -a bench.out
 	$(GO) test -run '^$$' -bench WarmRun -benchtime 200x -timeout 30m ./containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./store/memory ./store/redis | tee -a bench.out
+	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./egress | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench LiveStreamThroughProxy -benchtime 5x -timeout 30m ./e2e | tee -a bench.out

@@ -40,6 +40,16 @@ type meteredConn struct {
 	// fixedRead, when set, replaces the idle deadline for reads. Only the
 	// goroutine that reads the connection touches it.
 	fixedRead time.Time
+	// exempt: writes are not charged (refusals). Only the handler's
+	// goroutine touches it.
+	exempt bool
+}
+
+// enforce says whether overrunning the byte budget cuts this read or
+// write: not while a header block is read (the request is refused with
+// 429 instead, before anything leaves) nor for the proxy's own refusals.
+func (c *meteredConn) enforce(reading bool) bool {
+	return c.client && !c.exempt && !(reading && !c.fixedRead.IsZero())
 }
 
 func (c *meteredConn) Read(p []byte) (int, error) {
@@ -56,7 +66,7 @@ func (c *meteredConn) Read(p []byte) (int, error) {
 		if n > 0 {
 			c.act.touch()
 			if c.client {
-				if !c.s.spend(n) {
+				if !c.s.spend(n) && c.enforce(true) {
 					c.s.cut(c)
 					return 0, errByteBudget
 				}
@@ -71,7 +81,7 @@ func (c *meteredConn) Read(p []byte) (int, error) {
 }
 
 func (c *meteredConn) Write(p []byte) (int, error) {
-	if c.client && !c.s.spend(len(p)) {
+	if c.client && !c.s.spend(len(p)) && c.enforce(false) {
 		c.s.cut(c)
 		return 0, errByteBudget
 	}

@@ -38,13 +38,17 @@
 //     proxy then reads the TLS ClientHello before any byte goes to the
 //     origin and refuses a missing SNI or one that differs from the
 //     CONNECT host: a tunnel opened to an allowed name cannot carry TLS to
-//     another name behind a shared address.
+//     another name behind a shared address. A ClientHello with Encrypted
+//     Client Hello (or its GREASE, which looks the same) is refused too:
+//     its readable server name is only the outer, public one.
 //   - Plain HTTP in absolute form (GET http://host/…) to port 80 only. The
 //     Host the origin gets is the URL's host: a proxy ignores the client's
 //     Host header for absolute-form requests (RFC 9112 §3.2.2), so the
 //     two cannot disagree at the origin.
 //   - Names are resolved once per connection, by the Resolve map first (the
-//     operator's word: a local mirror may be on a private address), else
+//     operator's word: a local mirror may be on a private address; a value
+//     "host:port" replaces the destination, a bare "host" keeps the port
+//     asked for), else
 //     by DNS (Config.Resolver). A DNS answer with any loopback, private,
 //     link-local, unspecified, multicast, CGNAT, NAT64 or 6to4 address is
 //     refused whole, and the checked address is the one dialled: an answer
@@ -56,8 +60,19 @@
 //     Config.RootCAs (nil: the system roots), and relays HTTP/1.1. Each
 //     request must be for that host; in its header values (never names,
 //     the URL or the body) each "$NAME" of the domain's secrets becomes the
-//     value. A placeholder sent to any other domain passes unchanged: the
+//     value ("$NAME" as a shell reads it: "$NAMES" is another name). Basic
+//     credentials are decoded for it, so pip's
+//     https://__token__:$PIP_TOKEN@index/simple works. A placeholder sent to any other domain passes unchanged: the
 //     value is only ever written to a connection verified as its domain.
+//   - The secret's value is taken back out of that domain's responses
+//     (headers, and bodies: plain, gzip or deflate; verbatim or as JSON
+//     encoders escape it) and replaced by the placeholder, so an origin
+//     that echoes request headers (httpbin.org/headers, OpenAI's own
+//     example) does not hand the code the value. Requests to such a domain
+//     go without Accept-Encoding; a body in another encoding is refused
+//     (502). This is best effort: an origin that transforms the value
+//     (base64, a part of it) can still return it, so give secrets only to
+//     domains that do not reflect them.
 //   - Plain HTTP to a domain with secrets works, but a request that
 //     carries one of the domain's placeholders is refused (403): the value
 //     is never sent in clear, and forwarding the placeholder instead would
@@ -85,7 +100,11 @@
 // # What it cannot see
 //
 // Inside a spliced tunnel it sees nothing past the ClientHello: not the
-// path, headers, redirects or bodies. Where it terminates TLS it reads and
+// path, headers, redirects or bodies. So it cannot stop domain fronting:
+// an allowed domain served by a CDN that routes by the encrypted Host
+// header may carry requests for another of that CDN's customers. Keep
+// allowlists to origins that do not front for others, or give the domain
+// a secret (which makes the proxy terminate, and check Host). Where it terminates TLS it reads and
 // rewrites headers only; bodies pass as they are, so data the code
 // puts in a body to an allowed domain leaves (the allowlist bounds where
 // data can go, not what). It carries HTTP/1.1 only where it terminates

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -97,6 +99,18 @@ func (s *seen) add(r *http.Request) {
 	s.mu.Unlock()
 }
 
+// forHost is the last request an origin got for host.
+func (s *seen) forHost(host string) *http.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.reqs) - 1; i >= 0; i-- {
+		if s.reqs[i].Host == host {
+			return s.reqs[i]
+		}
+	}
+	return nil
+}
+
 func (s *seen) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,8 +130,30 @@ func (s *seen) last() *http.Request {
 func originHandler(rec *seen, release <-chan struct{}) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/echo" {
+			// the body's length and start, recorded as headers on the copy the test reads
+			b, _ := io.ReadAll(r.Body)
+			r.Header.Set("X-Body-Len", strconv.Itoa(len(b)))
+			r.Header.Set("X-Body", string(b[:min(64, len(b))]))
+			w.Write(b)
+		}
 		rec.add(r)
 		switch r.URL.Path {
+		case "/echo":
+		case "/echo-header":
+			w.Header().Set("X-Echo", "you sent "+r.Header.Get("Authorization"))
+		case "/echo-json":
+			// like httpbin.org/headers: the request headers as JSON
+			json.NewEncoder(w).Encode(map[string]any{"headers": map[string]string{"Authorization": r.Header.Get("Authorization")}})
+		case "/echo-gzip":
+			// gzip whatever the request asked for (an origin that ignores Accept-Encoding)
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			fmt.Fprintf(zw, "auth=%s", r.Header.Get("Authorization"))
+			zw.Close()
+		case "/echo-br":
+			w.Header().Set("Content-Encoding", "br")
+			fmt.Fprintf(w, "auth=%s", r.Header.Get("Authorization"))
 		case "/headers":
 			fmt.Fprintf(w, "host=%s auth=%s x-token=%s query=%s", r.Host, r.Header.Get("Authorization"), r.Header.Get("X-Token"), r.URL.RawQuery)
 		case "/redirect":
@@ -175,7 +211,8 @@ type envOpt func(*Config, *Policy)
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{t: t, ca: newTestCA(t), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, tlsSeen: &seen{}, httpSeen: &seen{}, release: make(chan struct{})}
+	e := &env{t: t, ca: newTestCA(t), reg: prometheus.NewRegistry(), logs: &bytes.Buffer{}, release: make(chan struct{})}
+	e.tlsSeen, e.httpSeen = &seen{}, &seen{}
 	ts := httptest.NewUnstartedServer(originHandler(e.tlsSeen, e.release))
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{e.ca.leaf(t, "allowed.test", "secret.test", "other.test", "evil.test", "rebind.test")}}
 	ts.StartTLS()
@@ -319,9 +356,8 @@ func (e *env) raw(request string) string {
 		e.t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := io.WriteString(c, request); err != nil {
-		e.t.Fatal(err)
-	}
+	// A write error is fine: the proxy may answer and close before reading.
+	io.WriteString(c, request)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	b, err := io.ReadAll(c)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {

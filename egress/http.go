@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -42,11 +43,11 @@ type origin struct {
 	host   string
 	addr   string
 	act    *activity
+	client *meteredConn // the sandbox's side of the flow
 	tls    bool
 	raw    *meteredConn
 	rw     io.ReadWriter
 	rd     *reader
-	tlsErr error
 }
 
 func (o *origin) ensure() *refusal {
@@ -72,6 +73,9 @@ func (o *origin) ensure() *refusal {
 		RootCAs:    o.s.cfg.RootCAs,
 		NextProtos: []string{"http/1.1"},
 		MinVersion: tls.VersionTLS12,
+		// Resumption saves the origin's certificate check on every
+		// tunnel after the first (the sandbox's pip opens many).
+		ClientSessionCache: o.s.tlsCache,
 	})
 	o.raw.fixedRead = deadline(o.s.cfg.IdleTimeout)
 	err := tc.Handshake()
@@ -196,29 +200,89 @@ func (s *Session) substitute(host string, h http.Header) {
 	}
 	for k, vs := range h {
 		for i, v := range vs {
-			if strings.IndexByte(v, '$') < 0 {
-				continue
+			if k == "Authorization" || k == "Proxy-Authorization" {
+				v = substituteBasic(v, secrets)
 			}
-			for _, sec := range secrets {
-				v = strings.ReplaceAll(v, placeholder(sec.Name), sec.Value)
-			}
-			vs[i] = v
+			vs[i] = replacePlaceholders(v, secrets, true)
 		}
-		h[k] = vs
 	}
 }
 
+// substituteBasic handles the one header where a client encodes what the
+// code wrote: "Authorization: Basic base64(user:pass)", which pip and
+// requests send for https://user:$TOKEN@index/ URLs. The credentials are
+// decoded, substituted and encoded again.
+func substituteBasic(v string, secrets []Secret) string {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return v
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return v
+	}
+	sub := replacePlaceholders(string(raw), secrets, true)
+	if sub == string(raw) {
+		return v
+	}
+	return scheme + " " + base64.StdEncoding.EncodeToString([]byte(sub))
+}
+
 func (s *Session) hasPlaceholder(host string, h http.Header) bool {
-	for _, vs := range h {
+	for k, vs := range h {
 		for _, v := range vs {
-			for _, sec := range s.secrets[host] {
-				if strings.Contains(v, placeholder(sec.Name)) {
-					return true
-				}
+			if replacePlaceholders(v, s.secrets[host], false) != v {
+				return true
+			}
+			if (k == "Authorization" || k == "Proxy-Authorization") && substituteBasic(v, s.secrets[host]) != v {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+func isIdent(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// replacePlaceholders substitutes "$NAME" where NAME is a whole
+// identifier, as a shell reads it: "$API_KEYS" is not "$API_KEY". With
+// subst false it only reports (by returning a different string) whether
+// there is one.
+func replacePlaceholders(v string, secrets []Secret, subst bool) string {
+	if strings.IndexByte(v, '$') < 0 {
+		return v
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' {
+			continue
+		}
+		j := i + 1
+		for j < len(v) && isIdent(v[j]) {
+			j++
+		}
+		name := v[i+1 : j]
+		for _, sec := range secrets {
+			if sec.Name == name {
+				if !subst {
+					return v + "$"
+				}
+				b.WriteString(v[last:i])
+				b.WriteString(sec.Value)
+				last = j
+				break
+			}
+		}
+		i = j - 1
+	}
+	if last == 0 {
+		return v
+	}
+	b.WriteString(v[last:])
+	return b.String()
 }
 
 // forwardHTTP serves one absolute-form request to http://host[:80]/. It
@@ -227,11 +291,11 @@ func (s *Session) hasPlaceholder(host string, h http.Header) bool {
 func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 	defer req.Body.Close()
 	if !req.URL.IsAbs() || req.URL.Host == "" {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, "this is a proxy: send absolute-form requests (http://host/…) or CONNECT host:443"})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, "this is a proxy: send absolute-form requests (http://host/…) or CONNECT host:443"})
 		return false
 	}
 	if req.URL.Scheme != "http" {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, fmt.Sprintf("scheme %q: use CONNECT for https, nothing else is proxied", req.URL.Scheme)})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, fmt.Sprintf("scheme %q: use CONNECT for https, nothing else is proxied", req.URL.Scheme)})
 		return false
 	}
 	host, rf := s.authorise(req.URL.Hostname())
@@ -252,13 +316,13 @@ func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 		addr, rf = s.resolve(s.ctx, host, "80")
 	}
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return false
 	}
-	o := &origin{s: s, host: host, addr: addr, act: c.act}
+	o := &origin{s: s, host: host, addr: addr, act: c.act, client: c}
 	o.raw, rf = s.dial(s.ctx, host, addr, c.act)
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return false
 	}
 	defer o.drop()
@@ -279,7 +343,7 @@ func (s *Session) forwardHTTP(c *meteredConn, req *http.Request) bool {
 			resp.Body.Close()
 		}
 	}
-	s.refuse(c, host, rf)
+	s.refuse(c, c, host, rf)
 	return false
 }
 
@@ -292,7 +356,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 	reqHost := req.Host
 	if req.URL.IsAbs() {
 		if req.URL.Scheme != "https" {
-			s.refuse(tc, host, &refusal{reasonHostMismatch, 403, "only https requests travel in this tunnel"})
+			s.refuse(tc, o.client, host, &refusal{reasonHostMismatch, 403, "only https requests travel in this tunnel"})
 			return false
 		}
 		reqHost = req.URL.Host
@@ -302,7 +366,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 		h, p = hh, pp
 	}
 	if normHost(h) != host || p != "" && p != "443" {
-		s.refuse(tc, host, &refusal{reasonHostMismatch, 403, fmt.Sprintf("a request for %q inside the tunnel to %s; refused", reqHost, host)})
+		s.refuse(tc, o.client, host, &refusal{reasonHostMismatch, 403, fmt.Sprintf("a request for %q inside the tunnel to %s; refused", reqHost, host)})
 		return false
 	}
 	clientClose := req.Close
@@ -312,6 +376,7 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 	req.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	req.Close = false
 	s.substitute(host, req.Header)
+	req.Header.Del("Accept-Encoding") // plain bodies, so the echo of a secret can be taken out
 	base := &url.URL{Scheme: "https", Host: host, Path: req.URL.Path}
 	rf := o.ensure()
 	var resp *http.Response
@@ -319,13 +384,16 @@ func (s *Session) relayTerminated(tc *tls.Conn, req *http.Request, o *origin) bo
 		resp, rf = o.roundTrip(req)
 	}
 	if rf == nil {
-		if rf = s.checkRedirect(base, resp); rf != nil {
+		if rf = s.checkRedirect(base, resp); rf == nil {
+			rf = redactResponse(resp, s.echoes[host])
+		}
+		if rf != nil {
 			resp.Body.Close()
 			o.drop()
 		}
 	}
 	if rf != nil {
-		s.refuse(tc, host, rf)
+		s.refuse(tc, o.client, host, rf)
 		return false
 	}
 	originClose := resp.Close

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -80,7 +81,8 @@ func (p *Proxy) Check(pol Policy) error {
 
 // Open checks pol and starts a session with its own budgets (and, when the
 // policy has secrets, its own CA). The caller serves it on listeners and
-// closes it with the sandbox.
+// closes it with the sandbox. ctx carries values only: the session lives
+// until Session.Close or Proxy.Close, not until ctx is done.
 func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 	norm, err := p.cfg.check(pol, p.operator)
 	if err != nil {
@@ -107,9 +109,9 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 		s.secrets[sec.Domain] = append(s.secrets[sec.Domain], sec)
 		s.placeholders[sec.Name] = placeholder(sec.Name)
 	}
-	for _, list := range s.secrets {
-		// Longest name first, so "$API_KEY_2" is not read as "$API_KEY" + "_2".
-		sort.Slice(list, func(i, j int) bool { return len(list[i].Name) > len(list[j].Name) })
+	s.echoes = map[string][]echoPattern{}
+	for d, list := range s.secrets {
+		s.echoes[d] = echoPatterns(list)
 	}
 	if len(s.secrets) > 0 {
 		domains := make([]string, 0, len(s.secrets))
@@ -117,6 +119,7 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 			domains = append(domains, d)
 		}
 		sort.Strings(domains)
+		s.tlsCache = tls.NewLRUClientSessionCache(len(domains) * 4)
 		if s.ca, err = newCA(domains); err != nil {
 			s.cancel()
 			return nil, fmt.Errorf("egress: session CA: %w", err)

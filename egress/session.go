@@ -29,9 +29,11 @@ type Session struct {
 	id  uint64
 
 	allowed      map[string]bool
-	secrets      map[string][]Secret // domain -> its secrets, longest name first
+	secrets      map[string][]Secret      // domain -> its secrets
+	echoes       map[string][]echoPattern // domain -> its secrets' spellings to take out of its responses
 	placeholders map[string]string
-	ca           *sessionCA // nil without secrets
+	ca           *sessionCA             // nil without secrets
+	tlsCache     tls.ClientSessionCache // to the origins it terminates for
 
 	bytesUsed atomic.Int64
 	connsUsed atomic.Int64
@@ -64,28 +66,41 @@ func (s *Session) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var backoff time.Duration
 	for {
 		raw, err := l.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("egress: accept: %w", err)
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("egress: accept: %w", err)
+			}
+			// Out of descriptors or the like: back off as net/http does
+			// rather than end the sandbox's network.
+			s.log.Warn("egress accept", zap.Error(err))
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		act := newActivity()
 		c := &meteredConn{Conn: raw, s: s, act: act, client: true}
-		if !s.track(c) {
+		if !s.trackHandler(c) {
 			raw.Close()
 			return nil
 		}
-		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(c)
 			defer c.Close()
 			if n := s.open.Add(1); n > int64(s.cfg.MaxConcurrent) {
 				s.open.Add(-1)
-				s.refuse(c, "", &refusal{reasonConcurrency, 429, fmt.Sprintf("more than %d connections open at once", s.cfg.MaxConcurrent)})
+				s.refuse(c, c, "", &refusal{reasonConcurrency, 429, fmt.Sprintf("more than %d connections open at once", s.cfg.MaxConcurrent)})
 				return
 			}
 			defer s.open.Add(-1)
@@ -164,6 +179,19 @@ func (s *Session) track(c net.Conn) bool {
 	return true
 }
 
+// trackHandler tracks a sandbox connection and counts its goroutine in
+// wg under the same lock Close takes, so Close never waits before an Add.
+func (s *Session) trackHandler(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
 func (s *Session) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -182,8 +210,12 @@ func (s *Session) cut(c *meteredConn) {
 	c.Conn.Close()
 }
 
-// refuse answers the sandbox's client with a one-line reason and counts it.
-func (s *Session) refuse(w io.Writer, host string, r *refusal) {
+// refuse answers the sandbox's client (w, over c) with a one-line reason
+// and counts it. The answer is not charged to the byte budget: a session
+// whose budget is spent must still be told so.
+func (s *Session) refuse(w io.Writer, c *meteredConn, host string, r *refusal) {
+	c.exempt = true
+	defer func() { c.exempt = false }()
 	s.m.refused(r.reason)
 	s.log.Info("egress refused", zap.String("host", host), zap.String("reason", r.reason), zap.String("detail", r.msg))
 	body := "egress proxy: " + r.msg + "\n"
@@ -253,6 +285,7 @@ func (s *Session) closeUpstream(c *meteredConn) {
 type reader struct {
 	lim *headerLimiter
 	br  *bufio.Reader
+	got int // bytes the last header read consumed or had buffered
 }
 
 func newReader(r io.Reader) *reader {
@@ -260,14 +293,21 @@ func newReader(r io.Reader) *reader {
 	return &reader{lim: lim, br: bufio.NewReader(lim)}
 }
 
+// started says whether the last header read got any byte: a keep-alive
+// connection that simply stays quiet until IdleTimeout is closed without
+// an answer and without counting a refusal.
+func (r *reader) started() bool { return r.got > 0 }
+
 // readHeader runs read with the header bounds in force: at most
 // MaxHeaderBytes, and all of it within IdleTimeout (a client or origin
 // that sends a byte at a time does not hold the connection).
 func readHeader[T any](s *Session, c *meteredConn, r *reader, read func(*bufio.Reader) (T, error)) (T, error) {
 	r.lim.n = s.cfg.MaxHeaderBytes
+	buffered := r.br.Buffered()
 	c.fixedRead = time.Now().Add(s.cfg.IdleTimeout)
 	v, err := read(r.br)
 	c.fixedRead = time.Time{}
+	r.got = buffered + s.cfg.MaxHeaderBytes - r.lim.n
 	r.lim.n = -1
 	return v, err
 }
@@ -293,8 +333,8 @@ func (s *Session) handle(c *meteredConn) {
 	for {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
-			if rf := headerRefusal(err); rf != nil {
-				s.refuse(c, "", rf)
+			if rf := headerRefusal(err); rf != nil && r.started() {
+				s.refuse(c, c, "", rf)
 			}
 			return
 		}
@@ -319,7 +359,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 	}
 	rawHost, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		s.refuse(c, "", &refusal{reasonBadRequest, 400, "CONNECT needs host:443"})
+		s.refuse(c, c, "", &refusal{reasonBadRequest, 400, "CONNECT needs host:443"})
 		return
 	}
 	host, rf := s.authorise(rawHost)
@@ -338,7 +378,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 		up, rf = s.dial(s.ctx, host, addr, c.act)
 	}
 	if rf != nil {
-		s.refuse(c, host, rf)
+		s.refuse(c, c, host, rf)
 		return
 	}
 	defer s.closeUpstream(up)
@@ -347,7 +387,7 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 	}
 
 	c.fixedRead = time.Now().Add(s.cfg.IdleTimeout)
-	sni, hello, err := peekClientHello(r.br)
+	sni, ech, hello, err := peekClientHello(r.br)
 	c.fixedRead = time.Time{}
 	if err != nil {
 		reason := reasonNotTLS
@@ -358,6 +398,9 @@ func (s *Session) connect(c *meteredConn, r *reader, req *http.Request) {
 		return
 	}
 	switch sni = normHost(sni); {
+	case ech:
+		s.closeRefused(host, reasonECH, "the ClientHello uses Encrypted Client Hello, which hides the server it reaches; refused")
+		return
 	case sni == "":
 		s.closeRefused(host, reasonSNIMissing, "the ClientHello names no server (SNI); refused")
 		return
@@ -414,16 +457,19 @@ func (s *Session) terminate(c *meteredConn, client io.Reader, up *meteredConn, h
 	err = tc.Handshake()
 	c.fixedRead = time.Time{}
 	if err != nil {
-		return
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.closeRefused(host, reasonTimeout, "the TLS handshake did not finish in time")
+		}
+		return // else the client went away or does not trust the session CA: its own error says so
 	}
-	o := &origin{s: s, host: host, addr: addr, act: c.act, tls: true, raw: up}
+	o := &origin{s: s, host: host, addr: addr, act: c.act, client: c, tls: true, raw: up}
 	defer func() { s.closeUpstream(o.raw) }()
 	r := newReader(tc)
 	for {
 		req, err := readHeader(s, c, r, http.ReadRequest)
 		if err != nil {
-			if rf := headerRefusal(err); rf != nil {
-				s.refuse(tc, host, rf)
+			if rf := headerRefusal(err); rf != nil && r.started() {
+				s.refuse(tc, c, host, rf)
 			}
 			return
 		}

@@ -95,24 +95,32 @@ func (ca *sessionCA) leaf(host string) (*tls.Certificate, error) {
 // errPeeked stops the handshake once the ClientHello is read.
 var errPeeked = errors.New("egress: client hello read")
 
+// extensionECH is the encrypted_client_hello extension: with it the server
+// name the proxy reads (the outer one) need not be the one the client
+// reaches.
+const extensionECH = 0xfe0d
+
 // peekClientHello reads a TLS ClientHello from r with crypto/tls's own
-// parser and returns the server name it asks for and every byte it read,
-// to be replayed to whichever side finishes the handshake. Nothing is
-// written to the client.
-func peekClientHello(r io.Reader) (serverName string, read []byte, err error) {
+// parser and returns the server name it asks for, whether it carries ECH,
+// and every byte it read, to be replayed to whichever side finishes the
+// handshake. Nothing is written to the client.
+func peekClientHello(r io.Reader) (serverName string, ech bool, read []byte, err error) {
 	var buf bytes.Buffer
 	var got bool
 	hs := tls.Server(readOnlyConn{r: io.TeeReader(r, &buf)}, &tls.Config{
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
 			serverName, got = h.ServerName, true
+			for _, e := range h.Extensions {
+				ech = ech || e == extensionECH
+			}
 			return nil, errPeeked
 		},
 	})
 	herr := hs.Handshake()
 	if !got {
-		return "", buf.Bytes(), fmt.Errorf("not a TLS ClientHello: %w", herr)
+		return "", false, buf.Bytes(), fmt.Errorf("not a TLS ClientHello: %w", herr)
 	}
-	return serverName, buf.Bytes(), nil
+	return serverName, ech, buf.Bytes(), nil
 }
 
 type readOnlyConn struct{ r io.Reader }

@@ -91,6 +91,8 @@ var targets = []struct {
 	{label: "cold session with sympy imported ÷ a plain one, ≤ 1.1×", bench: "SympySession/import-sympy", ratioOf: "SympySession/plain-print25", unit: "ms-p50", maxRatio: 1.1},
 	{label: "load 200 requests at 50 concurrent, default settings: code calls completed, ≥ 95 %", bench: "LoadThroughDev/default", unit: "code-calls-completed-%", atLeast: 95},
 	{label: "load 200 requests at 50 concurrent, default settings: requests lost, 0", bench: "LoadThroughDev/default", unit: "requests-lost", max: 0},
+	{label: "egress: added latency of an allowed HTTPS request through the proxy, median, ≤ 2 ms", bench: "EgressAddedLatency/new-connection", unit: "tunnel-added-median-µs", max: 2000},
+	{label: "egress: added latency of an allowed HTTPS request to a domain with secrets (TLS terminated), median, ≤ 2 ms", bench: "EgressAddedLatency/new-connection", unit: "terminated-added-median-µs", max: 2000},
 }
 
 func main() {
