@@ -14,6 +14,14 @@
 // when a new one is needed and none is free, the least recently used idle
 // interpreter is closed (its files stay; the next run there starts a fresh
 // interpreter and the model is told its variables were reset).
+//
+// A container made with a network_policy allowlist (Spec.Network, or the
+// Containers API's create) keeps it for life: the store holds its domains
+// and its secrets' domains and names (store.NetworkPolicy), the values
+// only this Manager's memory (KeepSecrets), so every interpreter the
+// container gets is opened with the same policy. An auto container is
+// never reused across policies. After a restart a container whose secrets
+// are gone fails its runs with ErrSecretsLost.
 package containers
 
 import (

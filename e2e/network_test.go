@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -46,16 +47,23 @@ func (l *lockedBuffer) String() string {
 // netStack is a gVisor stack with containers whose sessions reach the
 // test's origins through a real egress proxy.
 func netStack(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffer) {
+	st, o, logs, _ := netStackMetrics(t, s)
+	return st, o, logs
+}
+
+// netStackMetrics is netStack with the registry the proxy's metrics are on.
+func netStackMetrics(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffer, *prometheus.Registry) {
 	t.Helper()
 	o := egresstest.Start(t)
 	logs := &lockedBuffer{}
+	reg := prometheus.NewRegistry()
 	// The proxy logs where the rest of the stack does: into logs too.
 	plog := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(),
 		zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)))
 	p, err := egress.New(egress.Config{
 		AllowedDomains: []string{egresstest.AllowedDomain, egresstest.SecretDomain},
 		Resolve:        o.Resolve(), RootCAs: o.CAPool,
-	}, plog, nil)
+	}, plog, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +72,7 @@ func netStack(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffe
 		provider: "gvisor", containers: true, egress: p, logs: logs,
 		kind: func(c *gvisor.Config) { c.ExtraCAPEM = o.CAPEM },
 	})
-	return st, o, logs
+	return st, o, logs, reg
 }
 
 // netCode fetches an allowed domain, the secret's domain with the
@@ -112,7 +120,7 @@ func wantNoSecret(t *testing.T, what, s string) {
 // the containers' store, the model's requests nor the logs hold the value.
 func TestNetworkPolicyResponse(t *testing.T) {
 	var m *model
-	s, o, logs := netStack(t, oneCall(&m, netCode))
+	s, o, logs, reg := netStackMetrics(t, oneCall(&m, netCode))
 	m = s.model
 	body := fmt.Sprintf(`{"model":"gpt-4.1","input":"fetch the pages","include":["code_interpreter_call.outputs"],
 "tools":[{"type":"code_interpreter","container":{"type":"auto","network_policy":{"type":"allowlist",
@@ -158,6 +166,15 @@ func TestNetworkPolicyResponse(t *testing.T) {
 	wantNoSecret(t, "the stored response", sb)
 	wantNoSecret(t, "the containers' store", dumpContainers(t, s.st))
 	wantNoSecret(t, "the logs", logs.String())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := fmt.Sprint(mfs)
+	wantNoSecret(t, "the metrics", metrics)
+	if !strings.Contains(metrics, "codeinterp_egress_connections_total") || !strings.Contains(metrics, "refused") {
+		t.Errorf("the egress metrics counted nothing: %.300s", metrics)
+	}
 	if !strings.Contains(logs.String(), "egress allowed") || !strings.Contains(logs.String(), "interceptor") {
 		t.Error("the logs captured nothing of the egress path: the check above proves nothing")
 	}

@@ -14,7 +14,9 @@
 //     therefore bounds guest threads and processes too; the memory limit
 //     bounds the sentry's memory file, which holds the guest's memory and
 //     its tmpfs. Kill SIGKILLs the process group and the whole cgroup.
-//   - gVisor: runsc --network=none (loopback only) --host-uds=none
+//   - gVisor: runsc --network=none (loopback only) --host-uds=none (open, to
+//     connect to its egress proxy's socket only, for a session with a
+//     network_policy allowlist: network.go)
 //     --host-fifo=open (only the two control FIFOs below are host FIFOs)
 //     --ignore-cgroups (the server owns them) --platform=ptrace. Guest
 //     syscalls are served by the sentry, a user-space kernel; the host
@@ -62,6 +64,17 @@
 //     timeout (a clean traceback for Python-level loops), and the host kills
 //     the whole sandbox one second later whatever the guest does (a C loop
 //     in numpy ignores Python's signals).
+//
+// # Network (network.go)
+//
+// A session with a network_policy allowlist (pool.StartOptions.Egress)
+// keeps --network=none. The pool's egress.Session serves a unix socket in
+// the interpreter's directory, bind-mounted read-only at /srv (an empty
+// directory of every Debian root: runsc would make a missing mount point
+// in the shared root on the host) with the CA bundle beside it; the begin
+// frame starts the kernel's relay on 127.0.0.1:3128 and sets HTTP(S)_PROXY,
+// the CA variables, pip's user install and the secrets' placeholders. The
+// proxy enforces everything; sealed sessions are unchanged.
 //
 // # Checkpoints (checkpoint.go)
 //
