@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -20,6 +22,8 @@ import (
 	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/store"
+	redisstore "github.com/codeinterp/codeinterp/store/redis"
+	"github.com/codeinterp/codeinterp/store/redis/redistest"
 )
 
 // netSecret is the domain secret of these tests: it must reach
@@ -53,6 +57,11 @@ func netStack(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffe
 
 // netStackMetrics is netStack with the registry the proxy's metrics are on.
 func netStackMetrics(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffer, *prometheus.Registry) {
+	return netStackWith(t, s, nil)
+}
+
+// netStackWith is netStackMetrics over st (nil: a memory store).
+func netStackWith(t *testing.T, s script, st store.Store) (*stack, *egresstest.Origins, *lockedBuffer, *prometheus.Registry) {
 	t.Helper()
 	o := egresstest.Start(t)
 	logs := &lockedBuffer{}
@@ -68,11 +77,11 @@ func netStackMetrics(t *testing.T, s script) (*stack, *egresstest.Origins, *lock
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	st := newStack(t, loadShapes(t), s, stackOptions{
-		provider: "gvisor", containers: true, egress: p, logs: logs,
+	stk := newStack(t, loadShapes(t), s, stackOptions{
+		provider: "gvisor", containers: true, egress: p, logs: logs, st: st,
 		kind: func(c *gvisor.Config) { c.ExtraCAPEM = o.CAPEM },
 	})
-	return st, o, logs, reg
+	return stk, o, logs, reg
 }
 
 // netCode fetches an allowed domain, the secret's domain with the
@@ -185,8 +194,21 @@ func TestNetworkPolicyResponse(t *testing.T) {
 // its store record has no value, and a response naming it runs code with
 // that policy.
 func TestNetworkPolicyContainer(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testNetworkPolicyContainer(t, nil, nil) })
+	t.Run("redis", func(t *testing.T) {
+		url := redistest.Start(t)
+		st, err := redisstore.New(context.Background(), url, store.DefaultLimits(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		testNetworkPolicyContainer(t, st, func() string { return dumpRedis(t, url) })
+	})
+}
+
+func testNetworkPolicyContainer(t *testing.T, st store.Store, dump func() string) {
 	var m *model
-	s, o, logs := netStack(t, oneCall(&m, netCode))
+	s, o, logs, _ := netStackWith(t, oneCall(&m, netCode), st)
 	m = s.model
 	body := fmt.Sprintf(`{"name":"net","network_policy":{"type":"allowlist","allowed_domains":["allowed.test","secret.test"],
 "domain_secrets":[{"domain":"secret.test","name":"API_KEY","value":%q}]}}`, netSecret)
@@ -234,6 +256,53 @@ func TestNetworkPolicyContainer(t *testing.T) {
 	}
 	wantNoSecret(t, "the response", string(got))
 	wantNoSecret(t, "the logs", logs.String())
+	if dump != nil {
+		all := dump()
+		if !strings.Contains(all, "API_KEY") {
+			t.Errorf("redis holds no container record with the secret's name: the check proves nothing (%.300s)", all)
+		}
+		wantNoSecret(t, "redis", all)
+	}
+}
+
+// dumpRedis is every key and value the redis server at url holds.
+func dumpRedis(t *testing.T, url string) string {
+	t.Helper()
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		typ, _ := c.Type(ctx, k).Result()
+		var v any
+		switch typ {
+		case "string":
+			v, err = c.Get(ctx, k).Result()
+		case "hash":
+			v, err = c.HGetAll(ctx, k).Result()
+		case "zset":
+			v, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "set":
+			v, err = c.SMembers(ctx, k).Result()
+		case "list":
+			v, err = c.LRange(ctx, k, 0, -1).Result()
+		default:
+			v = "(" + typ + ")"
+		}
+		if err != nil {
+			t.Fatalf("redis %s %s: %v", typ, k, err)
+		}
+		fmt.Fprintf(&b, "%s %v\n", k, v)
+	}
+	return b.String()
 }
 
 // TestNetworkPolicyRefused: a wasm server answers an allowlist with a 400
