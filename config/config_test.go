@@ -211,6 +211,22 @@ func TestValidateErrors(t *testing.T) {
 		{"no methods", func(c *Config) { c.Routes.Methods = []string{} }, [][2]string{{"routes.methods", "at least one method"}}},
 		{"lower-case method", func(c *Config) { c.Routes.Methods = []string{"post"} }, [][2]string{{"routes.methods[0]", "upper-case"}}},
 		{"duplicate method", func(c *Config) { c.Routes.Methods = []string{"POST", "POST"} }, [][2]string{{"routes.methods[1]", "listed twice"}}},
+		{"network on wasm", func(c *Config) { c.Sandbox.Network.AllowedDomains = []string{"pypi.org"} },
+			[][2]string{{"sandbox.network.allowed_domains", "needs sandbox.provider: gvisor"}}},
+		{"network domain with a scheme", func(c *Config) { gvisorNet(c, "https://pypi.org") }, [][2]string{{"sandbox.network.allowed_domains[0]", "not a lowercase host name"}}},
+		{"network wildcard", func(c *Config) { gvisorNet(c, "*.pypi.org") }, [][2]string{{"sandbox.network.allowed_domains[0]", "wildcard"}}},
+		{"network IP", func(c *Config) { gvisorNet(c, "pypi.org", "10.0.0.1") }, [][2]string{{"sandbox.network.allowed_domains[1]", "IP address"}}},
+		{"network upper case", func(c *Config) { gvisorNet(c, "PyPI.org") }, [][2]string{{"sandbox.network.allowed_domains[0]", "lowercase"}}},
+		{"network duplicate", func(c *Config) { gvisorNet(c, "pypi.org", "pypi.org") }, [][2]string{{"sandbox.network.allowed_domains[1]", "listed twice"}}},
+		{"network max_domains", func(c *Config) { gvisorNet(c, "pypi.org"); c.Sandbox.Network.MaxDomains = 0 }, [][2]string{{"sandbox.network.max_domains", "between 1 and 1024"}}},
+		{"network max_bytes", func(c *Config) { c.Sandbox.Network.MaxBytes = 10 }, [][2]string{{"sandbox.network.max_bytes", "at least 1KiB"}}},
+		{"network max_connections", func(c *Config) { c.Sandbox.Network.MaxConnections = 0 }, [][2]string{{"sandbox.network.max_connections", "at least 1"}}},
+		{"network timeouts", func(c *Config) { c.Sandbox.Network.DialTimeout = 0; c.Sandbox.Network.IdleTimeout = -1 },
+			[][2]string{{"sandbox.network.dial_timeout", "must be positive"}, {"sandbox.network.idle_timeout", "must be positive"}}},
+		{"network ca_file relative", func(c *Config) { c.Sandbox.Network.CAFile = "ca.pem" }, [][2]string{{"sandbox.network.ca_file", "absolute path"}}},
+		{"network resolve name", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"Py_PI": "10.0.0.5:443"} }, [][2]string{{"sandbox.network.resolve.Py_PI", "not a lowercase host name"}}},
+		{"network resolve port", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "10.0.0.5:99999"} }, [][2]string{{"sandbox.network.resolve.pypi.org", "port must be 1-65535"}}},
+		{"network resolve target", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "http://x/"} }, [][2]string{{"sandbox.network.resolve.pypi.org", "host:port or a host"}}},
 		{"function name", func(c *Config) { c.Interceptor.FunctionName = "code interpreter" }, [][2]string{{"interceptor.function_name", "1-64 characters"}}},
 		{"function name empty", func(c *Config) { c.Interceptor.FunctionName = "" }, [][2]string{{"interceptor.function_name", "1-64 characters"}}},
 		{"max rounds", func(c *Config) { c.Interceptor.MaxRounds = 0 }, [][2]string{{"interceptor.max_rounds", "between 1 and 100"}}},
@@ -317,6 +333,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"redis", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "rediss://u:p@redis.example:6380/2" }},
 		{"files upstream", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "https://api.openai.com/v1" }},
 		{"files off", func(c *Config) { c.Files.Source = FilesOff }},
+		{"network on gvisor", func(c *Config) {
+			gvisorNet(c, "pypi.org", "files.pythonhosted.org")
+			c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "10.0.0.5:8443", "files.pythonhosted.org": "mirror.internal"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -710,4 +730,13 @@ func TestStoreLimitsAgreeWithTheSandbox(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gvisorNet turns the network feature on with domains, on the gVisor
+// provider (with the limits it needs).
+func gvisorNet(c *Config, domains ...string) {
+	c.Sandbox.Provider = ProviderGVisor
+	c.Sandbox.Limits.Pids = 512
+	c.Sandbox.Limits.GuestMemory = GiB
+	c.Sandbox.Network.AllowedDomains = domains
 }

@@ -361,7 +361,7 @@ func (c *Config) validateNetwork(v *validator) {
 			// A host alone keeps the port the code asked for.
 			host, port = to, ""
 		}
-		if host == "" || strings.ContainsAny(host, "/ ") || (port == "" && strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+		if host == "" || strings.ContainsAny(to, "/ ") || (port == "" && strings.Contains(host, ":") && net.ParseIP(host) == nil) {
 			v.add(f, "%q must be host:port or a host", to)
 			continue
 		}
