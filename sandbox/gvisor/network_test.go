@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ type netEnv struct {
 	proxy   *egress.Proxy
 }
 
-func newNetEnv(t *testing.T, cold bool, mutate ...func(*egress.Config)) *netEnv {
+func newNetEnv(t testing.TB, cold bool, mutate ...func(*egress.Config)) *netEnv {
 	t.Helper()
 	o := egresstest.Start(t)
 	cfg := egress.Config{
@@ -67,7 +69,7 @@ func policy() egress.Policy {
 }
 
 // startNet starts a sandbox served by a new egress session for pol.
-func (e *netEnv) startNet(t *testing.T, pol egress.Policy) (*sandbox, *egress.Session) {
+func (e *netEnv) startNet(t testing.TB, pol egress.Policy) (*sandbox, *egress.Session) {
 	t.Helper()
 	es, err := e.proxy.Open(context.Background(), pol)
 	if err != nil {
@@ -362,4 +364,78 @@ print(p.stderr[-1500:])
 		t.Fatalf("pip install: %s", describe(r))
 	}
 	s.expectOK("import "+egresstest.Package+"\nprint("+egresstest.Package+".answer())", egresstest.Answer)
+}
+
+// fetchTimer is Python that opens a new HTTPS connection to AllowedDomain
+// and GETs /hello, N times after one warm-up, and prints the median in µs:
+// through the relay and the proxy (PROXY: a CONNECT to 127.0.0.1:3128
+// first) or straight to the origin. The same code either way, so the
+// difference is the sandbox's network path (the relay, the host socket,
+// the proxy's CONNECT and its dial).
+const fetchTimer = `
+import socket, ssl, statistics, time
+ctx = ssl.create_default_context(cafile=CA)
+def once():
+    t = time.perf_counter()
+    s = socket.create_connection((HOST, PORT))
+    if PROXY:
+        s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200"), head
+    c = ctx.wrap_socket(s, server_hostname="allowed.test")
+    c.sendall(b"GET /hello HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        data += b
+    c.close()
+    assert b"hello from allowed.test" in data, data
+    return time.perf_counter() - t
+once()
+print("MEDIAN_US", int(statistics.median([once() for _ in range(N)]) * 1e6))
+`
+
+func medianUS(b *testing.B, out string) float64 {
+	b.Helper()
+	_, v, ok := strings.Cut(out, "MEDIAN_US ")
+	if !ok {
+		b.Fatalf("no median in %q", out)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		b.Fatalf("median %q: %v", v, err)
+	}
+	return float64(n)
+}
+
+// BenchmarkNetworkHTTPS: an allowed HTTPS request on a new connection from
+// inside a networked sandbox (relay, host socket, egress proxy tunnel) and
+// the same request from native /usr/bin/python3 straight to the origin,
+// side by side in one run; b.N requests each, median reported.
+func BenchmarkNetworkHTTPS(b *testing.B) {
+	e := newNetEnv(b, false)
+	b.Run("native-direct", func(b *testing.B) {
+		ca := writeTemp(b, string(e.origins.CAPEM))
+		code := fmt.Sprintf("CA, HOST, PORT, PROXY, N = %q, \"127.0.0.1\", %d, False, %d\n", ca, e.origins.HTTPSPort(), b.N) + fetchTimer
+		b.ResetTimer()
+		out, err := exec.Command(nativePython, "-c", code).CombinedOutput()
+		if err != nil {
+			b.Fatalf("%s: %v: %s", nativePython, err, out)
+		}
+		b.ReportMetric(medianUS(b, string(out)), "median-µs")
+	})
+	b.Run("sandbox-via-proxy", func(b *testing.B) {
+		s, _ := e.startNet(b, policy())
+		code := fmt.Sprintf("CA, HOST, PORT, PROXY, N = \"/srv/ca-bundle.pem\", \"127.0.0.1\", 3128, True, %d\n", b.N) + fetchTimer
+		b.ResetTimer()
+		r := s.run(code, 120*time.Second)
+		if r.Status != wire.StatusOK {
+			b.Fatalf("%s", describe(r))
+		}
+		b.ReportMetric(medianUS(b, string(r.Stdout)), "median-µs")
+	})
 }
