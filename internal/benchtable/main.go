@@ -78,6 +78,7 @@ var targets = []struct {
 	{label: "gVisor fresh sessions/s on this machine (restored), ≥ 4", bench: "GVisorSessionThroughput", unit: "sessions/s", atLeast: 4},
 	{label: "gVisor pandas groupby + plot ÷ native /usr/bin/python3, ≤ 2×", bench: "GVisorPandasPlot", ratioOf: "NativePandasPlot", unit: "ms-p50", maxRatio: 2},
 	{label: "gVisor first code call of a new container through extproc dev, p90, ≤ 700 ms", bench: "GVisorFirstCallThroughDev", unit: "request-p90-ms", max: 700},
+	{label: "gVisor: an allowed HTTPS request on a new connection from the sandbox (relay + egress proxy) ÷ native /usr/bin/python3 straight to the origin, median, ≤ 10×", bench: "NetworkHTTPS/sandbox-via-proxy", ratioOf: "NetworkHTTPS/native-direct", unit: "median-µs", maxRatio: 10},
 	{label: "live stream: first byte after the upstream's first event, ≤ 50 ms", bench: "LiveTimeToFirstByte", unit: "live-first-byte-after-upstream-ms", max: 50},
 	{label: "live stream: final round's first text delta after the upstream sent it, ≤ 50 ms", bench: "LiveTimeToFirstByte", unit: "live-final-delta-after-upstream-ms", max: 50},
 	{label: "live stream: added latency per passed-through event, median, ≤ 0.2 ms", bench: "LivePassThrough", unit: "median-ns/event", max: 200e3},

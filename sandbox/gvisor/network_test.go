@@ -378,6 +378,7 @@ ctx = ssl.create_default_context(cafile=CA)
 def once():
     t = time.perf_counter()
     s = socket.create_connection((HOST, PORT))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle wait behind a delayed ACK
     if PROXY:
         s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
         head = b""
