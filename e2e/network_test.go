@@ -48,14 +48,9 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// netStack is a gVisor stack with containers whose sessions reach the
-// test's origins through a real egress proxy.
-func netStack(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffer) {
-	st, o, logs, _ := netStackMetrics(t, s)
-	return st, o, logs
-}
-
-// netStackMetrics is netStack with the registry the proxy's metrics are on.
+// netStackMetrics is a gVisor stack with containers whose sessions
+// reach the test's origins through a real egress proxy, whose metrics are
+// on the registry it returns.
 func netStackMetrics(t *testing.T, s script) (*stack, *egresstest.Origins, *lockedBuffer, *prometheus.Registry) {
 	return netStackWith(t, s, nil)
 }
