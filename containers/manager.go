@@ -20,8 +20,9 @@
 // and its secrets' domains and names (store.NetworkPolicy), the values
 // only this Manager's memory (KeepSecrets), so every interpreter the
 // container gets is opened with the same policy. An auto container is
-// never reused across policies. After a restart a container whose secrets
-// are gone fails its runs with ErrSecretsLost.
+// reused only for the same policy. After a restart a container whose
+// secrets are gone fails its runs with ErrSecretsLost until a request
+// resupplies them.
 package containers
 
 import (
@@ -90,7 +91,8 @@ type Manager struct {
 	// by container id: only here, in this process's memory, for the
 	// container's life (never in the store, which keeps their domains and
 	// names). A server restart loses them; policy then refuses to open an
-	// interpreter for such a container (ErrSecretsLost).
+	// interpreter for such a container (ErrSecretsLost) until a request
+	// resupplies them (samePolicy).
 	secrets map[string][]egress.Secret
 }
 
@@ -192,14 +194,12 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		}
 		c = got
 	default:
-		// A container keeps its network policy for life: one with a
-		// policy is never reused, and none is reused for a spec with one.
+		// A container keeps its network policy for life: only one with
+		// the same policy as the spec's (none, or the same domains and
+		// secrets) is reused.
 		for _, id := range spec.Reuse {
-			if spec.Network != nil {
-				break
-			}
 			claim(id)
-			if got, err := m.use(ctx, spec.Owner, id, now); err == nil && got.Network == nil {
+			if got, err := m.use(ctx, spec.Owner, id, now); err == nil && m.samePolicy(got, spec.Network) {
 				c = got
 				break
 			}
@@ -519,9 +519,11 @@ func memoryString(b int64) string {
 // ErrSecretsLost is matched by a run's error when the container was made
 // with domain secrets that this server does not hold: they live only in
 // the memory of the server that made the container, which has restarted
-// since (or another replica made it). Such a container runs no more code
-// (its files can still be read through the Containers API): no request
-// can resupply a container's policy, so the caller makes a new container.
+// since (or another replica made it). Such a container runs no code until
+// a request resupplies the same policy (an auto container replaying it,
+// as a conversation's next turn does: samePolicy); one named by id cannot
+// carry a policy, so its caller makes a new container. It never runs
+// without its secrets.
 var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
 
 // KeepSecrets holds a container's domain secrets in memory for its life
@@ -567,4 +569,61 @@ func secretsOf(pol *egress.Policy) []egress.Secret {
 		return nil
 	}
 	return pol.Secrets
+}
+
+// samePolicy reports whether container c has pol (nil: none): the same
+// domains and secrets. A container whose secrets this server lost (a
+// restart) takes them again from a spec that names the same ones: the
+// request resupplied them.
+func (m *Manager) samePolicy(c store.Container, pol *egress.Policy) bool {
+	if c.Network == nil || pol == nil {
+		return c.Network == nil && pol == nil
+	}
+	if !sameSet(c.Network.AllowedDomains, pol.AllowedDomains) {
+		return false
+	}
+	refs := make([]string, 0, len(c.Network.Secrets))
+	for _, r := range c.Network.Secrets {
+		refs = append(refs, r.Domain+"\x00"+r.Name)
+	}
+	want := make([]string, 0, len(pol.Secrets))
+	for _, s := range pol.Secrets {
+		want = append(want, s.Domain+"\x00"+s.Name)
+	}
+	if !sameSet(refs, want) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept := m.secrets[c.ID]
+	if len(kept) == 0 && len(pol.Secrets) > 0 {
+		m.secrets[c.ID] = append([]egress.Secret(nil), pol.Secrets...)
+		return true
+	}
+	values := map[string]string{}
+	for _, s := range kept {
+		values[s.Domain+"\x00"+s.Name] = s.Value
+	}
+	for _, s := range pol.Secrets {
+		if values[s.Domain+"\x00"+s.Name] != s.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		if seen[x]--; seen[x] < 0 {
+			return false
+		}
+	}
+	return true
 }

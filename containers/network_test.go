@@ -9,6 +9,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/egress"
+	"github.com/codeinterp/codeinterp/sandbox"
 )
 
 // TestNetworkPolicyLife: an auto container made with a network policy
@@ -60,6 +61,30 @@ func TestNetworkPolicyLife(t *testing.T) {
 	}
 	_ = c3.Close()
 
+	// The same policy reuses it (a conversation's next turn); another
+	// domain list, or another value for the secret, does not.
+	same, err := f.m.Open(ctx, containers.Spec{Owner: owner, Header: h, Reuse: []string{id}, Network: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.ID() != id {
+		t.Error("the same policy did not reuse the container")
+	}
+	_ = same.Close()
+	for _, other := range []*egress.Policy{
+		{AllowedDomains: []string{"api.example.com", "pypi.org"}, Secrets: pol.Secrets},
+		{AllowedDomains: pol.AllowedDomains, Secrets: []egress.Secret{{Domain: "api.example.com", Name: "API_KEY", Value: "another"}}},
+	} {
+		o, err := f.m.Open(ctx, containers.Spec{Owner: owner, Header: h, Reuse: []string{id}, Network: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.ID() == id {
+			t.Errorf("policy %+v reused the container made with another", other.AllowedDomains)
+		}
+		_ = o.Close()
+	}
+
 	// The restart: the store keeps the record, the secrets are gone.
 	m2 := containers.New(containers.Config{}, f.st, f.prov, nil)
 	t.Cleanup(func() { m2.Close() })
@@ -67,9 +92,23 @@ func TestNetworkPolicyLife(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c4.Close()
 	_, err = c4.Run(ctx, "print(1)")
 	if !errors.Is(err, containers.ErrSecretsLost) {
 		t.Fatalf("run after the secrets were lost: %v, want ErrSecretsLost", err)
+	}
+	_ = c4.Close()
+	// A request that resupplies the same policy gives them back: the run
+	// now reaches the provider with the policy (this fixture's wasm
+	// provider has no network, and says so).
+	c5, err := m2.Open(ctx, containers.Spec{Owner: owner, Header: h, Reuse: []string{id}, Network: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c5.Close()
+	if c5.ID() != id {
+		t.Fatal("the resupplied policy did not reuse the container")
+	}
+	if _, err = c5.Run(ctx, "print(1)"); !errors.Is(err, sandbox.ErrNoNetwork) {
+		t.Fatalf("run after the secrets were resupplied: %v, want the wasm provider's ErrNoNetwork", err)
 	}
 }

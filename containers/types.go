@@ -34,8 +34,10 @@ type Spec struct {
 	Inputs []InputFile
 	// Network is an auto container's network_policy allowlist (nil: none).
 	// It is the new container's for life; a container named by ID keeps
-	// its own, and one made without a policy (or with another) is never
-	// reused for it, nor one with a policy for a spec without.
+	// its own, and a replayed one (Reuse) is reused only when its policy is
+	// the same (none, or the same domains and secrets; a request naming
+	// the same secrets gives a container whose secrets were lost them
+	// again).
 	Network *egress.Policy
 }
 

@@ -57,7 +57,7 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
 		case errors.Is(err, containers.ErrSecretsLost):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's domain_secrets were lost when the server restarted " +
-				"(they are kept only in its memory); this container cannot run code again: create a new one with its network_policy"}
+				"(they are kept only in its memory); send the same network_policy again on an auto container, or create a new container"}
 		case errors.Is(err, sandbox.ErrNoNetwork):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server no longer offers (sandbox.network)"}
 		default:
