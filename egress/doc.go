@@ -83,11 +83,13 @@
 //     see the redirect; the client's next CONNECT to the off-list name is
 //     refused like any other.
 //   - Budgets per session: MaxConns connections to origins over the
-//     session's life, MaxBytes between the sandbox and the proxy (both
+//     session's life (each CONNECT, each plain-HTTP request, each redial
+//     of a terminated origin), MaxBytes between the sandbox and the proxy (both
 //     directions; the connection that overruns is cut, later requests get
 //     429), MaxConcurrent connections at once (429). A header block (the
 //     sandbox's, or an origin's) must fit MaxHeaderBytes and arrive whole
-//     within IdleTimeout (slow-loris, either side); a ClientHello too;
+//     within IdleTimeout (slow-loris, either side; so an origin must also
+//     start answering within it); a ClientHello and a TLS handshake too;
 //     after that a flow is cut when no byte has moved in either direction
 //     for IdleTimeout, and a dial must succeed within DialTimeout.
 //     Session.Close ends every connection at once.
