@@ -107,6 +107,51 @@ func TestPassThrough(t *testing.T) {
 	}
 }
 
+// TestToolMarkers is the pass-through detection's contract: every
+// spelling of the tool or of a replayed call — plain, or with any of its
+// letters written as a JSON escape, after text dense with backslashes or
+// zeros (which move the escape search off its fast path) — is found;
+// bodies that only mention the tool, or hold other escapes, are not
+// parsed.
+func TestToolMarkers(t *testing.T) {
+	zeros := strings.Repeat(`{"n":[0,100,2000,0.05]},`, 400)      // past the anchored search's budget
+	slashes := strings.Repeat(`"a \"quoted\" \\path\\ \n",`, 400) // a backslash every few bytes
+	found := map[string]string{
+		"tool":                 `{"tools":[{"type":"code_interpreter"}]}`,
+		"tool with spaces":     `{"tools":[{ "type" : "code_interpreter" }]}`,
+		"replayed call":        `{"input":[{"type":"code_interpreter_call"}]}`,
+		"escaped underscore":   `{"tools":[{"type":"code\u005finterpreter"}]}`,
+		"escaped upper hex":    `{"tools":[{"type":"code\u005Finterpreter"}]}`,
+		"escaped first letter": `{"tools":[{"type":"\u0063ode_interpreter"}]}`,
+		"escaped last letter":  `{"tools":[{"type":"code_interprete\u0072"}]}`,
+		"escaped call suffix":  `{"input":[{"type":"code_interpreter\u005fcall"}]}`,
+		"escape after zeros":   `{"x":[` + zeros + `0],"tools":[{"type":"code_int\u0065rpreter"}]}`,
+		"escape after slashes": `{"x":[` + slashes + `""],"tools":[{"type":"code_int\u0065rpreter"}]}`,
+		"escape at the end":    zeros + `\u0074`,
+		"escape at the start":  `\u0074` + zeros,
+	}
+	for name, body := range found {
+		if !escapesToolLetter([]byte(body)) && !namesTool([]byte(body)) {
+			t.Errorf("%s: not found, so a request with the tool would pass through", name)
+		}
+	}
+	passed := map[string]string{
+		"mention":            `{"instructions":"You have no code_interpreter tool.","input":"hi"}`,
+		"escaped mention":    `{"input":"the \"code_interpreter\" tool"}`,
+		"latin-1 escapes":    `{"input":"caf\u00e9 na\u00efve \u00c0"}`,
+		"html-safe escapes":  `{"input":"\u003cb\u003e \u0026 \u0022"}`,
+		"digit, capital":     `{"input":"\u0030\u0041"}`,
+		"zeros and slashes":  `{"x":[` + zeros + slashes + `0]}`,
+		"truncated escape":   `{"input":"\u00`,
+		"digit run at start": `00000`,
+	}
+	for name, body := range passed {
+		if escapesToolLetter([]byte(body)) || namesTool([]byte(body)) {
+			t.Errorf("%s: flagged, so a request without the tool is parsed", name)
+		}
+	}
+}
+
 // TestRewriteFixtureRequests rewrites OpenAI's code-interpreter requests:
 // ours in the recorded shape, and the recorded ones when they are there.
 func TestRewriteFixtureRequests(t *testing.T) {
