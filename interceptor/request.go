@@ -118,6 +118,23 @@ func escapesToolLetter(body []byte) bool {
 	}
 }
 
+// PassesThrough reports whether body is a request this server leaves to the
+// model server whoever sends it: it names neither the tool nor a replayed
+// call, spells none of their letters with an escape, and, when responses or
+// conversations are kept, shows no marker of a stored one (mayUseHistory).
+// NewExchange would answer it with a pass-through Exchange; the filter asks
+// first so that a request that is not ours costs no caller identity and no
+// Exchange. false only means NewExchange has to look.
+func (i *Interceptor) PassesThrough(body []byte) bool {
+	if escapesToolLetter(body) {
+		return false
+	}
+	if i.responses != nil || i.conversations != nil {
+		return !mayUseHistory(body) // which looks for the tool markers too
+	}
+	return !namesTool(body)
+}
+
 // escapeMarker starts every JSON escape of an ASCII character.
 var escapeMarker = []byte(`\u00`)
 
