@@ -95,7 +95,7 @@ wazero-tests:
 # fixed count (each iteration starts processes or waits for re-warming).
 bench: setup
 	@mkdir -p docs
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./sandbox/memfs | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./filter ./sandbox/memfs | tee bench.out
 	$(GO) test -run '^$$' -bench 'Print25|SessionThroughput|ColdSession|SympySession$$|WorkerPeakRSS|NativePython3Subprocess' -benchtime 40x -timeout 30m ./sandbox/wasm | tee -a bench.out
 	@# A rate: over 200 sessions, so the 2 warm interpreters and the first workers' start do not decide it.
 	$(GO) test -run '^$$' -bench 'FreshSessions' -benchtime 200x -timeout 30m ./sandbox/wasm | tee -a bench.out

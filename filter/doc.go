@@ -15,7 +15,9 @@
 //     follow-up needs (authorization, api-key, …) are remembered.
 //   - request_body: the interceptor decides. No code_interpreter tool → the
 //     body continues unchanged and the response is let go at
-//     response_headers. Otherwise the rewritten body replaces it with a
+//     response_headers; interceptor.PassesThrough says so of most such
+//     requests without parsing, before the caller is identified or an
+//     Exchange made. Otherwise the rewritten body replaces it with a
 //     matching content-length; a refused request gets an immediate_response
 //     with OpenAI's error JSON.
 //   - response_headers: a non-2xx upstream answer is left alone (the client
@@ -28,7 +30,9 @@
 //   - the response in FULL_DUPLEX_STREAMED (duplex.go): one small handler per
 //     kind of exchange answers the headers and each chunk as Envoy sends
 //     them — echoResponse (not intercepted, or the upstream's error: each
-//     chunk answered with itself), bufferedResponse (a non-streaming client:
+//     chunk answered with itself, an event stream's at once, a JSON
+//     answer's when the next message comes, so its last chunk leaves with
+//     the end), bufferedResponse (a non-streaming client:
 //     the headers answer withheld, the buffered loop over the whole body,
 //     its answer in chunks) and liveResponse (a streaming client: the
 //     headers answer at once, the upstream's chunks piped into the

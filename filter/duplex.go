@@ -3,6 +3,7 @@ package filter
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -91,18 +92,36 @@ func (o *duplexOut) chunks(data []byte, eos bool) error {
 	for {
 		n := min(len(data), maxChunk)
 		last := n == len(data)
-		err := o.sendOne(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-			ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-				BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
-					StreamedResponse: &extprocv3.StreamedBodyResponse{Body: data[:n], EndOfStream: eos && last},
-				}},
-			}},
-		}})
-		if err != nil || last {
+		if err := o.sendOne(newStreamedChunk(data[:n], eos && last)); err != nil || last {
 			return err
 		}
 		data = data[n:]
 	}
+}
+
+// streamedChunk is one streamed_response answer with its five nested
+// messages in one allocation: an answer per chunk is the echo's steady
+// cost. Each is new (gRPC may read a message after SendMsg returns).
+type streamedChunk struct {
+	resp   extprocv3.ProcessingResponse
+	body   extprocv3.ProcessingResponse_ResponseBody
+	br     extprocv3.BodyResponse
+	common extprocv3.CommonResponse
+	mut    extprocv3.BodyMutation
+	sr     extprocv3.BodyMutation_StreamedResponse
+	sbr    extprocv3.StreamedBodyResponse
+}
+
+func newStreamedChunk(data []byte, eos bool) *extprocv3.ProcessingResponse {
+	c := &streamedChunk{}
+	c.sbr.Body, c.sbr.EndOfStream = data, eos
+	c.sr.StreamedResponse = &c.sbr
+	c.mut.Mutation = &c.sr
+	c.common.BodyMutation = &c.mut
+	c.br.Response = &c.common
+	c.body.ResponseBody = &c.br
+	c.resp.Response = &c.body
+	return &c.resp
 }
 
 // trailers ends the body when Envoy sent trailers: then no body message
@@ -157,7 +176,7 @@ func (st *streamState) duplexMessage(ctx context.Context, req *extprocv3.Process
 		}
 		st.phase = phaseResponseBody
 		if st.ex == nil {
-			return st.handler.headers(ctx, 0, nil)
+			return st.handler.headers(ctx, 0, http.Header{"Content-Type": {responseHeader(r.ResponseHeaders, "content-type")}})
 		}
 		code, hdr := parseResponseHeaders(r.ResponseHeaders)
 		if code < 200 || code > 299 {
@@ -191,23 +210,80 @@ func (st *streamState) duplexMessage(ctx context.Context, req *extprocv3.Process
 	return protocolError("%s in phase %s", messageName(req), st.phase)
 }
 
-// echoResponse answers each message with itself: a response that is not
-// ours, or the upstream's own error, reaches the client as it came.
-type echoResponse struct{ out *duplexOut }
+// responseHeader is one header of a response_headers message, without
+// building the whole map.
+func responseHeader(h *extprocv3.HttpHeaders, name string) string {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), name) {
+			return headerValue(hv)
+		}
+	}
+	return ""
+}
 
-func (e *echoResponse) headers(context.Context, int, http.Header) error {
+// echoResponse answers each message with itself: a response that is not
+// ours, or the upstream's own error, reaches the client as it came. An
+// event stream is answered chunk by chunk as it arrives. A JSON answer
+// (hold) cannot be read before its end, so its last chunk is kept until
+// Envoy's next message and, when that is the end, leaves with it: one
+// answer less, and the client has the whole body no later than
+// chunk-by-chunk would give it.
+type echoResponse struct {
+	out  *duplexOut
+	hold bool
+	held []byte // the last chunk, not yet answered
+}
+
+func (e *echoResponse) headers(_ context.Context, _ int, hdr http.Header) error {
+	e.hold = isJSON(hdr.Get("content-type"))
 	return e.out.headers(nil)
 }
 
 func (e *echoResponse) body(_ context.Context, b *extprocv3.HttpBody) error {
-	if len(b.GetBody()) == 0 && !b.GetEndOfStream() {
+	data, eos := b.GetBody(), b.GetEndOfStream()
+	if !e.hold {
+		if len(data) == 0 && !eos {
+			return nil
+		}
+		return e.out.chunks(data, eos)
+	}
+	if len(data) > 0 || eos {
+		if err := e.flush(eos && len(data) == 0); err != nil {
+			return err
+		}
+	}
+	switch {
+	case eos && len(data) > 0:
+		return e.out.chunks(data, true)
+	case len(data) > 0:
+		e.held = data
+	}
+	return nil
+}
+
+// flush answers the held chunk, if any; with eos it is the end (an empty
+// closing chunk when nothing is held).
+func (e *echoResponse) flush(eos bool) error {
+	held := e.held
+	e.held = nil
+	if len(held) == 0 && !eos {
 		return nil
 	}
-	return e.out.chunks(b.GetBody(), b.GetEndOfStream())
+	return e.out.chunks(held, eos)
 }
 
 func (e *echoResponse) trailers(context.Context, *extprocv3.HttpTrailers) error {
+	if err := e.flush(false); err != nil {
+		return err
+	}
 	return e.out.trailers()
 }
 
 func (e *echoResponse) close() {}
+
+// isJSON reports a JSON media type (application/json, or a +json suffix).
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}

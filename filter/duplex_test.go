@@ -185,6 +185,65 @@ func TestDuplexEcho(t *testing.T) {
 	}
 }
 
+// TestDuplexEchoPacing: an event stream that is not ours is answered
+// chunk by chunk as it arrives (each answer comes before Envoy sends the
+// next chunk); a JSON answer, which no client reads before its end, keeps
+// its last chunk until Envoy's next message, so the end leaves with it.
+func TestDuplexEchoPacing(t *testing.T) {
+	t.Run("event stream, live", func(t *testing.T) {
+		e := startDuplexFilter(t, Config{}, noSandbox{t})
+		es := e.open(t)
+		es.requestHeaders("POST", "/v1/responses", false)
+		es.requestBody(plainRequest)
+		es.sendResponseHeaders(200, "text/event-stream; charset=utf-8")
+		if r := es.recv(); r.GetResponseHeaders() == nil {
+			t.Fatalf("answer %v, want the headers response", r)
+		}
+		for _, ev := range []string{"event: a\ndata: {}\n\n", "event: b\ndata: {}\n\n"} {
+			es.sendBody([]byte(ev), false)
+			sr := es.recv().GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+			if string(sr.GetBody()) != ev || sr.GetEndOfStream() {
+				t.Fatalf("answer %v, want %q at once", sr, ev)
+			}
+		}
+		es.sendBody(nil, true)
+		if end := es.readBody(); end.chunks != 1 || len(end.body) != 0 {
+			t.Errorf("end: %d chunks, %q; want one empty closing chunk", end.chunks, end.body)
+		}
+		es.expectEnd()
+	})
+	for _, tc := range []struct {
+		name     string
+		trailers bool
+	}{{"JSON, last chunk with the end", false}, {"JSON with trailers", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startDuplexFilter(t, Config{}, noSandbox{t})
+			es := e.open(t)
+			es.requestHeaders("POST", "/v1/responses", false)
+			es.requestBody(plainRequest)
+			es.sendResponseHeaders(200, "application/json")
+			if r := es.recv(); r.GetResponseHeaders() == nil {
+				t.Fatalf("answer %v, want the headers response", r)
+			}
+			es.sendBody([]byte(`{"a":`), false)
+			es.sendBody([]byte(`1}`), false)
+			if tc.trailers {
+				es.sendTrailers()
+			} else {
+				es.sendBody(nil, true)
+			}
+			end := es.readBody()
+			if string(end.body) != `{"a":1}` || end.trailers != tc.trailers {
+				t.Fatalf("echoed %q (trailers %v)", end.body, end.trailers)
+			}
+			if want := 2; end.chunks != want {
+				t.Errorf("%d body answers, want %d (the last with the end)", end.chunks, want)
+			}
+			es.expectEnd()
+		})
+	}
+}
+
 // An intercepted non-streaming request in duplex mode: the headers answer
 // is withheld until the whole body is in, then carries the result's
 // headers; the body follows in chunks.

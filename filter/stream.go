@@ -52,7 +52,11 @@ type streamState struct {
 	requestID string
 	method    string
 	path      string
-	clientHdr http.Header // the client's request headers (for follow-ups)
+	// reqHdr are the client's request headers as Envoy sent them;
+	// clientHdr, built from them only for an exchange that needs it
+	// (callerHeader), is what follow-ups and containers see.
+	reqHdr    []*corev3.HeaderValue
+	clientHdr http.Header
 	modes     *extprocv3.ProtocolConfiguration
 
 	ex           *interceptor.Exchange
@@ -197,27 +201,20 @@ func (st *streamState) handle(ctx context.Context, req *extprocv3.ProcessingRequ
 
 func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.ProcessingResponse, error) {
 	var strip []string
-	st.clientHdr = http.Header{}
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		key := strings.ToLower(hv.GetKey())
-		value := string(hv.GetRawValue())
-		if value == "" {
-			value = hv.GetValue() // tolerate processors' test clients that fill value
-		}
-		switch key {
+	st.reqHdr = h.GetHeaders().GetHeaders()
+	for _, hv := range st.reqHdr {
+		key := hv.GetKey()
+		switch strings.ToLower(key) {
 		case ":method":
-			st.method = value
+			st.method = headerValue(hv)
 		case ":path":
-			st.path = value
+			st.path = headerValue(hv)
 		case "x-request-id":
-			st.requestID = value
-		}
-		if isInternalHeader(key) {
-			strip = append(strip, key)
-			continue
-		}
-		if !strings.HasPrefix(key, ":") {
-			st.clientHdr.Add(key, value)
+			st.requestID = headerValue(hv)
+		default:
+			if isInternalHeader(strings.ToLower(key)) {
+				strip = append(strip, strings.ToLower(key))
+			}
 		}
 	}
 	if st.requestID == "" {
@@ -261,6 +258,33 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 	return one(out)
 }
 
+// headerValue is a header's value as Envoy sends it (raw_value), or value
+// for processors' test clients that fill that instead.
+func headerValue(hv *corev3.HeaderValue) string {
+	if v := hv.GetRawValue(); len(v) > 0 {
+		return string(v)
+	}
+	return hv.GetValue()
+}
+
+// callerHeader is the client's request headers without pseudo-headers and
+// without the internal ones the request_headers answer removed, built on
+// first use: a request that passes through never needs them.
+func (st *streamState) callerHeader() http.Header {
+	if st.clientHdr != nil {
+		return st.clientHdr
+	}
+	st.clientHdr = make(http.Header, len(st.reqHdr))
+	for _, hv := range st.reqHdr {
+		key := strings.ToLower(hv.GetKey())
+		if strings.HasPrefix(key, ":") || isInternalHeader(key) {
+			continue
+		}
+		st.clientHdr.Add(key, headerValue(hv))
+	}
+	return st.clientHdr
+}
+
 // LetGoMode is the override for exchanges the filter does not touch:
 // bodies NONE and no response headers message. Body modes are written
 // out although in a mode_override an unset body mode already means NONE
@@ -281,11 +305,24 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			Message: fmt.Sprintf("Request body is %d bytes; the limit is %d bytes.", len(body), st.s.cfg.MaxBodyBytes),
 			Code:    "request_too_large"})
 	}
-	owner, ok := store.Owner(st.clientHdr, st.s.cfg.AuthHeaders)
+	if st.s.ic.PassesThrough(body) {
+		// Not ours whoever asks: no caller to identify, no exchange; the
+		// response is let go at response_headers (or echoed in duplex).
+		st.outcome = OutcomePassThrough
+		st.phase = phaseResponseHeaders
+		if st.duplex {
+			st.handler = st.newResponseHandler(nil)
+		}
+		return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+			RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{}},
+		}})
+	}
+	hdr := st.callerHeader()
+	owner, ok := store.Owner(hdr, st.s.cfg.AuthHeaders)
 	if !ok && !st.s.cfg.AnonymousShared {
 		owner = "" // no one: the interceptor refuses it a container
 	}
-	ex, err := st.s.ic.NewExchange(ctx, interceptor.Caller{Owner: owner, Header: st.clientHdr}, body)
+	ex, err := st.s.ic.NewExchange(ctx, interceptor.Caller{Owner: owner, Header: hdr}, body)
 	if err != nil {
 		var apiErr *apierror.Error
 		if !errors.As(err, &apiErr) {
@@ -472,7 +509,7 @@ func (st *streamState) newUpstream() *httpUpstream {
 	return &httpUpstream{
 		client:  st.s.client,
 		url:     st.s.cfg.Upstream.URL,
-		header:  followUpHeaders(st.clientHdr, st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
+		header:  followUpHeaders(st.callerHeader(), st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
 		timeout: st.s.cfg.Upstream.Timeout,
 		maxBody: st.s.cfg.MaxBodyBytes,
 	}

@@ -223,6 +223,9 @@ type Caller struct {
 // item_reference, replayed calls without outputs; see HistoryMode), and an
 // intercepted response gets an id of this server's.
 func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byte) (*Exchange, error) {
+	if i.PassesThrough(body) {
+		return &Exchange{ic: i, req: request{upstream: body}, owner: caller.Owner}, nil
+	}
 	resolved, h, err := i.resolveHistory(ctx, caller.Owner, body)
 	if err != nil {
 		return nil, err

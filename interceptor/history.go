@@ -87,10 +87,11 @@ func (h *history) ours() bool { return h.prev != nil || h.conv != "" }
 
 // mayUseHistory is a quick test that body may use history of ours; its
 // absence keeps the pass-through path free of parsing. One scan for '_' (a
-// rare byte, as for fastMarker) finds "_response_id", "_reference" and the
-// tool's "_interpreter" — the tool, because an item_reference may come
-// without its type (openai-go sends {"id": …}), which no marker shows —
-// and one more finds the conversation parameter. A key spelled with
+// rare byte, as for the tool markers) finds "_response_id", "_reference"
+// and the tool's markers — the tool, because an item_reference may come
+// without its type (openai-go sends {"id": …}), which no marker shows;
+// a code_interpreter_call item, which may be one to look up — and one more
+// finds the conversation parameter. A key spelled with
 // escapes is missed: such a request reaches the model server as it is.
 func mayUseHistory(body []byte) bool {
 	for b := body; ; b = b[1:] {
@@ -99,7 +100,7 @@ func mayUseHistory(body []byte) bool {
 			break
 		}
 		b = b[i:]
-		if bytes.HasPrefix(b, fastMarker) || bytes.HasPrefix(b, prevMarker) || bytes.HasPrefix(b, refMarker) {
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, prevMarker) || bytes.HasPrefix(b, refMarker) {
 			return true
 		}
 	}

@@ -52,17 +52,98 @@ type request struct {
 	containerParam string // e.g. "tools[0].container", for errors
 }
 
-// fastMarker is in every request we must touch: in the tool type
-// "code_interpreter" and the item type "code_interpreter_call". Its absence
-// proves pass-through without parsing, which keeps the common case cheap. It
-// starts with '_', a rare byte in prose, so the search skips ahead with the
-// vectorised byte scan instead of stopping at every 'c'.
-var fastMarker = []byte("_interpreter")
+// The tool markers: one of them ends every type name we must act on, as
+// a client writes it without escapes — toolMarker the tool type
+// "code_interpreter" (in tools and tool_choice), callMarker the item type
+// "code_interpreter_call". A string ends at its quote, so a text that only
+// mentions the tool ("you have no code_interpreter tool") shows neither.
+// Their absence proves pass-through without parsing, which keeps the
+// common case cheap. They start with '_', a rare byte in prose, so the scan
+// skips ahead with the vectorised byte search instead of stopping at every
+// 'c'.
+var (
+	toolMarker = []byte(`_interpreter"`)
+	callMarker = []byte(`_interpreter_call"`)
+)
 
-// escapeMarker starts every JSON \u escape. A client may spell a type name
-// with escapes ("code\u005finterpreter"), which hides fastMarker; such
-// bodies take the parsing path, where gjson decodes the escapes.
-var escapeMarker = []byte(`\u`)
+// namesTool reports whether body holds toolMarker or callMarker.
+func namesTool(body []byte) bool {
+	for b := body; ; b = b[1:] {
+		i := bytes.IndexByte(b, '_')
+		if i < 0 {
+			return false
+		}
+		b = b[i:]
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) {
+			return true
+		}
+	}
+}
+
+// escapesToolLetter reports whether body may spell a letter of
+// "code_interpreter_call" (or its '_') with a JSON escape, which hides the
+// markers ("code\u005finterpreter"): such bodies take the parsing path,
+// where gjson decodes the escapes. Those letters are U+005F to U+0074, so
+// the escape is \u005_, \u006_ or \u007_; the common ones (\u00e9 and the
+// like from ASCII-only encoders, \u003c from HTML-safe ones) are not.
+//
+// The search anchors on '0', which prose and code rarely hold, where they
+// hold backslashes (\n, \") every few bytes and a search anchored on '\\'
+// stops at each. A body dense with zeros (numeric data) makes the
+// anchored search stop too often; past a budget of misses it goes on with
+// bytes.Index, which then switches to its own vectorised search.
+func escapesToolLetter(body []byte) bool {
+	letter := func(at []byte) bool { // at follows a `\u00`
+		return len(at) > 0 && at[0] >= '5' && at[0] <= '7'
+	}
+	i, misses := 0, 0
+	for {
+		j := bytes.IndexByte(body[i:], '0')
+		if j < 0 {
+			return false
+		}
+		j += i // body[j] == '0': is it the first zero of a \u00?
+		if j >= 2 && body[j-2] == '\\' && body[j-1] == 'u' && j+1 < len(body) && body[j+1] == '0' && letter(body[j+2:]) {
+			return true
+		}
+		i = j + 1
+		if misses++; misses > 16+i/64 {
+			break
+		}
+	}
+	// Every '0' before i was looked at, so an escape not yet seen starts at
+	// i-2 or later.
+	for b := body[max(i-2, 0):]; ; {
+		j := bytes.Index(b, escapeMarker)
+		if j < 0 {
+			return false
+		}
+		if letter(b[j+len(escapeMarker):]) {
+			return true
+		}
+		b = b[j+1:]
+	}
+}
+
+// PassesThrough reports whether body is a request this server leaves to the
+// model server whoever sends it: it names neither the tool nor a replayed
+// call, spells none of their letters with an escape, and, when responses or
+// conversations are kept, shows no marker of a stored one (mayUseHistory).
+// NewExchange would answer it with a pass-through Exchange; the filter asks
+// first so that a request that is not ours costs no caller identity and no
+// Exchange. false only means NewExchange has to look.
+func (i *Interceptor) PassesThrough(body []byte) bool {
+	if escapesToolLetter(body) {
+		return false
+	}
+	if i.responses != nil || i.conversations != nil {
+		return !mayUseHistory(body) // which looks for the tool markers too
+	}
+	return !namesTool(body)
+}
+
+// escapeMarker starts every JSON escape of an ASCII character.
+var escapeMarker = []byte(`\u00`)
 
 // RewriteRequest inspects a client's /v1/responses request body. Without a
 // native code_interpreter tool (and without replayed code_interpreter_call
@@ -80,7 +161,8 @@ func (i *Interceptor) RewriteRequest(body []byte) (*Exchange, error) {
 // to make and keep — intercepted with or without the tool.
 func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	pass := &Exchange{ic: i, req: request{upstream: body}}
-	if !own && !bytes.Contains(body, fastMarker) && !bytes.Contains(body, escapeMarker) {
+	escaped := escapesToolLetter(body)
+	if !own && !escaped && !namesTool(body) {
 		return pass, nil
 	}
 	doc := string(body)
@@ -93,7 +175,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	tools := root.Get("tools")
 	hasTool := hasNativeTool(tools)
 	input := root.Get("input")
-	if !hasTool && !own && !mayReplayCalls(input) {
+	if !hasTool && !own && !mayReplayCalls(input, escaped) {
 		return pass, nil
 	}
 	if !gjson.Valid(doc) {
@@ -105,7 +187,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		}
 		return pass, nil
 	}
-	newInput, changed := i.rewriteInput(input)
+	newInput, changed := i.rewriteInput(input, escaped)
 	if !hasTool && !own && !changed {
 		return pass, nil
 	}
@@ -161,10 +243,10 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 }
 
 // mayReplayCalls is a quick test that input could hold code_interpreter_call
-// items. The search starts at '_', a rare byte, for the same reason as
-// fastMarker.
-func mayReplayCalls(input gjson.Result) bool {
-	return input.IsArray() && (strings.Contains(input.Raw, "_interpreter_call\"") || strings.Contains(input.Raw, `\u`))
+// items; escaped is escapesToolLetter of the whole body. The search starts
+// at '_', a rare byte, for the same reason as the markers'.
+func mayReplayCalls(input gjson.Result, escaped bool) bool {
+	return input.IsArray() && (escaped || strings.Contains(input.Raw, string(callMarker)))
 }
 
 // hasNativeTool reports whether tools (the request's "tools") declares the
@@ -476,8 +558,8 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 // function_call + function_call_output pair the upstream model understands.
 // Items it cannot represent (outputs of a kind it does not know) are left
 // intact.
-func (i *Interceptor) rewriteInput(input gjson.Result) (string, bool) {
-	if !mayReplayCalls(input) {
+func (i *Interceptor) rewriteInput(input gjson.Result, escaped bool) (string, bool) {
+	if !mayReplayCalls(input, escaped) {
 		return input.Raw, false
 	}
 	var out []string

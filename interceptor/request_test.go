@@ -13,6 +13,8 @@ import (
 	"github.com/codeinterp/codeinterp/internal/fixtures"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
 )
 
 // untouchedProvider is a sandbox.Provider for tests that must never reach the
@@ -104,6 +106,98 @@ func TestPassThrough(t *testing.T) {
 				t.Fatalf("body changed: %s", x.UpstreamBody())
 			}
 		})
+	}
+}
+
+// TestToolMarkers is the pass-through detection's contract: every
+// spelling of the tool or of a replayed call — plain, or with any of its
+// letters written as a JSON escape, after text dense with backslashes or
+// zeros (which move the escape search off its fast path) — is found;
+// bodies that only mention the tool, or hold other escapes, are not
+// parsed.
+func TestToolMarkers(t *testing.T) {
+	zeros := strings.Repeat(`{"n":[0,100,2000,0.05]},`, 400)      // past the anchored search's budget
+	slashes := strings.Repeat(`"a \"quoted\" \\path\\ \n",`, 400) // a backslash every few bytes
+	found := map[string]string{
+		"tool":                 `{"tools":[{"type":"code_interpreter"}]}`,
+		"tool with spaces":     `{"tools":[{ "type" : "code_interpreter" }]}`,
+		"replayed call":        `{"input":[{"type":"code_interpreter_call"}]}`,
+		"escaped underscore":   `{"tools":[{"type":"code\u005finterpreter"}]}`,
+		"escaped upper hex":    `{"tools":[{"type":"code\u005Finterpreter"}]}`,
+		"escaped first letter": `{"tools":[{"type":"\u0063ode_interpreter"}]}`,
+		"escaped last letter":  `{"tools":[{"type":"code_interprete\u0072"}]}`,
+		"escaped call suffix":  `{"input":[{"type":"code_interpreter\u005fcall"}]}`,
+		"escape after zeros":   `{"x":[` + zeros + `0],"tools":[{"type":"code_int\u0065rpreter"}]}`,
+		"escape after slashes": `{"x":[` + slashes + `""],"tools":[{"type":"code_int\u0065rpreter"}]}`,
+		"escape at the end":    zeros + `\u0074`,
+		"escape at the start":  `\u0074` + zeros,
+	}
+	for name, body := range found {
+		if !escapesToolLetter([]byte(body)) && !namesTool([]byte(body)) {
+			t.Errorf("%s: not found, so a request with the tool would pass through", name)
+		}
+	}
+	passed := map[string]string{
+		"mention":            `{"instructions":"You have no code_interpreter tool.","input":"hi"}`,
+		"escaped mention":    `{"input":"the \"code_interpreter\" tool"}`,
+		"latin-1 escapes":    `{"input":"caf\u00e9 na\u00efve \u00c0"}`,
+		"html-safe escapes":  `{"input":"\u003cb\u003e \u0026 \u0022"}`,
+		"digit, capital":     `{"input":"\u0030\u0041"}`,
+		"zeros and slashes":  `{"x":[` + zeros + slashes + `0]}`,
+		"truncated escape":   `{"input":"\u00`,
+		"digit run at start": `00000`,
+	}
+	for name, body := range passed {
+		if escapesToolLetter([]byte(body)) || namesTool([]byte(body)) {
+			t.Errorf("%s: flagged, so a request without the tool is parsed", name)
+		}
+	}
+}
+
+// TestPassesThrough: PassesThrough, which lets the filter skip identifying
+// the caller, never says so of a request NewExchange would touch — with
+// and without kept responses and conversations — and does say so of the
+// common requests that are not ours.
+func TestPassesThrough(t *testing.T) {
+	ctx := context.Background()
+	stored, err := New(DefaultConfig(), untouchedProvider{t}, nil,
+		WithResponses(memory.NewResponses(store.DefaultResponseLimits(), nil)),
+		WithConversations(memory.NewConversations(store.DefaultConversationLimits(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := `{"type":"code_interpreter","container":{"type":"auto"}}`
+	bodies := map[string]struct {
+		body        string
+		passes      bool // PassesThrough must say so (with or without stores)
+		historyOnly bool // ours only when responses or conversations are kept
+	}{
+		"plain":             {`{"model":"m","input":"hi"}`, true, false},
+		"function tool":     {`{"model":"m","tools":[{"type":"function","name":"f","parameters":{}}]}`, true, false},
+		"mention":           {`{"model":"m","instructions":"You have no code_interpreter tool.","input":"hi"}`, true, false},
+		"latin-1 escapes":   {`{"model":"m","input":"caf\u00e9"}`, true, false},
+		"tool":              {`{"model":"m","tools":[` + ci + `]}`, false, false},
+		"escaped tool":      {`{"model":"m","tools":[{"type":"code\u005finterpreter","container":{"type":"auto"}}]}`, false, false},
+		"replayed call":     {`{"model":"m","input":[{"type":"code_interpreter_call","id":"ci_1","code":"print(1)","container_id":"cntr_1","status":"completed","outputs":[{"type":"logs","logs":"1"}]}]}`, false, false},
+		"previous response": {`{"model":"m","previous_response_id":"resp_x","input":"hi"}`, false, true},
+		"item reference":    {`{"model":"m","input":[{"type":"item_reference","id":"ci_x"}]}`, false, true},
+		"conversation":      {`{"model":"m","conversation":"conv_x","input":"hi"}`, false, true},
+	}
+	for name, tc := range bodies {
+		for _, ic := range []*Interceptor{newRewriter(t, nil), stored} {
+			kept := ic == stored
+			passes := ic.PassesThrough([]byte(tc.body))
+			if want := tc.passes || (tc.historyOnly && !kept); passes != want {
+				t.Errorf("%s (stores %v): PassesThrough %v, want %v", name, kept, passes, want)
+			}
+			if !passes {
+				continue
+			}
+			x, err := ic.NewExchange(ctx, Caller{Owner: "alice"}, []byte(tc.body))
+			if err != nil || x.Intercepted() || x.Modified() {
+				t.Errorf("%s (stores %v): PassesThrough but NewExchange intercepted=%v modified=%v err=%v", name, kept, x != nil && x.Intercepted(), x != nil && x.Modified(), err)
+			}
+		}
 	}
 }
 

@@ -68,6 +68,8 @@ var targets = []struct {
 	{label: "worker peak RSS, ≤ 80 MiB", bench: "WorkerPeakRSS", unit: "MiB-peak-rss", max: 80},
 	{label: "rewrite of a 1 MiB request, ≤ 5 ms", bench: "RewriteRequest/1024KiB", unit: "ns/op", max: 5e6},
 	{label: "pass-through detection, 100 KiB, ≤ 50 µs", bench: "PassThrough/100KiB", unit: "ns/op", max: 50e3},
+	{label: "pass-through detection, 100 KiB whose text mentions the tool, ≤ 50 µs", bench: "PassThrough/100KiB-text-mentions", unit: "ns/op", max: 50e3},
+	{label: "pass-through with history kept (NewExchange), 100 KiB, ≤ 50 µs", bench: "History/pass-through-100KiB", unit: "ns/op", max: 50e3},
 	{label: "turn 21 of a 20-turn conversation with history: expand (in-process store), ≤ 2 ms", bench: "History/turn21-expand", unit: "ns/op", max: 2e6},
 	{label: "filter on a pass-through request, median added, ≤ 0.3 ms", bench: "PassThroughOverhead", unit: "added-median-µs", max: 300},
 	{label: "code interpreter overhead for print(25), median, ≤ 10 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 10e3},
