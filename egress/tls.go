@@ -29,16 +29,22 @@ type sessionCA struct {
 
 type leafCert struct{ cert *tls.Certificate }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+// newKey makes a certificate's key and random serial number, the part a
+// CA and its leaves make alike.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, sn, nil
 }
 
 func newCA(domains []string) (*sessionCA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +73,7 @@ func newCA(domains []string) (*sessionCA, error) {
 }
 
 func (ca *sessionCA) leaf(host string) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, err
 	}

@@ -360,7 +360,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			edits = append(edits, jsonx.Set("stream", "false"))
 		case gjson.False, gjson.Null:
 		default:
-			return nil, apierror.Invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", typeName(s))
+			return nil, apierror.Invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got %s instead.", jsonx.TypeName(s))
 		}
 	}
 	if so := root.Get("stream_options"); so.Exists() {
@@ -376,7 +376,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	// does not know it.
 	if inc := root.Get("include"); inc.Exists() && inc.Type != gjson.Null {
 		if !inc.IsArray() {
-			return nil, apierror.Invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", typeName(inc))
+			return nil, apierror.Invalid("include", "invalid_type", "Invalid type for 'include': expected an array of strings, but got %s instead.", jsonx.TypeName(inc))
 		}
 		var kept []string
 		inc.ForEach(func(_, v gjson.Result) bool {
@@ -452,7 +452,7 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		return 0, apierror.Invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
 	case !c.IsObject():
-		return 0, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, typeName(c))
+		return 0, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object or a container id, but got %s instead.", param, jsonx.TypeName(c))
 	}
 	if k := jsonx.DuplicateKey(c.Raw); k != "" {
 		return 0, apierror.Invalid(param+"."+k, "duplicate_parameter", "Duplicate parameter: '%s.%s'.", param, k)
@@ -657,21 +657,4 @@ func replayOutput(it gjson.Result) string {
 	}
 	b.WriteString(imagesLine(n, types, true)) // the client had the outputs: it replays them
 	return b.String()
-}
-
-func typeName(v gjson.Result) string {
-	switch v.Type {
-	case gjson.Null:
-		return "null"
-	case gjson.False, gjson.True:
-		return "a boolean"
-	case gjson.Number:
-		return "a number"
-	case gjson.String:
-		return "a string"
-	}
-	if v.IsArray() {
-		return "an array"
-	}
-	return "an object"
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/apierror"
 	"github.com/codeinterp/codeinterp/egress"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -71,7 +72,7 @@ func (g Gate) Parse(v gjson.Result, param string) (*egress.Policy, *apierror.Err
 		return nil, nil
 	}
 	if !v.IsObject() {
-		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object, but got %s instead.", param, kind(v))
+		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an object, but got %s instead.", param, jsonx.TypeName(v))
 	}
 	typ := v.Get("type")
 	switch {
@@ -125,7 +126,7 @@ func domains(v gjson.Result, param string) ([]string, *apierror.Error) {
 	case !v.Exists() || v.Type == gjson.Null:
 		return nil, apierror.Invalid(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
 	case !v.IsArray():
-		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an array of strings, but got %s instead.", param, kind(v))
+		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an array of strings, but got %s instead.", param, jsonx.TypeName(v))
 	}
 	var out []string
 	var apiErr *apierror.Error
@@ -133,7 +134,7 @@ func domains(v gjson.Result, param string) ([]string, *apierror.Error) {
 		p := param + "[" + strconv.Itoa(len(out)) + "]"
 		switch {
 		case d.Type != gjson.String:
-			apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected a string, but got %s instead.", p, kind(d))
+			apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected a string, but got %s instead.", p, jsonx.TypeName(d))
 		case d.Str == "":
 			apiErr = apierror.Invalid(p, "empty_string", "Invalid '%s': empty string. Expected a domain such as pypi.org.", p)
 		}
@@ -154,14 +155,14 @@ func secrets(v gjson.Result, param string) ([]egress.Secret, *apierror.Error) {
 	case !v.Exists() || v.Type == gjson.Null:
 		return nil, nil
 	case !v.IsArray():
-		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an array of objects, but got %s instead.", param, kind(v))
+		return nil, apierror.Invalid(param, "invalid_type", "Invalid type for '%s': expected an array of objects, but got %s instead.", param, jsonx.TypeName(v))
 	}
 	var out []egress.Secret
 	var apiErr *apierror.Error
 	v.ForEach(func(_, s gjson.Result) bool {
 		p := param + "[" + strconv.Itoa(len(out)) + "]"
 		if !s.IsObject() {
-			apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an object, but got %s instead.", p, kind(s))
+			apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an object, but got %s instead.", p, jsonx.TypeName(s))
 			return false
 		}
 		s.ForEach(func(k, _ gjson.Result) bool {
@@ -181,7 +182,7 @@ func secrets(v gjson.Result, param string) ([]egress.Secret, *apierror.Error) {
 			case !fv.Exists() || fv.Type == gjson.Null:
 				apiErr = apierror.Invalid(fp, "missing_required_parameter", "Missing required parameter: '%s'.", fp)
 			case fv.Type != gjson.String:
-				apiErr = apierror.Invalid(fp, "invalid_type", "Invalid type for '%s': expected a string, but got %s instead.", fp, kind(fv))
+				apiErr = apierror.Invalid(fp, "invalid_type", "Invalid type for '%s': expected a string, but got %s instead.", fp, jsonx.TypeName(fv))
 			case fv.Str == "":
 				apiErr = apierror.Invalid(fp, "empty_string", "Invalid '%s': empty string. Expected a string with minimum length 1, but got an empty string instead.", fp)
 			case k == "value" && len(fv.Str) > MaxSecretValueBytes:
@@ -203,23 +204,6 @@ func secrets(v gjson.Result, param string) ([]egress.Secret, *apierror.Error) {
 		return nil, apierror.Invalid(param, "empty_array", "Invalid '%s': empty array. Expected an array with minimum length 1, but got an empty array instead.", param)
 	}
 	return out, nil
-}
-
-func kind(v gjson.Result) string {
-	switch v.Type {
-	case gjson.Null:
-		return "null"
-	case gjson.False, gjson.True:
-		return "a boolean"
-	case gjson.Number:
-		return "a number"
-	case gjson.String:
-		return "a string"
-	}
-	if v.IsArray() {
-		return "an array"
-	}
-	return "an object"
 }
 
 // RedactTools returns a request's raw "tools" array with the value of

@@ -221,3 +221,23 @@ func AppendArray(dst []byte, elems []string) []byte {
 	}
 	return append(dst, ']')
 }
+
+// TypeName names v's JSON type as OpenAI's validation messages do ("a
+// string", "an array", "null", …): the one wording for the interceptor's and
+// netpolicy's "expected …, but got …" errors.
+func TypeName(v gjson.Result) string {
+	switch v.Type {
+	case gjson.Null:
+		return "null"
+	case gjson.False, gjson.True:
+		return "a boolean"
+	case gjson.Number:
+		return "a number"
+	case gjson.String:
+		return "a string"
+	}
+	if v.IsArray() {
+		return "an array"
+	}
+	return "an object"
+}
