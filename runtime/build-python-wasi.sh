@@ -73,7 +73,7 @@ archive_url() {
            if (t ~ /[ \t]deb([ \t]|$)/ && s ~ /^Suites:[ \t]*[a-z]+([ \t]|$)/ && us[1] ~ /^(https?|file):/) { print us[1]; exit } }' "$f"
   done
 }
-if [ "${1:-}" = "--print-archive" ]; then archive_url | head -1; exit 0; fi
+if [ "${1:-}" = "--print-archive" ]; then archive_url | sed -n 1p; exit 0; fi
 if [ -f "$OUT/MANIFEST" ]; then
   echo "CPython-WASI runtime present: $OUT"
   exit 0
@@ -104,7 +104,7 @@ fi
 APTD=$WORK/apt
 mkdir -p "$APTD"/{lists/partial,cache/archives/partial,sources.list.d,preferences.d}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-MIRROR=${CODEINTERP_DEBIAN_MIRROR:-$(archive_url | head -1)}
+MIRROR=${CODEINTERP_DEBIAN_MIRROR:-$(archive_url | sed -n 1p)}
 [ -n "$MIRROR" ] || { echo "no Debian archive found in the machine's apt configuration (set CODEINTERP_DEBIAN_MIRROR)" >&2; exit 1; }
 MIRROR=${MIRROR%/}
 cat > "$APTD/sources.list" <<SRC
@@ -141,7 +141,7 @@ if [ "$(cat dl/.fetched-packages 2>/dev/null)" != "${PACKAGES[*]}" ]; then
   [ -n "$(ls "$APTD/lists" | grep -i trixie || true)" ] || apt-get "${APT_OPTS[@]}" -qq update
   ( cd dl/packages && apt-get "${APT_OPTS[@]}" -qq download "${PACKAGES[@]/%//trixie}" )
   for p in "${PACKAGES[@]}"; do
-    f=$(ls dl/packages/${p}_*_all.deb 2>/dev/null | head -1)
+    f=$(ls dl/packages/${p}_*_all.deb 2>/dev/null | sed -n 1p)
     [ -n "$f" ] || { echo "package $p: no architecture-all .deb downloaded" >&2; exit 1; }
   done
   echo "${PACKAGES[*]}" > dl/.fetched-packages

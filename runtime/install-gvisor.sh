@@ -42,4 +42,4 @@ fi
 echo "install-gvisor: apt-get install ${need[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-runsc --version | head -1
+runsc --version | sed -n 1p
