@@ -188,7 +188,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 			case w := <-p.warm:
 				w.Foreground()
 				s.it = w
-				p.spares <- struct{}{}
+				s.deferRefill()
 			default:
 			}
 		}

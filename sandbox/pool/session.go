@@ -37,6 +37,39 @@ type session struct {
 	lost   bool
 	closed bool
 	runID  uint64 // numbers runs and file operations alike
+
+	// refill returns the spare token of the warm interpreter this session
+	// took (nil: it took none), once: see deferRefill.
+	refill func()
+}
+
+// deferRefill puts off replacing the warm interpreter the session took
+// until its first run has ended, it closes, or refillDelay has passed,
+// whichever comes first. Starting the replacement is a process, a cgroup
+// and an interpreter start-up (a sandbox restore for gVisor): run beside the
+// session's first call, on a small machine it takes the cores that call
+// needs — the call a model waits for. A burst of opens still refills within
+// refillDelay.
+func (s *session) deferRefill() {
+	p := s.pool
+	once := sync.OnceFunc(func() { p.spares <- struct{}{} })
+	t := time.AfterFunc(refillDelay, once)
+	s.refill = func() {
+		t.Stop()
+		once()
+	}
+}
+
+// refillDelay bounds how long a session's first run holds back the refill
+// of the warm interpreter it took (a warm call takes about a millisecond).
+const refillDelay = 250 * time.Millisecond
+
+// refilled starts the deferred refill, if any. Callers hold s.mu.
+func (s *session) refilled() {
+	if s.refill != nil {
+		s.refill()
+		s.refill = nil
+	}
 }
 
 func (s *session) ID() string { return s.id }
@@ -109,6 +142,7 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 	r, err := w.Run(runCtx, s.runID, []byte(code), lim.RunTimeout)
 	backstop := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
+	s.refilled()
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -232,6 +266,7 @@ func (s *session) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.refilled()
 	w := s.it
 	s.it = nil
 	p := s.pool

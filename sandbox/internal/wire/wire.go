@@ -226,16 +226,26 @@ func WriteFrame(w io.Writer, v any, limit int) error {
 	if len(b) > limit {
 		return fmt.Errorf("wire: frame of %d bytes exceeds %d", len(b), limit)
 	}
-	// Two writes rather than a copy: a frame carrying a file is tens of MiB.
-	// The caller serialises writers, so nothing interleaves.
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if len(b) <= smallFrame {
+		// One write: a run's request and result are a few hundred bytes,
+		// and each write is a wake-up of the peer (under gVisor a syscall
+		// through the sentry); copying them costs less.
+		_, err = w.Write(append(hdr[:], b...))
+		return err
+	}
+	// Two writes rather than a copy: a frame carrying a file is tens of MiB.
+	// The caller serialises writers, so nothing interleaves.
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
 	_, err = w.Write(b)
 	return err
 }
+
+// smallFrame is the largest frame WriteFrame copies to send in one write.
+const smallFrame = 64 << 10
 
 // ReadFrame receives one frame of at most limit bytes and decodes its JSON
 // into v. A frame above limit is ErrFrameTooLarge, and nothing of it is

@@ -83,3 +83,43 @@ func TestReceive(t *testing.T) {
 		t.Errorf("received %v, then %v; want [ready result], then EOF", kinds, rc.Err())
 	}
 }
+
+// countingWriter records each Write's bytes.
+type countingWriter struct{ writes [][]byte }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestWriteFrameWrites: a small frame goes out in one write (a peer blocked
+// in read wakes once), a large one as header and body; both read back.
+func TestWriteFrameWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   int
+		writes int
+	}{
+		{"small", 100, 1},
+		{"at the bound", smallFrame - 200, 1},
+		{"large", smallFrame + 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Msg{Kind: KindRun, Run: &Run{ID: 7, Code: bytes.Repeat([]byte("x"), tc.code*3/4)}}
+			var c countingWriter
+			if err := Write(&c, m); err != nil {
+				t.Fatal(err)
+			}
+			if len(c.writes) != tc.writes {
+				t.Errorf("%d writes, want %d", len(c.writes), tc.writes)
+			}
+			got, err := Read(bytes.NewReader(bytes.Join(c.writes, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Error("read back a different message")
+			}
+		})
+	}
+}
