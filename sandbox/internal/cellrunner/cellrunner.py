@@ -44,6 +44,23 @@ def _codeinterp_cell(src, name, ns):
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     except UnicodeDecodeError:
         pass
+    # The commonest cell is one expression (print(x), df.head()): compiled
+    # as one, from source, it is parsed and compiled once instead of three
+    # times (the tree, the body, the last expression). A line that is a
+    # statement fails to parse at once and takes the general path. Lines
+    # with a backslash do not try: an invalid escape warns while parsing,
+    # and would warn twice.
+    if len(src) <= 4096 and b"\n" not in src.rstrip() and b"\\" not in src:
+        try:
+            code = compile(src, name, "eval")
+        except SyntaxError:
+            pass
+        else:
+            value = eval(code, ns)
+            if value is not None:
+                ns["_"] = value
+                print(repr(value))
+            return
     tree = compile(src, name, "exec", ast.PyCF_ONLY_AST)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -78,7 +95,10 @@ def _codeinterp_run(src, name, ns, timeout=None):
     only: the gVisor kernel; the WASM worker times runs from outside)."""
     if timeout is not None:
         import signal
-        signal.signal(signal.SIGALRM, _codeinterp_alarm)
+        # Installed once, and again only if the code replaced it: each
+        # signal() is a system call, which under gVisor is not cheap.
+        if signal.getsignal(signal.SIGALRM) is not _codeinterp_alarm:
+            signal.signal(signal.SIGALRM, _codeinterp_alarm)
     try:
         try:
             if timeout is not None:
