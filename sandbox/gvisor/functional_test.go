@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 )
 
@@ -166,4 +167,29 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestWarmUpLeavesNoState: the host's warm-up cells (run before a sandbox
+// is handed over, restored or cold) leave nothing a session can see: no
+// names, no _, no output, no figure, and the session's first cell is cell 1.
+func TestWarmUpLeavesNoState(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			s := newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold }).start(t)
+			r := s.run(`import sys, linecache
+print(sorted(k for k in globals() if not k.startswith("__")))
+print(sorted(k for k in linecache.cache if k.startswith("<cell")))
+import matplotlib.pyplot as plt
+print(len(plt.get_fignums()))
+1 / 0`, 10*time.Second)
+			if r.Status != wire.StatusError {
+				t.Fatalf("first run: %s", describe(r))
+			}
+			wantEqual(t, string(r.Stdout), "['linecache', 'sys']\n['<cell 1>']\n0\n")
+			if !strings.Contains(string(r.Stderr), `File "<cell 1>", line 6`) {
+				t.Errorf("the first cell is not cell 1:\n%s", r.Stderr)
+			}
+			s.expectOK("'_w' in globals(), '_' in globals()", "(False, False)\n")
+		})
+	}
 }

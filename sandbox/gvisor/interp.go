@@ -21,6 +21,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/cgroup"
+	"github.com/codeinterp/codeinterp/sandbox/internal/cellrunner"
 	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
@@ -59,6 +60,9 @@ type runRequest struct {
 	Nonce         string `json:"nonce"`
 	ImageMaxCount int    `json:"image_max_count"`
 	ImageMaxBytes int    `json:"image_max_bytes"`
+	// Warm marks the host's own warm-up run (interp.warmUp): the kernel
+	// runs it in a namespace it throws away and does not count it as a cell.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // beginRequest is the first frame the kernel reads, cold or restored from a
@@ -256,6 +260,9 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 		if err := it.awaitReady(ctx); err != nil {
 			return nil, err
 		}
+		if err := it.warmUp(ctx); err != nil {
+			return nil, err
+		}
 	}
 	it.startup = time.Since(started)
 	k.log.Debug("gvisor interpreter ready", zap.String("id", o.ID), zap.Duration("startup", it.startup))
@@ -341,8 +348,32 @@ func (it *interp) Foreground() {
 	}
 }
 
+// warmUp runs cellrunner.WarmUpCells through the whole path of a run —
+// the frames, the FIFOs, the cell runner, the figure capture, the output
+// pipes and their markers — before the sandbox is handed to a session, and
+// discards their output. The kernel runs them in a namespace it throws
+// away, so the session starts with nothing of them
+// (TestWarmUpLeavesNoState).
+func (it *interp) warmUp(ctx context.Context) error {
+	for _, cell := range cellrunner.WarmUpCells {
+		r, err := it.run(ctx, 0, []byte(cell), startTimeout, true)
+		if err != nil {
+			return fmt.Errorf("gvisor: warm-up run: %w", err)
+		}
+		if r.Status != wire.StatusOK || r.InterpreterGone || string(r.Stdout) != cellrunner.WarmUpOutput {
+			return fmt.Errorf("gvisor: warm-up run: %s (%s), stdout %.80q, stderr %.200q%s",
+				r.Status, r.Detail, r.Stdout, r.Stderr, it.diagSuffix())
+		}
+	}
+	return nil
+}
+
 // Run implements pool.Interpreter.
 func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout time.Duration) (*wire.Result, error) {
+	return it.run(ctx, runID, code, timeout, false)
+}
+
+func (it *interp) run(ctx context.Context, runID uint64, code []byte, timeout time.Duration, warm bool) (*wire.Result, error) {
 	select {
 	case <-it.proc.Exited():
 		return nil, fmt.Errorf("gvisor: the sandbox has exited (%v)%s", it.proc.Err(), it.diagSuffix())
@@ -360,7 +391,7 @@ func (it *interp) Run(ctx context.Context, runID uint64, code []byte, timeout ti
 	defer hard.Stop()
 	req := &frame{Kind: wire.KindRun, Run: &runRequest{
 		ID: runID, Code: code, TimeoutNanos: timeout.Nanoseconds(), Nonce: nonce,
-		ImageMaxCount: it.k.cfg.ImageMaxCount, ImageMaxBytes: it.k.cfg.ImageMaxBytes,
+		ImageMaxCount: it.k.cfg.ImageMaxCount, ImageMaxBytes: it.k.cfg.ImageMaxBytes, Warm: warm,
 	}}
 	if err := it.send(req, started.Add(timeout+killGrace)); err != nil {
 		return nil, err

@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
 func open(t *testing.T, p *pool.Pool) sandbox.Session {
@@ -117,5 +120,51 @@ func TestPythonErrorHasTraceback(t *testing.T) {
 	run(t, s, "y = 5")
 	if r := run(t, s, "y"); strings.TrimSpace(r.Stdout) != "5" {
 		t.Fatalf("session broken after an error: %+v", r)
+	}
+}
+
+// TestWarmUpLeavesNoState: the worker's warm-up cells (run before an
+// interpreter is handed over: cold, restored, or recycled for the owner's
+// next session) leave nothing a session can see: no names, no _, no
+// output, and the session's first cell is cell 1.
+func TestWarmUpLeavesNoState(t *testing.T) {
+	const probe = `import sys, linecache
+print(sorted(k for k in globals() if not k.startswith("__")))
+print(sorted(k for k in linecache.cache if k.startswith("<cell")))
+1 / 0`
+	for _, m := range []struct {
+		name string
+		cold bool
+	}{{"restored", false}, {"cold", true}} {
+		t.Run(m.name, func(t *testing.T) {
+			cfg := sandboxtest.Config(t)
+			cfg.ColdStart = m.cold
+			cfg.SessionsPerWorker = 2
+			cfg.WarmWorkers = 0
+			p, err := wasm.New(context.Background(), cfg, zaptest.NewLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			// The owner's second session is the recycled worker's (the
+			// restored mode only: a cold worker cannot recycle).
+			pids := map[int]bool{}
+			for i := range 2 {
+				s := openAs(t, p, "warm-up-owner")
+				r := run(t, s, probe)
+				if r.Outcome != sandbox.OutcomeError || r.Stdout != "['linecache', 'sys']\n['<cell 1>']\n" ||
+					!strings.Contains(r.Stderr, `File "<cell 1>", line 4`) {
+					t.Errorf("session %d's first run: %s, stdout %q, stderr %q", i, r.Outcome, r.Stdout, r.Stderr)
+				}
+				if r := run(t, s, "'_w' in globals(), '_' in globals()"); r.Stdout != "(False, False)\n" {
+					t.Errorf("session %d: %q", i, r.Stdout)
+				}
+				pids[s.WorkerPID()] = true
+				closeAndWaitIdle(t, p, s)
+			}
+			if !m.cold && len(pids) != 1 {
+				t.Errorf("the owner's sessions ran in %d workers; want 1 (recycled)", len(pids))
+			}
+		})
 	}
 }

@@ -1,5 +1,5 @@
 # codeinterp guest bootstrap: runs once per interpreter, before any user code.
-# It reads programs framed as b"<nonce> <length>\n<source>" from fd 0, runs
+# It reads programs framed as b"<nonce> <length>[ warm]\n<source>" from fd 0, runs
 # each with the cell runner (sandbox/internal/cellrunner, prepended to this
 # file) in one persistent namespace (state survives between runs, as in a
 # notebook), and after each run writes b"\0CI:<nonce>:<status>\n" to fd 2 in
@@ -46,11 +46,17 @@ def _codeinterp_loop(warmup=True):
             pending.extend(chunk)
 
     while True:
-        nonce, size = take(None).split()
-        src = take(int(size))
-        n += 1
-        status = _codeinterp_run(src, "<cell %d>" % n, ns)
+        header = take(None).split()
+        src = take(int(header[1]))
+        if len(header) > 2:
+            # The worker's own warm-up (worker.go, warmUp), before the
+            # session is handed over: the whole path of a run, in a
+            # namespace thrown away, not counted as a cell.
+            status = _codeinterp_run(src, "<warmup>", _codeinterp_namespace())
+        else:
+            n += 1
+            status = _codeinterp_run(src, "<cell %d>" % n, ns)
         _codeinterp_flush()
-        write(2, b"\0CI:" + nonce + b":" + status.encode() + b"\n")
+        write(2, b"\0CI:" + header[0] + b":" + status.encode() + b"\n")
 
 _codeinterp_loop()

@@ -313,6 +313,9 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 	case err := <-w.exited:
 		return fmt.Errorf("interpreter exited during start-up: %v: %s", err, w.stderr.out.bytes())
 	}
+	if err := w.warmUp(); err != nil {
+		return err
+	}
 	w.stderr.out.reset()
 	w.stdout.reset()
 	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(w.started).Nanoseconds()}})
@@ -399,7 +402,33 @@ func (w *worker) loop(ctlIn io.Reader) error {
 	}
 }
 
+// warmUp runs cellrunner.WarmUpCells through the whole path of a run —
+// stdin, the cell runner, stdout and the end marker — before the session
+// is handed over, and discards their output: a restored instance faults in
+// its image's pages as they are first touched, and a session's first call
+// should find them touched, like its second. The guest runs them in a
+// namespace it throws away (TestWarmUpLeavesNoState).
+func (w *worker) warmUp() error {
+	for _, cell := range cellrunner.WarmUpCells {
+		r := w.execute([]byte(cell), warmUpTimeout, true)
+		if r.Status != wire.StatusOK || r.InterpreterGone || string(r.Stdout) != cellrunner.WarmUpOutput {
+			return fmt.Errorf("warm-up run: %s (%s), stdout %.80q, stderr %.200q", r.Status, r.Detail, r.Stdout, r.Stderr)
+		}
+	}
+	return nil
+}
+
+// warmUpTimeout bounds one warm-up cell (about a millisecond).
+const warmUpTimeout = 30 * time.Second
+
 func (w *worker) run(r *wire.Run) *wire.Result {
+	res := w.execute(r.Code, time.Duration(r.TimeoutNanos), false)
+	res.ID = r.ID
+	return res
+}
+
+// execute runs one program (warm: one of the worker's warm-up cells).
+func (w *worker) execute(code []byte, timeout time.Duration, warm bool) *wire.Result {
 	var nonceBytes [8]byte
 	_, _ = rand.Read(nonceBytes[:])
 	nonce := hex.EncodeToString(nonceBytes[:])
@@ -407,13 +436,17 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 	full := w.scratch.budget.Stats().NoSpace
 	done := w.stderr.expect(nonce)
 	start := time.Now()
+	header := fmt.Sprintf("%s %d\n", nonce, len(code))
+	if warm {
+		header = fmt.Sprintf("%s %d warm\n", nonce, len(code))
+	}
 	go func() {
 		// Blocks until the guest has read it all; a guest that never reads
 		// again is ended by the server's timeout (the process is killed).
-		_, _ = w.stdinW.Write(append([]byte(fmt.Sprintf("%s %d\n", nonce, len(r.Code))), r.Code...))
+		_, _ = w.stdinW.Write(append([]byte(header), code...))
 	}()
-	res := &wire.Result{ID: r.ID}
-	timer := time.NewTimer(time.Duration(r.TimeoutNanos))
+	res := &wire.Result{}
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case status := <-done:

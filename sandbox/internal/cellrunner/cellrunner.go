@@ -10,3 +10,15 @@ var source string
 // so anything that identifies it (a snapshot's recipe, a checkpoint's
 // stamp) must be computed from this, not from the kernel's file alone.
 func Prepend(kernel string) string { return source + "\n" + kernel }
+
+// WarmUpCells are the trusted cells a kernel's host runs through the whole
+// path of a run before it hands an interpreter to a session, in a
+// namespace the kernel throws away: one expression (the one-compile path)
+// and a statement with a last expression (the general one). Each prints
+// WarmUpOutput. A restored interpreter faults in its memory's pages as
+// they are first touched and Python fills its caches on first use; after
+// these, a session's first call finds them touched, like its second.
+var WarmUpCells = []string{"print(25)", "_w = 25\n_w"}
+
+// WarmUpOutput is what each of WarmUpCells prints.
+const WarmUpOutput = "25\n"
