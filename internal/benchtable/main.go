@@ -95,6 +95,12 @@ var targets = []struct {
 	{label: "load 200 requests at 50 concurrent, default settings: code calls completed, ≥ 95 %", bench: "LoadThroughDev/default", unit: "code-calls-completed-%", atLeast: 95},
 	{label: "load 200 requests at 50 concurrent, default settings: requests lost, 0", bench: "LoadThroughDev/default", unit: "requests-lost", max: 0},
 	{label: "egress: added latency of an allowed HTTPS request through the proxy, median, ≤ 2 ms", bench: "EgressAddedLatency/new-connection", unit: "tunnel-added-median-µs", max: 2000},
+	{label: "warm WASM print(25), a session's first call, median, ≤ 0.5 ms", bench: "WarmPrint25", unit: "ms-p50", max: 0.5},
+	{label: "warm WASM print(25), a session's second call, median, ≤ 0.5 ms", bench: "WarmPrint25SecondCall", unit: "ms-p50", max: 0.5},
+	{label: "native /usr/bin/python3 -c 'print(25)' ÷ warm WASM print(25), ≥ 35×", bench: "NativePython3Subprocess", ratioOf: "WarmPrint25", unit: "ms-p50", min: 35},
+	{label: "gVisor warm print(25), a session's first call, median, ≤ 1 ms", bench: "GVisorWarmPrint25", unit: "ms-p50", max: 1},
+	{label: "gVisor warm print(25), a session's second call, median, ≤ 1 ms", bench: "GVisorWarmPrint25SecondCall", unit: "ms-p50", max: 1},
+	{label: "code interpreter overhead for print(25), median, ≤ 4 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 4e3},
 	{label: "egress: added latency of an allowed HTTPS request to a domain with secrets (TLS terminated), median, ≤ 2 ms", bench: "EgressAddedLatency/new-connection", unit: "terminated-added-median-µs", max: 2000},
 }
 

@@ -22,6 +22,12 @@ func BenchmarkGVisorWarmPrint25(b *testing.B) {
 	sandboxtest.BenchWarmPrint25(b, sandboxtest.NewGVisor(b, func(c *pool.Config) { c.WarmWorkers = 1 }))
 }
 
+// BenchmarkGVisorWarmPrint25SecondCall is the same as a session's second
+// call.
+func BenchmarkGVisorWarmPrint25SecondCall(b *testing.B) {
+	sandboxtest.BenchWarmPrint25SecondCall(b, sandboxtest.NewGVisor(b, func(c *pool.Config) { c.WarmWorkers = 1 }))
+}
+
 // BenchmarkGVisorColdSession opens a session with no warm sandbox and runs
 // print(25): a sandbox is restored from the checkpoint (runsc restore, the
 // kernel's begin frame). BenchmarkGVisorColdSessionNoSnapshot is the same

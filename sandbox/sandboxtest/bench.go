@@ -63,6 +63,36 @@ func BenchWarmPrint25(b *testing.B, p *pool.Pool) {
 	ReportMedian(b, took)
 }
 
+// BenchWarmPrint25SecondCall times print(25) from the call to the result
+// as the second call of a session that took a pre-warmed interpreter: the
+// steady state of a conversation's code calls, beside BenchWarmPrint25's
+// first call.
+func BenchWarmPrint25SecondCall(b *testing.B, p *pool.Pool) {
+	ctx := context.Background()
+	b.StopTimer()
+	var took []time.Duration
+	for i := 0; i < b.N; i++ {
+		WaitWarm(b, p)
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := s.Run(ctx, "print(24)"); err != nil || r.Stdout != "24\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		r, err := s.Run(ctx, "print(25)")
+		took = append(took, time.Since(t0))
+		b.StopTimer()
+		if err != nil || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		s.Close()
+	}
+	ReportMedian(b, took)
+}
+
 // BenchColdPrint25 opens a session with no warm interpreter and runs
 // print(25) (p needs WarmWorkers = 0): the whole interpreter start-up.
 func BenchColdPrint25(b *testing.B, p *pool.Pool) {

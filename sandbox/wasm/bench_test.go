@@ -24,6 +24,11 @@ func BenchmarkWarmPrint25(b *testing.B) {
 	sandboxtest.BenchWarmPrint25(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 1 }))
 }
 
+// BenchmarkWarmPrint25SecondCall is the same as a session's second call.
+func BenchmarkWarmPrint25SecondCall(b *testing.B) {
+	sandboxtest.BenchWarmPrint25SecondCall(b, sandboxtest.New(b, func(c *pool.Config) { c.WarmWorkers = 1 }))
+}
+
 // BenchmarkColdPrint25 is the same with no warm interpreter: the session
 // starts its worker (process, cgroup, cached module, CPython start-up).
 func BenchmarkColdPrint25(b *testing.B) {
