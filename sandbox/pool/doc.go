@@ -13,8 +13,14 @@
 // speaks its protocol.
 //
 // Warm interpreters wait, blocked on their first read, so a session's first
-// run does not pay the interpreter's start-up. An interpreter never serves a
-// second session. When a run ends its interpreter (timeout, memory, crash),
+// run does not pay the interpreter's start-up; each kind runs trusted
+// warm-up cells through the whole run path before it reports one started,
+// so that the first call finds its pages touched, like the second. The warm
+// interpreter a session takes is replaced once that session's first run has
+// ended (or it closed, or 250 ms passed): a replacement started at once
+// would take the cores the first call needs. An interpreter never serves a
+// second session (unless SessionsPerWorker says so, and then only its
+// owner's, each a fresh interpreter). When a run ends its interpreter (timeout, memory, crash),
 // the next run of the session gets a fresh one and reports StateLost.
 //
 // The file operations of a session (WriteFile, ReadFile, ListFiles,
