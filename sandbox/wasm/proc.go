@@ -125,6 +125,9 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		ParentPID:        os.Getpid(),
 		SnapshotDir:      k.countSession(),
 	}
+	// Only a worker that recycles (a restored session, then the owner's
+	// next) ever stops a guest in the process; the others are killed.
+	init.Interruptible = init.SnapshotDir != "" && k.cfg.SessionsPerWorker > 1
 	if k.root {
 		init.DropTo = &wire.Credential{UID: k.cfg.Isolation.UID, GID: k.cfg.Isolation.GID}
 	}

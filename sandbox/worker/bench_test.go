@@ -61,8 +61,8 @@ func BenchmarkColdStartPhases(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().
-			WithCompilationCache(cache).WithMemoryLimitPages(4096).WithCloseOnContextDone(true))
+		rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig(false).
+			WithCompilationCache(cache).WithMemoryLimitPages(4096))
 		compiled, err := rt.CompileModule(trustCache(ctx), wasm) // as a worker loads it
 		if err != nil {
 			b.Fatal(err)
@@ -132,8 +132,8 @@ func BenchmarkRestorePhases(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().
-			WithCompilationCache(cache).WithMemoryLimitPages(4096).WithCloseOnContextDone(true))
+		rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig(false).
+			WithCompilationCache(cache).WithMemoryLimitPages(4096))
 		r, err := openRestorer(ctx, rt, snap, 4096)
 		if err != nil {
 			b.Fatal(err)

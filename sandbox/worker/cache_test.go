@@ -39,7 +39,7 @@ func loadWith(t *testing.T, cacheDir string, bin []byte) (uint64, error) {
 		t.Fatal(err)
 	}
 	defer cache.Close(ctx)
-	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig().WithCompilationCache(cache))
+	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig(false).WithCompilationCache(cache))
 	defer rt.Close(ctx)
 	compiled, err := rt.CompileModule(trustCache(ctx), bin)
 	if err != nil {

@@ -116,19 +116,32 @@ func TakeSnapshot(ctx context.Context, runtimeDir, cacheDir, outDir string) (err
 		}
 	}()
 
-	rc := compilerConfig().WithMemoryLimitPages(65536)
+	var cache wazero.CompilationCache
 	if cacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
-		if err != nil {
+		if cache, err = wazero.NewCompilationCacheWithDir(cacheDir); err != nil {
 			return fmt.Errorf("compilation cache: %w", err)
 		}
 		defer cache.Close(ctx)
-		rc = rc.WithCompilationCache(cache)
 	}
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	runtime := func(interruptible bool) wazero.Runtime {
+		rc := compilerConfig(interruptible).WithMemoryLimitPages(65536)
+		if cache != nil {
+			rc = rc.WithCompilationCache(cache)
+		}
+		return wazero.NewRuntimeWithConfig(ctx, rc)
+	}
+	// What sessions will load, in both variants (wire.Init.Interruptible):
+	// compile it now, in the trusted step, so the cache holds it.
+	plain := runtime(false)
+	_, err = plain.CompileModule(ctx, stripped)
+	_ = plain.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("compile the stripped module: %w", err)
+	}
+	// This step's own runtime is interruptible: its context's deadline
+	// bounds it.
+	rt := runtime(true)
 	defer rt.Close(ctx)
-	// What sessions will load: compile it now, in the trusted step, so
-	// the cache holds it.
 	if _, err := rt.CompileModule(ctx, stripped); err != nil {
 		return fmt.Errorf("compile the stripped module: %w", err)
 	}

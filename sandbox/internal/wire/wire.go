@@ -74,6 +74,12 @@ type Init struct {
 	// SnapshotDir, when set, is the snapshot (TakeSnapshot's output) that
 	// sessions start from instead of python.wasm's cold start.
 	SnapshotDir string `json:"snapshot_dir,omitempty"`
+	// Interruptible makes the guest's code check, at every call and loop
+	// header, whether it is to stop, so that a session can be ended in
+	// the process and the next one started (sessions_per_worker > 1). The
+	// checks cost about half of the guest's speed, so a worker that serves
+	// one session — killed, never interrupted — runs without them.
+	Interruptible bool `json:"interruptible,omitempty"`
 }
 
 // Credential is a uid/gid pair.
