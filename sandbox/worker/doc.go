@@ -24,6 +24,14 @@
 // clocks and crypto randomness, and nothing else: no host files, no
 // environment (PYTHONHOME only on the cold path), no sockets.
 //
+// A worker that serves one session runs its guest without wazero's
+// cancellation checks (they halved CPython's speed): such a guest is never
+// stopped in the process, only killed with it. A worker that recycles
+// (wire.Init.Interruptible) has them, to end a session's guest that will
+// not exit on end of input. Before reporting ready, every session runs
+// cellrunner.WarmUpCells through the whole run path (warmUp), so that its
+// first call finds the image's pages touched.
+//
 // Guest stdout and stderr go to bounded in-memory buffers: bytes past the
 // bound are counted and dropped as they are written, whether they come from
 // print or os.write. The control protocol (package wire) runs on separate
