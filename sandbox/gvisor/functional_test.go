@@ -193,3 +193,25 @@ print(len(plt.get_fignums()))
 		})
 	}
 }
+
+// TestOutputDescriptorsReplaced: code that points fd 1 or 2 elsewhere (a
+// file, the other output pipe) would leave a kernel whose later output goes
+// there instead of to the host: the run completes with what reached the
+// host, and the interpreter is gone, so the session's next run is a fresh
+// one whose output is seen.
+func TestOutputDescriptorsReplaced(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ name, code, stdout string }{
+		{"stdout to a file", "import os\nprint('seen', flush=True)\nfd = os.open('/tmp/x', os.O_WRONLY | os.O_CREAT)\nos.dup2(fd, 1)\nprint('hidden')", "seen\n"},
+		{"stderr to a file", "import os\nfd = os.open('/tmp/x', os.O_WRONLY | os.O_CREAT)\nos.dup2(fd, 2)\nprint('seen')", "seen\n"},
+		{"stdout onto stderr", "import os\nos.dup2(2, 1)\nprint('to stderr')", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := e.start(t)
+			r := s.run(c.code, 10*time.Second)
+			if r.Status != wire.StatusOK || !r.InterpreterGone || string(r.Stdout) != c.stdout {
+				t.Errorf("%s; want ok, stdout %q, the interpreter gone", describe(r), c.stdout)
+			}
+		})
+	}
+}

@@ -417,16 +417,21 @@ func (it *interp) run(ctx context.Context, runID uint64, code []byte, timeout ti
 		// then wait a moment and take what came.)
 		wait, cancel := context.WithTimeout(context.Background(), markerWait)
 		defer cancel()
+		lost := false
 		for _, done := range []<-chan struct{}{outDone, errDone} {
 			select {
 			case <-done:
 			case <-it.proc.Exited():
 			case <-wait.Done():
+				lost = true
 			}
 		}
 		r := result(res.Status, false, res.Detail)
 		r.Images, r.ImagesDropped = res.Images, res.ImagesDropped
-		if res.Status == wire.StatusTimeout || res.InterpreterGone {
+		// A marker that did not come means fd 1 or 2 no longer reaches
+		// the host (the code closed or replaced it): the kernel's later
+		// output would be lost, so it goes (TestOutputDescriptorsReplaced).
+		if res.Status == wire.StatusTimeout || res.InterpreterGone || lost {
 			// The kernel caught its own alarm; the run's state is suspect
 			// and the contract is that a timed-out interpreter is gone.
 			it.Kill()

@@ -34,8 +34,16 @@ class _CodeinterpTimeout(BaseException):
     pass
 
 
+# _codeinterp_timing[0] is true while a timed cell runs: the timer is not
+# disarmed after a cell (a system call, ~85 µs under gVisor), so an alarm
+# that comes later, between cells, is ignored (and the call it interrupted
+# retried); the next cell's setitimer replaces what was left.
+_codeinterp_timing = [False]
+
+
 def _codeinterp_alarm(signum, frame):
-    raise _CodeinterpTimeout()
+    if _codeinterp_timing[0]:
+        raise _CodeinterpTimeout()
 
 
 def _codeinterp_cell(src, name, ns):
@@ -102,11 +110,11 @@ def _codeinterp_run(src, name, ns, timeout=None):
     try:
         try:
             if timeout is not None:
+                _codeinterp_timing[0] = True
                 signal.setitimer(signal.ITIMER_REAL, timeout)
             _codeinterp_cell(src, name, ns)
         finally:
-            if timeout is not None:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+            _codeinterp_timing[0] = False
     except _CodeinterpTimeout as e:
         _codeinterp_traceback(e, "TimeoutError: the run's time limit passed\n")
         return "timeout"

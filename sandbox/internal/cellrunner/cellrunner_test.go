@@ -65,6 +65,10 @@ func TestRun(t *testing.T) {
 		{src: "1 / 0", status: "error",
 			stderr: `(?s)^Traceback \(most recent call last\):\n  File "<cell 19>", line 1, in <module>\n    1 / 0\n.*ZeroDivisionError: division by zero\n$`},
 		{src: " 1", status: "error", stderr: `(?s)^  File "<cell 20>", line 1\n.*IndentationError: unexpected indent\n$`},
+		// A timed cell that ends at once leaves its timer armed: the alarm
+		// that comes during the next, untimed cell is ignored.
+		{src: "'quick'", timeout: 0.05, status: "ok", stdout: "'quick'\n"},
+		{src: "import time\ntime.sleep(0.3)\n'after'", status: "ok", stdout: "'after'\n"},
 		{src: "'\\d'", status: "ok", stdout: "'\\\\d'\n", stderr: `^(.*SyntaxWarning.*\n.*\n)?$`},
 	}
 	in, _ := json.Marshal(func() []map[string]any {
