@@ -185,20 +185,28 @@ func TestDuplexEcho(t *testing.T) {
 	}
 }
 
+// echoedResponse opens a duplex stream for a request that is not ours
+// (plainRequest) and sends the upstream's response headers with
+// contentType, checking they are answered at once.
+func echoedResponse(t *testing.T, contentType string) *envoyStream {
+	t.Helper()
+	es := startDuplexFilter(t, Config{}, noSandbox{t}).open(t)
+	es.requestHeaders("POST", "/v1/responses", false)
+	es.requestBody(plainRequest)
+	es.sendResponseHeaders(200, contentType)
+	if r := es.recv(); r.GetResponseHeaders() == nil {
+		t.Fatalf("answer %v, want the headers response", r)
+	}
+	return es
+}
+
 // TestDuplexEchoPacing: an event stream that is not ours is answered
 // chunk by chunk as it arrives (each answer comes before Envoy sends the
 // next chunk); a JSON answer, which no client reads before its end, keeps
 // its last chunk until Envoy's next message, so the end leaves with it.
 func TestDuplexEchoPacing(t *testing.T) {
 	t.Run("event stream, live", func(t *testing.T) {
-		e := startDuplexFilter(t, Config{}, noSandbox{t})
-		es := e.open(t)
-		es.requestHeaders("POST", "/v1/responses", false)
-		es.requestBody(plainRequest)
-		es.sendResponseHeaders(200, "text/event-stream; charset=utf-8")
-		if r := es.recv(); r.GetResponseHeaders() == nil {
-			t.Fatalf("answer %v, want the headers response", r)
-		}
+		es := echoedResponse(t, "text/event-stream; charset=utf-8")
 		for _, ev := range []string{"event: a\ndata: {}\n\n", "event: b\ndata: {}\n\n"} {
 			es.sendBody([]byte(ev), false)
 			sr := es.recv().GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
@@ -217,14 +225,7 @@ func TestDuplexEchoPacing(t *testing.T) {
 		trailers bool
 	}{{"JSON, last chunk with the end", false}, {"JSON with trailers", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := startDuplexFilter(t, Config{}, noSandbox{t})
-			es := e.open(t)
-			es.requestHeaders("POST", "/v1/responses", false)
-			es.requestBody(plainRequest)
-			es.sendResponseHeaders(200, "application/json")
-			if r := es.recv(); r.GetResponseHeaders() == nil {
-				t.Fatalf("answer %v, want the headers response", r)
-			}
+			es := echoedResponse(t, "application/json")
 			es.sendBody([]byte(`{"a":`), false)
 			es.sendBody([]byte(`1}`), false)
 			if tc.trailers {

@@ -355,15 +355,11 @@ func (it *interp) Foreground() {
 // away, so the session starts with nothing of them
 // (TestWarmUpLeavesNoState).
 func (it *interp) warmUp(ctx context.Context) error {
-	for _, cell := range cellrunner.WarmUpCells {
-		r, err := it.run(ctx, 0, []byte(cell), startTimeout, true)
-		if err != nil {
-			return fmt.Errorf("gvisor: warm-up run: %w", err)
-		}
-		if r.Status != wire.StatusOK || r.InterpreterGone || string(r.Stdout) != cellrunner.WarmUpOutput {
-			return fmt.Errorf("gvisor: warm-up run: %s (%s), stdout %.80q, stderr %.200q%s",
-				r.Status, r.Detail, r.Stdout, r.Stderr, it.diagSuffix())
-		}
+	err := cellrunner.WarmUp(func(cell []byte) (*wire.Result, error) {
+		return it.run(ctx, 0, cell, startTimeout, true)
+	})
+	if err != nil {
+		return fmt.Errorf("gvisor: %w%s", err, it.diagSuffix())
 	}
 	return nil
 }
@@ -414,7 +410,7 @@ func (it *interp) run(ctx context.Context, runID uint64, code []byte, timeout ti
 		}
 		// The markers were written before the frame, on other pipes.
 		// (Code that closed or replaced fd 1 or 2 gets no marker through:
-		// then wait a moment and take what came.)
+		// then wait a moment, take what came, and end the kernel.)
 		wait, cancel := context.WithTimeout(context.Background(), markerWait)
 		defer cancel()
 		lost := false

@@ -19,9 +19,10 @@
 // interpreter a session takes is replaced once that session's first run has
 // ended (or it closed, or 250 ms passed): a replacement started at once
 // would take the cores the first call needs. An interpreter never serves a
-// second session (unless SessionsPerWorker says so, and then only its
-// owner's, each a fresh interpreter). When a run ends its interpreter (timeout, memory, crash),
-// the next run of the session gets a fresh one and reports StateLost.
+// second session (a worker process may, in turn, with SessionsPerWorker >
+// 1: only its owner's, each a fresh interpreter). When a run ends its
+// interpreter (timeout, memory, crash), the next run of the session gets a
+// fresh one and reports StateLost.
 //
 // The file operations of a session (WriteFile, ReadFile, ListFiles,
 // RemoveFiles) are serialised with its runs, checked here (paths cleaned and

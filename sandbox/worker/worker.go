@@ -415,13 +415,9 @@ func (w *worker) loop(ctlIn io.Reader) error {
 // should find them touched, like its second. The guest runs them in a
 // namespace it throws away (TestWarmUpLeavesNoState).
 func (w *worker) warmUp() error {
-	for _, cell := range cellrunner.WarmUpCells {
-		r := w.execute([]byte(cell), warmUpTimeout, true)
-		if r.Status != wire.StatusOK || r.InterpreterGone || string(r.Stdout) != cellrunner.WarmUpOutput {
-			return fmt.Errorf("warm-up run: %s (%s), stdout %.80q, stderr %.200q", r.Status, r.Detail, r.Stdout, r.Stderr)
-		}
-	}
-	return nil
+	return cellrunner.WarmUp(func(cell []byte) (*wire.Result, error) {
+		return w.execute(cell, warmUpTimeout, true), nil
+	})
 }
 
 // warmUpTimeout bounds one warm-up cell (about a millisecond).
@@ -442,10 +438,11 @@ func (w *worker) execute(code []byte, timeout time.Duration, warm bool) *wire.Re
 	full := w.scratch.budget.Stats().NoSpace
 	done := w.stderr.expect(nonce)
 	start := time.Now()
-	header := fmt.Sprintf("%s %d\n", nonce, len(code))
+	mark := "" // bootstrap.py's header: "<nonce> <length>[ warm]"
 	if warm {
-		header = fmt.Sprintf("%s %d warm\n", nonce, len(code))
+		mark = " warm"
 	}
+	header := fmt.Sprintf("%s %d%s\n", nonce, len(code), mark)
 	go func() {
 		// Blocks until the guest has read it all; a guest that never reads
 		// again is ended by the server's timeout (the process is killed).

@@ -1,6 +1,11 @@
 package cellrunner
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+
+	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
+)
 
 //go:embed cellrunner.py
 var source string
@@ -15,10 +20,26 @@ func Prepend(kernel string) string { return source + "\n" + kernel }
 // path of a run before it hands an interpreter to a session, in a
 // namespace the kernel throws away: one expression (the one-compile path)
 // and a statement with a last expression (the general one). Each prints
-// WarmUpOutput. A restored interpreter faults in its memory's pages as
+// warmUpOutput. A restored interpreter faults in its memory's pages as
 // they are first touched and Python fills its caches on first use; after
 // these, a session's first call finds them touched, like its second.
 var WarmUpCells = []string{"print(25)", "_w = 25\n_w"}
 
-// WarmUpOutput is what each of WarmUpCells prints.
-const WarmUpOutput = "25\n"
+// warmUpOutput is what each of WarmUpCells prints.
+const warmUpOutput = "25\n"
+
+// WarmUp runs each of WarmUpCells with run — the kind's own run path, told
+// that this is a warm-up — and fails unless each completed, printing what
+// it should, with the interpreter still there.
+func WarmUp(run func(cell []byte) (*wire.Result, error)) error {
+	for _, cell := range WarmUpCells {
+		r, err := run([]byte(cell))
+		if err != nil {
+			return fmt.Errorf("warm-up run: %w", err)
+		}
+		if r.Status != wire.StatusOK || r.InterpreterGone || string(r.Stdout) != warmUpOutput {
+			return fmt.Errorf("warm-up run: %s (%s), stdout %.80q, stderr %.200q", r.Status, r.Detail, r.Stdout, r.Stderr)
+		}
+	}
+	return nil
+}
