@@ -35,9 +35,12 @@ deps:
 runtime:
 	bash runtime/build-python-wasi.sh
 
-# runsc and Debian's python3 scientific stack for sandbox.provider: gvisor
-# (apt; nothing is asked of apt once they are installed).
+# The pinned runsc (built from the Go module proxy at runtime/runsc/go.mod's
+# version into the build cache; minutes once, seconds when cached) and
+# Debian's python3 scientific stack, the native baseline (apt; nothing is
+# asked of apt once they are installed), for sandbox.provider: gvisor.
 gvisor:
+	GO=$(GO) bash runtime/build-runsc.sh
 	bash runtime/install-gvisor.sh
 
 # The gVisor sandbox's root filesystem: a Debian tree with python3 and the

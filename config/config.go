@@ -5,6 +5,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/filter"
 	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 )
 
 // Config is the whole configuration of `extproc serve` and `extproc dev`.
@@ -212,10 +213,16 @@ const (
 
 // GVisor configures the gVisor provider (sandbox/gvisor).
 type GVisor struct {
-	// Runsc is the runsc binary: a path, or a name looked up on PATH.
+	// Runsc is the runsc binary: a path, or a name looked up on PATH. ""
+	// means the pinned gVisor that `make setup` builds
+	// (runtime/build-runsc.sh): $CODEINTERP_RUNSC_DIR/runsc if set, else
+	// the newest build in ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp. The
+	// server refuses a runsc that is not the pinned version.
 	Runsc string `json:"runsc"`
-	// Platform is runsc's --platform: "ptrace" works everywhere; "kvm"
-	// needs /dev/kvm (it hangs in a VM without nested virtualisation).
+	// Platform is runsc's --platform: "systrap" (the default: seccomp
+	// traps, gVisor's default platform), "ptrace" (slower; where a
+	// seccomp profile forbids systrap), or "kvm" (needs /dev/kvm; it
+	// hangs in a VM without nested virtualisation).
 	Platform string `json:"platform"`
 	// RootFS is the sandbox's root filesystem, read-only: the Debian tree
 	// with python3 and the data-science packages that `make setup`
@@ -313,8 +320,8 @@ func Default() *Config {
 			},
 			Isolation: Isolation{Cgroup: "auto", CgroupParent: "/codeinterp", UID: 65534, GID: 65534},
 			GVisor: GVisor{
-				Runsc:         "runsc",
-				Platform:      "ptrace",
+				Runsc:         "",
+				Platform:      gvisor.DefaultPlatform,
 				Python:        "/usr/bin/python3",
 				MaxImages:     8,
 				MaxImageBytes: 8 * MiB,

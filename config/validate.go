@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 )
 
 // Envoy's range for message_timeout, max_message_timeout and so for
@@ -260,15 +263,14 @@ func (c *Config) validateSandbox(v *validator) {
 		v.check(s.Snapshot || s.SessionsPerWorker == 1, "sandbox.sessions_per_worker", "%d needs sandbox.snapshot: true (a cold-start worker serves one session)", s.SessionsPerWorker)
 	case ProviderGVisor:
 		g := s.GVisor
-		v.check(g.Runsc != "", "sandbox.gvisor.runsc", "must be set")
-		v.check(g.Platform == "ptrace" || g.Platform == "kvm" || g.Platform == "systrap", "sandbox.gvisor.platform",
-			"%q is not one of ptrace, kvm, systrap", g.Platform)
+		v.check(slices.Contains(gvisor.Platforms(), g.Platform), "sandbox.gvisor.platform",
+			"%q is not one of %s", g.Platform, strings.Join(gvisor.Platforms(), ", "))
 		v.check(strings.HasPrefix(g.Python, "/"), "sandbox.gvisor.python", "%q must be an absolute path", g.Python)
 		v.check(g.StateDir == "" || strings.HasPrefix(g.StateDir, "/"), "sandbox.gvisor.state_dir", "%q must be an absolute path", g.StateDir)
 		v.check(g.MaxImages >= 0 && g.MaxImages <= 64, "sandbox.gvisor.max_images", "%d must be between 0 and 64", g.MaxImages)
 		v.check(g.MaxImageBytes >= 0 && g.MaxImageBytes <= 64*MiB, "sandbox.gvisor.max_image_bytes", "%s must be at most 64MiB", g.MaxImageBytes)
-		// runsc, its gofer, the sentry and its ptrace stubs are host
-		// threads in the sandbox's cgroup: an idle sandbox has ~80.
+		// runsc, its gofer, the sentry and its platform's stubs are
+		// host threads in the sandbox's cgroup: an idle sandbox has ~80.
 		v.check(l.Pids >= 128, "sandbox.limits.pids", "%d is too few for gvisor: an idle sandbox already holds ~80 host threads (use 512)", l.Pids)
 		v.check(l.GuestMemory >= 256*MiB, "sandbox.limits.guest_memory", "%s is too little for gvisor: CPython with numpy, pandas and matplotlib imported holds ~150MiB (use 1GiB)", l.GuestMemory)
 	default:

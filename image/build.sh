@@ -6,7 +6,8 @@
 #   --variant  wasm (default): codeinterp/extproc, the server, CPython-WASI and
 #              its precompiled wazero cache on an empty base;
 #              gvisor: codeinterp/extproc-gvisor, the same on Debian with
-#              runsc and the python3-* packages of runtime/install-gvisor.sh.
+#              the pinned runsc (runtime/build-runsc.sh) and the sandbox's
+#              root filesystem (runtime/build-gvisor-rootfs.sh).
 #   --base     a Debian image to start from (e.g. docker.io/library/debian:bookworm-slim
 #              where a registry is reachable). Default: one made here by
 #              mmdebstrap from this machine's apt sources.
@@ -118,9 +119,15 @@ fi
 
 packages=ca-certificates
 if [ "$variant" = gvisor ]; then
-  # The image needs runsc; the sandbox's Python and packages are its own
-  # root filesystem (the same tree make setup builds), not the image's /usr.
-  packages+=" runsc"
+  # The image needs the pinned runsc (built from the Go module proxy, the
+  # same binary make setup builds; not Debian's package); the sandbox's
+  # Python and packages are its own root filesystem (the same tree make
+  # setup builds), not the image's /usr.
+  log "pinned runsc"
+  GO=${GO:-go} bash runtime/build-runsc.sh >&2
+  runsc=$(GO=${GO:-go} bash runtime/build-runsc.sh --print-path)
+  mkdir -p "$CTX/runsc"
+  cp -p "$runsc" "$(dirname "$runsc")/MANIFEST" "$CTX/runsc/"
   log "gVisor sandbox root filesystem"
   bash runtime/build-gvisor-rootfs.sh >&2
   rootfs=$(bash runtime/build-gvisor-rootfs.sh --print-dir)

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/worker"
 )
 
@@ -47,8 +49,8 @@ func runExec(ctx context.Context, args []string) error {
 	code := fs.String("c", "", "code to run (otherwise a FILE argument, or - / nothing for stdin)")
 	fs.StringVar(&sb.Provider, "provider", sb.Provider, "sandbox provider: wasm or gvisor")
 	fs.StringVar(&sb.RuntimeDir, "runtime", "", "(wasm) CPython-WASI runtime directory (default: the build cache)")
-	fs.StringVar(&sb.GVisor.Runsc, "runsc", sb.GVisor.Runsc, "(gvisor) the runsc binary")
-	fs.StringVar(&sb.GVisor.Platform, "platform", sb.GVisor.Platform, "(gvisor) runsc platform: ptrace, systrap or kvm")
+	fs.StringVar(&sb.GVisor.Runsc, "runsc", sb.GVisor.Runsc, "(gvisor) the runsc binary (default: the pinned one make setup builds)")
+	fs.StringVar(&sb.GVisor.Platform, "platform", sb.GVisor.Platform, "(gvisor) runsc platform: "+strings.Join(gvisor.Platforms(), ", "))
 	fs.DurationVar(&sb.Limits.RunTimeout, "timeout", sb.Limits.RunTimeout, "wall-time limit of the run")
 	memory := fs.String("memory", sb.Limits.GuestMemory.String(), "memory limit of the session (e.g. 256MiB)")
 	stdoutMax := fs.String("stdout-limit", sb.Limits.StdoutBytes.String(), "stdout bytes kept")

@@ -139,11 +139,11 @@ func TestExecGVisor(t *testing.T) {
 	if r := float64(cfg.Width) / float64(cfg.Height); r < 1.1 || r > 1.6 {
 		t.Errorf("figure is %dx%d, want about 4:3", cfg.Width, cfg.Height)
 	}
-	// Without runsc the command fails closed and says what to install.
+	// Without runsc the command fails closed and says how to build it.
 	cmd = exec.Command(bin, "exec", "--provider", "gvisor", "--runsc", "/nonexistent/runsc", "-c", "1")
 	stderr.Reset()
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "runsc") || !strings.Contains(stderr.String(), "apt-get install") {
-		t.Errorf("missing runsc: err %v, stderr %q; want a failure that says to install runsc", err, stderr.String())
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "runsc") || !strings.Contains(stderr.String(), "make setup") {
+		t.Errorf("missing runsc: err %v, stderr %q; want a failure that says to build runsc with make setup", err, stderr.String())
 	}
 }

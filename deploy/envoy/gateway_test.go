@@ -923,8 +923,8 @@ func checkImage(ctr corev1.Container, provider string, fail func(string, ...any)
 // mounts and the sandbox's chroot (SYS_ADMIN, SYS_CHROOT), mapping nobody
 // into its user namespace (SETUID, SETGID), clearing the bounding set
 // (SETPCAP), the gofer's file capabilities, and KILL for the server to
-// kill sandbox processes owned by uid 65534. The ptrace platform adds
-// SYS_PTRACE.
+// kill sandbox processes owned by uid 65534. The systrap and ptrace
+// platforms add SYS_PTRACE.
 var runscCapabilities = []corev1.Capability{
 	"SYS_ADMIN", "SYS_CHROOT", "SETUID", "SETGID", "SETPCAP",
 	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL",
@@ -954,7 +954,7 @@ func checkGVisorPod(m *manifests, pod corev1.PodSpec, ctr corev1.Container, cfg 
 		// AppArmor profile in its way, an unmasked /proc, and a writable
 		// cgroup v2 (the RuntimeClass of codeinterp.yaml).
 		need := slices.Clone(runscCapabilities)
-		if g.Platform == "ptrace" {
+		if g.Platform == "ptrace" || g.Platform == "systrap" {
 			need = append(need, "SYS_PTRACE")
 		}
 		var have []corev1.Capability
@@ -1315,7 +1315,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 		{"strict gvisor section", "        state_dir: /run/codeinterp/gvisor", "        statedir: /run/codeinterp/gvisor", "sandbox.gvisor.statedir: unknown field"},
 		{"unknown provider", "      provider: gvisor", "      provider: gviser", `"gviser" is not one of wasm, gvisor`},
 		{"the wasm provider", "      provider: gvisor", "      provider: wasm", "sandbox.provider is wasm; this manifest is the gvisor variant"},
-		{"bad platform", "        platform: ptrace", "        platform: kvmm", `"kvmm" is not one of ptrace, kvm, systrap`},
+		{"bad platform", "        platform: systrap", "        platform: kvmm", `"kvmm" is not one of systrap, ptrace, kvm`},
 		{"more sessions than memory", "      max_sessions: 4", "      max_sessions: 5", "memory limit 20Gi <"},
 		{"larger sessions than memory", "        max_guest_memory: 4GiB", "        max_guest_memory: 8GiB", "memory limit 20Gi <"},
 		{"client limit above the sandbox's", "      max_memory_limit: 4GiB", "      max_memory_limit: 8GiB", "interceptor.max_memory_limit"},
@@ -1356,7 +1356,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 			setGVisorCgroup(t, m, "v2")
 			gvisorContainer(m).SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeRuntimeDefault
 		}, "seccompProfile must be Unconfined"},
-		{"privileged dropped, no SYS_PTRACE for the ptrace platform", func(t *testing.T, m *manifests) {
+		{"privileged dropped, no SYS_PTRACE for the systrap platform", func(t *testing.T, m *manifests) {
 			minimalGVisorPrivileges(m)
 			setGVisorCgroup(t, m, "v2")
 			sc := gvisorContainer(m).SecurityContext

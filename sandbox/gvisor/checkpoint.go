@@ -244,7 +244,8 @@ func (c *checkpoints) take(ctx context.Context, l pool.Limits, network, backgrou
 	}()
 	cctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
-	args := append(it.runscArgs(), "checkpoint", "--image-path="+dir, it.id)
+	args := append(append(it.runscArgs(), "checkpoint", "--image-path="+dir), c.k.features.checkpointFlags()...)
+	args = append(args, it.id)
 	cmd := exec.CommandContext(cctx, args[0], args[1:]...)
 	cmd.Env = []string{}
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,10 +14,17 @@ import (
 // Config configures the gVisor kind. Zero values take the documented
 // defaults (see withDefaults).
 type Config struct {
-	// RunscPath is runsc's absolute path; default "runsc" looked up on PATH.
+	// RunscPath is runsc: a path, or a name looked up on PATH. Default:
+	// the pinned runsc runtime/build-runsc.sh built (DefaultRunsc).
 	RunscPath string
-	// Platform is runsc's --platform; default "ptrace". "kvm" hangs on VMs
-	// without nested virtualisation.
+	// RunscVersion is the version Prepare requires runsc to report;
+	// default PinnedRunscVersion. AnyRunscVersion accepts any, for a
+	// baseline measured beside the pinned one, never for a server.
+	RunscVersion string
+	// Platform is runsc's --platform: "systrap" (default; gVisor's own
+	// default since 2023, seccomp traps instead of a ptrace stop per
+	// system call), "ptrace", or "kvm" (needs /dev/kvm; hangs on VMs
+	// without nested virtualisation).
 	Platform string
 	// RootFS is the sandbox's root filesystem, mounted read-only as its /:
 	// the Debian tree runtime/build-gvisor-rootfs.sh builds (`make setup`;
@@ -68,7 +76,7 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultPlatform      = "ptrace"
+	DefaultPlatform      = "systrap"
 	DefaultPythonPath    = "/usr/bin/python3"
 	DefaultUID           = 65534
 	DefaultImageMaxCount = 8
@@ -93,9 +101,14 @@ const (
 	RecommendedPids = 512
 )
 
+// Platforms lists the runsc platforms the kind runs on, the default
+// first; config validation and `extproc exec --platform` accept the same
+// set.
+func Platforms() []string { return []string{"systrap", "ptrace", "kvm"} }
+
 func (c Config) withDefaults() Config {
-	if c.RunscPath == "" {
-		c.RunscPath = "runsc"
+	if c.RunscVersion == "" {
+		c.RunscVersion = PinnedRunscVersion
 	}
 	if c.Platform == "" {
 		c.Platform = DefaultPlatform
@@ -137,10 +150,8 @@ func (c Config) validate() error {
 	if c.ImageMaxCount < 0 || c.ImageMaxBytes < 0 {
 		return fmt.Errorf("gvisor: image bounds must not be negative")
 	}
-	switch c.Platform {
-	case "ptrace", "kvm", "systrap":
-	default:
-		return fmt.Errorf("gvisor: unknown platform %q (want ptrace or kvm)", c.Platform)
+	if !slices.Contains(Platforms(), c.Platform) {
+		return fmt.Errorf("gvisor: unknown platform %q (want one of %s)", c.Platform, strings.Join(Platforms(), ", "))
 	}
 	return nil
 }

@@ -9,8 +9,8 @@
 //     with a hidden command, LaunchMain) with an empty environment, its own
 //     process group and a parent-death signal; it blocks on a pipe until
 //     the server has confined and verified it, then execs runsc, so runsc,
-//     its gofer, its sentry and (on the ptrace platform) every stub process
-//     that runs guest threads are born inside the group. The pids limit
+//     its gofer, its sentry and every stub process that runs guest threads
+//     (systrap and ptrace alike) are born inside the group. The pids limit
 //     therefore bounds guest threads and processes too; the memory limit
 //     bounds the sentry's memory file, which holds the guest's memory and
 //     its tmpfs. Kill SIGKILLs the process group and the whole cgroup.
@@ -18,9 +18,13 @@
 //     connect to its egress proxy's socket only, for a session with a
 //     network_policy allowlist: network.go)
 //     --host-fifo=open (only the two control FIFOs below are host FIFOs)
-//     --ignore-cgroups (the server owns them) --platform=ptrace. Guest
-//     syscalls are served by the sentry, a user-space kernel; the host
-//     kernel sees only the sentry's and gofer's own seccomp-filtered calls.
+//     --ignore-cgroups (the server owns them) --platform=systrap (default;
+//     Config.Platform: ptrace or kvm). Guest syscalls are served by the
+//     sentry, a user-space kernel: on systrap the stub processes that run
+//     guest code have a seccomp filter that traps every system call into
+//     it; the host kernel sees only the sentry's and gofer's own
+//     seccomp-filtered calls. runsc is the pinned gVisor (pin.go,
+//     runtime/build-runsc.sh); Prepare refuses any other version.
 //   - the OCI bundle (written by the server from runtime-spec types): the
 //     root is Config.RootFS, read-only — a Debian tree holding Debian's
 //     essential set, python3 and the data-science packages, built with
@@ -41,8 +45,8 @@
 //     by bit still ends in the cgroup's OOM kill, which the pool reports)
 //     and RLIMIT_NPROC derived from Limits.Pids (gVisor enforces it on the
 //     guest's tasks; without it a fork bomb exhausts the cgroup's pids and
-//     the sentry dies — an idle sandbox already holds ≈80 host threads on
-//     the ptrace platform, so this kind needs pids ≈512, RecommendedPids). The environment
+//     the sentry dies — an idle sandbox already holds ≈80 host threads, so
+//     this kind needs pids ≈512, RecommendedPids). The environment
 //     is PATH, HOME=/tmp, LANG=C.UTF-8, MPLBACKEND=Agg and MPLCONFIGDIR.
 //     Nothing of the host — no /root, /home, /usr, /usr/local, /etc,
 //     resolv.conf, server binary or state directory — is visible.

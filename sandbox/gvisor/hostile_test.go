@@ -16,8 +16,12 @@ import (
 // TestHostileContained runs attacks that must fail (or show nothing of the
 // host) without ending the session, all in one sandbox.
 func TestHostileContained(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) { hostileContained(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold })) })
+	for _, p := range platforms {
+		for _, m := range modes {
+			t.Run(p+"/"+m.name, func(t *testing.T) {
+				hostileContained(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart, c.Platform = m.cold, p }))
+			})
+		}
 	}
 }
 
@@ -256,8 +260,12 @@ except OSError as e:
 // Kill must leave its cgroup empty, and a bystander sandbox started
 // alongside must be unaffected.
 func TestHostileDestructive(t *testing.T) {
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) { hostileDestructive(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart = m.cold })) })
+	for _, p := range platforms {
+		for _, m := range modes {
+			t.Run(p+"/"+m.name, func(t *testing.T) {
+				hostileDestructive(t, newEnv(t, func(c *gvisor.Config) { c.ColdStart, c.Platform = m.cold, p }))
+			})
+		}
 	}
 }
 

@@ -11,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -209,7 +207,8 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 
 	args := it.runscArgs()
 	if mode == restoreStart {
-		args = append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle, it.id)
+		args = append(append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle), k.features.restoreFlags()...)
+		args = append(args, it.id)
 	} else {
 		args = append(args, "run", "--bundle="+bundle, it.id)
 	}
@@ -232,8 +231,14 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	defer gate.Close()
 	go it.stdout.drain(p.Stdout)
 	go it.stderr.drain(p.Stderr)
-	// Inherited by runsc and everything it forks; Foreground undoes it.
-	if err := p.Confine(o.Confine, o.Background); err != nil {
+	// Never niced, even for a background start: the sentry sets its
+	// threads' priorities itself (systrap runs its stub threads at the
+	// sentry's own nice + 1, fixed when it starts, so a niced start would
+	// leave every stub thread made later niced for the sandbox's life),
+	// and a thread's nice value competes only inside its own cgroup
+	// anyway. The pool's cgroup CPU weight keeps a background start off
+	// busy cores instead (pool.StartOptions.Background).
+	if err := p.Confine(o.Confine, false); err != nil {
 		return nil, fmt.Errorf("gvisor: confine the launcher: %w", err)
 	}
 	if _, err := gate.Write([]byte{1}); err != nil {
@@ -326,27 +331,10 @@ func (it *interp) PID() int { return it.proc.PID() }
 // Exited implements pool.Interpreter.
 func (it *interp) Exited() <-chan struct{} { return it.proc.Exited() }
 
-// Foreground implements pool.Interpreter: it restores normal priority to
-// every thread of every process of the sandbox.
-func (it *interp) Foreground() {
-	pids := []int{it.proc.PID()}
-	if it.group != nil {
-		if p, err := it.group.Procs(); err == nil {
-			pids = p
-		}
-	}
-	for _, pid := range pids {
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if err != nil {
-			continue
-		}
-		for _, t := range tasks {
-			if tid, err := strconv.Atoi(t.Name()); err == nil {
-				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, 0)
-			}
-		}
-	}
-}
+// Foreground implements pool.Interpreter. It has nothing to undo: a
+// background start is not niced (see start); the pool's cgroup weight,
+// which it restores itself, is what held it back.
+func (it *interp) Foreground() {}
 
 // warmUp runs cellrunner.WarmUpCells through the whole path of a run —
 // the frames, the FIFOs, the cell runner, the figure capture, the output

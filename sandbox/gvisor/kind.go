@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +35,8 @@ type Kind struct {
 	packages []string          // set by Prepare
 	python   string            // "major.minor", set by Prepare
 	images   *checkpoints      // nil with ColdStart
+	features features          // of the runsc in use, set by Prepare
+	version  string            // runsc's, set by Prepare
 
 	ctx    context.Context // ends at Close: background rotations
 	cancel context.CancelFunc
@@ -73,8 +73,12 @@ func (k *Kind) MaxMemoryBytes() int64 { return 64 << 30 }
 func (k *Kind) Packages() []string { return append([]string(nil), k.packages...) }
 
 // installHint is appended to every Prepare failure.
-const installHint = "install gVisor and the data-science stack: apt-get install runsc python3 python3-numpy python3-pandas " +
-	"python3-matplotlib python3-scipy python3-sklearn python3-statsmodels python3-sympy python3-seaborn python3-openpyxl"
+const installHint = "build the pinned runsc and the sandbox's root filesystem: make setup " +
+	"(runtime/build-runsc.sh, runtime/build-gvisor-rootfs.sh)"
+
+// Runsc returns the runsc the kind runs (its resolved path) and the
+// version it reported, as Prepare found them.
+func (k *Kind) Runsc() (path, version string) { return k.cfg.RunscPath, k.version }
 
 // Environment implements pool.Kind: what the sandbox's Python reported in
 // Prepare.
@@ -91,25 +95,22 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("gvisor: runsc needs root (namespaces, chroot, its gofer); the server runs as uid %d", os.Geteuid())
 	}
-	runsc, err := exec.LookPath(k.cfg.RunscPath)
+	runsc, err := resolveRunsc(k.cfg.RunscPath)
 	if err != nil {
-		return fmt.Errorf("gvisor: runsc not found (%w); %s", err, installHint)
-	}
-	if runsc, err = filepath.Abs(runsc); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	if runsc, err = filepath.EvalSymlinks(runsc); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
-	}
-	if err := checkRunsc(runsc); err != nil {
-		return fmt.Errorf("gvisor: %w", err)
+		return err
 	}
 	k.cfg.RunscPath = runsc
-	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	out, err := exec.CommandContext(vctx, runsc, "--version").CombinedOutput()
-	cancel()
-	if err != nil || !strings.HasPrefix(string(out), "runsc version") {
-		return fmt.Errorf("gvisor: %s --version: %v: %q; %s", runsc, err, out, installHint)
+	version, err := runscVersion(ctx, runsc)
+	if err != nil {
+		return fmt.Errorf("%w; %s", err, installHint)
+	}
+	if err := checkVersion(runsc, version, k.cfg.RunscVersion); err != nil {
+		return err
+	}
+	k.version = version
+	k.features = allFeatures
+	if version != PinnedRunscVersion {
+		k.features = probeFeatures(ctx, runsc)
 	}
 	if k.cfg.RootFS == "" {
 		if k.cfg.RootFS, err = DefaultRootFS(); err != nil {
@@ -133,7 +134,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if k.images != nil {
 		img, err := k.images.take(ctx, k.cfg.Limits, false, false)
 		if err != nil {
-			return fmt.Errorf("%w; %s", err, installHint)
+			return fmt.Errorf("%w; %s", err, k.startHint())
 		}
 		k.images.install(k.imageKey(k.cfg.Limits, false), k.cfg.Limits, img)
 		k.packages, k.python = img.packages, img.python
@@ -148,7 +149,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 			Confine:     func(int) error { return nil },
 		}, coldStart, nil, false)
 		if err != nil {
-			return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, installHint)
+			return fmt.Errorf("gvisor: a test sandbox did not start: %w; %s", err, k.startHint())
 		}
 		it.Kill()
 		k.packages, k.python = it.packages, it.python
@@ -162,11 +163,30 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("gvisor: the sandbox's Python cannot import %v; %s", missing, installHint)
 	}
-	k.log.Info("gvisor sandbox ready", zap.String("runsc", runsc), zap.String("platform", k.cfg.Platform),
+	k.log.Info("gvisor sandbox ready", zap.String("runsc", runsc), zap.String("runsc_version", version), zap.String("platform", k.cfg.Platform),
 		zap.String("rootfs", k.cfg.RootFS),
 		zap.Strings("packages", k.packages), zap.Bool("checkpoints", k.images != nil),
 		zap.Duration("probe", time.Since(probeStart)))
 	return nil
+}
+
+// startHint is appended when the first sandbox does not start: the
+// platform is the setting most likely to be wrong for the host (systrap
+// needs seccomp's SECCOMP_RET_TRAP and ptrace for its stubs, which a
+// container's seccomp profile or a missing CAP_SYS_PTRACE forbids; kvm
+// needs /dev/kvm), so the error names it and what to set instead. The
+// kind never falls back to another platform by itself: the operator
+// chose this one.
+func (k *Kind) startHint() string {
+	switch k.cfg.Platform {
+	case "systrap":
+		return "runsc's platform is systrap (sandbox.gvisor.platform); where the host forbids it " +
+			"(a seccomp profile, no CAP_SYS_PTRACE), set sandbox.gvisor.platform: ptrace; else " + installHint
+	case "kvm":
+		return "runsc's platform is kvm (sandbox.gvisor.platform), which needs /dev/kvm and hangs without nested " +
+			"virtualisation; set sandbox.gvisor.platform: systrap; else " + installHint
+	}
+	return installHint
 }
 
 func contains(list []string, s string) bool {

@@ -17,8 +17,8 @@ import (
 )
 
 // TestLifecycle covers what the pool relies on besides Run: a Confine
-// failure leaves nothing running, a background start runs niced until
-// Foreground, cancellation ends Run promptly, Kill is idempotent and
+// failure leaves nothing running, a background start is not niced (the
+// pool's cgroup weight holds it back), cancellation ends Run promptly, Kill is idempotent and
 // concurrent, and two sandboxes do not share randomness.
 func TestLifecycle(t *testing.T) {
 	e := newEnv(t)
@@ -44,13 +44,17 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	a, b := e.start(t), e.start(t, func(o *pool.StartOptions) { o.Background = true })
-	t.Run("background start is niced until Foreground", func(t *testing.T) {
-		if n := niceOf(t, b.group); n != 10 {
-			t.Errorf("background sandbox nice = %d, want 10", n)
-		}
+	t.Run("background start is not niced", func(t *testing.T) {
+		// systrap's sentry runs its stub threads at its own nice + 1,
+		// fixed when it starts: a niced start would leave every stub
+		// thread made later niced for good (the pool lowers the cgroup's
+		// CPU weight instead: sandbox/pool TestBackgroundCPUWeight).
 		b.it.Foreground()
-		if n := niceOf(t, b.group); n != 0 {
-			t.Errorf("after Foreground nice = %d, want 0", n)
+		b.run("import threading\nt = threading.Thread(target=sum, args=(range(10),)); t.start(); t.join()", 0)
+		for n := range nicesOf(t, b.group) {
+			if n != 0 && n != 1 {
+				t.Errorf("a thread of the background sandbox has nice %d, want 0 (sentry, gofer) or 1 (stubs)", n)
+			}
 		}
 	})
 	t.Run("randomness differs", func(t *testing.T) {
@@ -86,7 +90,8 @@ func TestLifecycle(t *testing.T) {
 
 // niceOf returns the nice value of the sandbox's sentry threads (all must
 // agree).
-func niceOf(t *testing.T, g cgroup.Group) int {
+// nicesOf is the set of nice values of the threads in g.
+func nicesOf(t *testing.T, g cgroup.Group) map[int]bool {
 	t.Helper()
 	pids, err := g.Procs()
 	if err != nil || len(pids) == 0 {
@@ -105,13 +110,7 @@ func niceOf(t *testing.T, g cgroup.Group) int {
 			nice[n] = true
 		}
 	}
-	if len(nice) != 1 {
-		t.Fatalf("threads disagree on nice: %v", nice)
-	}
-	for n := range nice {
-		return n
-	}
-	return 0
+	return nice
 }
 
 // TestRestoredSessionsIndependent: sessions restored from one checkpoint

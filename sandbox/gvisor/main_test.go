@@ -59,6 +59,11 @@ var modes = []struct {
 	cold bool
 }{{"restored", false}, {"cold", true}}
 
+// platforms are the runsc platforms the hostile corpus runs on: systrap
+// (the default) and ptrace (where a host's seccomp profile forbids
+// systrap). kvm cannot run here (no nested virtualisation).
+var platforms = []string{"systrap", "ptrace"}
+
 // newEnv prepares a kind; mutate adjusts its configuration.
 func newEnv(tb testing.TB, mutate ...func(*gvisor.Config)) *env {
 	tb.Helper()
@@ -78,6 +83,7 @@ func newEnv(tb testing.TB, mutate ...func(*gvisor.Config)) *env {
 		StateDir:        tb.TempDir() + "/state",
 		Limits:          testLimits(),
 	}
+	sandboxtest.ApplyGVisorEnv(tb, &cfg)
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -13,6 +13,7 @@ package sandboxtest
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,8 +92,32 @@ func GVisorConfig(tb testing.TB) (pool.Config, gvisor.Config) {
 	pc.Limits.Pids = gvisor.RecommendedPids
 	pc.Isolation.CgroupParent = "/codeinterp-test"
 	gc := gvisor.Config{LauncherCommand: []string{self, LauncherArg}, StateDir: tb.TempDir()}
+	ApplyGVisorEnv(tb, &gc)
 	return pc, gc
 }
+
+// ApplyGVisorEnv applies GVisorEnv, if set, to gc.
+func ApplyGVisorEnv(tb testing.TB, gc *gvisor.Config) {
+	tb.Helper()
+	v := os.Getenv(GVisorEnv)
+	if v == "" {
+		return
+	}
+	// A side-by-side measurement on another platform, or a baseline on
+	// another runsc (make bench).
+	platform, runsc, _ := strings.Cut(v, ",")
+	gc.Platform = platform
+	if runsc != "" {
+		gc.RunscPath, gc.RunscVersion = runsc, gvisor.AnyRunscVersion
+	}
+	tb.Logf("sandboxtest: %s=%q: platform %s, runsc %q", GVisorEnv, v, platform, runsc)
+}
+
+// GVisorEnv, when set, is "PLATFORM" or "PLATFORM,RUNSC": the gVisor
+// pools of GVisorConfig run on that platform (and that runsc, whatever its
+// version) instead of the defaults. make bench uses it to measure ptrace
+// beside systrap, and Debian's runsc as a baseline, in one run.
+const GVisorEnv = "CODEINTERP_TEST_GVISOR"
 
 // NewGVisor starts a real pool of gVisor sandboxes with GVisorConfig,
 // changed by the options, and closes it when the test ends.

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds runsc, gVisor's OCI runtime, from the Go module proxy at the version
+# runtime/runsc/go.mod pins, with the go.sum beside it checking every module
+# (and the proxy's checksum database checking go.sum when it is first
+# written). A static binary (CGO_ENABLED=0) whose `runsc --version` names
+# the pinned pseudo-version, so the server can tell it from any other runsc.
+# Nothing of gVisor's dependency graph reaches the server's go.mod: the
+# module in runtime/runsc is its own.
+#
+# Output (never in git):
+#   ${CODEINTERP_RUNSC_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/runsc-<recipe hash>}/
+#     runsc     the binary, root-owned 0755 (the server's launcher execs
+#               only a root-owned runsc that only root can write)
+#     MANIFEST  the pinned version, the Go toolchain and the binary's
+#               sha256; written last (the cache stamp)
+#
+# The name carries a hash of this script, go.mod and go.sum, so moving the
+# pin builds into a new directory and a second run returns at once.
+#
+# Moving the pin: in runtime/runsc, `go get gvisor.dev/gvisor@<version>`
+# then `go mod tidy`, and set PinnedRunscVersion in sandbox/gvisor/pin.go
+# to the same version (TestPinMatchesGoMod checks the two agree).
+#
+# Usage: runtime/build-runsc.sh [--print-path | --print-version]
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+MOD=$HERE/runsc
+GO=${GO:-go}
+command -v "$GO" >/dev/null || { echo "build-runsc: needs Go ($GO) on PATH" >&2; exit 1; }
+# The pinned version is the one go.mod requires.
+VERSION=$(cd "$MOD" && GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Version}}' gvisor.dev/gvisor)
+[ -n "$VERSION" ] || { echo "build-runsc: runtime/runsc/go.mod requires no gvisor.dev/gvisor" >&2; exit 1; }
+RECIPE=$(cat "${BASH_SOURCE[0]}" "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -c1-12)
+CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
+OUT=${CODEINTERP_RUNSC_DIR:-$CACHE_ROOT/runsc-$RECIPE}
+
+case "${1:-}" in
+  --print-path) echo "$OUT/runsc"; exit 0 ;;
+  --print-version) echo "$VERSION"; exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--print-path | --print-version]" >&2; exit 2 ;;
+esac
+if [ -f "$OUT/MANIFEST" ] && [ -x "$OUT/runsc" ]; then
+  echo "build-runsc: $OUT/runsc is built ($VERSION)"
+  exit 0
+fi
+started=$SECONDS
+tmp=$OUT.tmp.$$
+trap 'rm -rf "$tmp"' EXIT
+rm -rf "$tmp"
+mkdir -p "$tmp"
+echo "build-runsc: go build gvisor.dev/gvisor/runsc@$VERSION (a few minutes once)"
+# -mod=readonly: go.sum must already hold every module (a build that wants
+# to change it is refused, never silently re-resolved); -trimpath and no
+# VCS stamp keep the binary the same wherever it is built.
+(cd "$MOD" && CGO_ENABLED=0 GOFLAGS=-mod=readonly "$GO" build -trimpath -buildvcs=false \
+  -ldflags "-s -w -X gvisor.dev/gvisor/runsc/version.version=$VERSION" \
+  -o "$tmp/runsc" gvisor.dev/gvisor/runsc)
+got=$("$tmp/runsc" --version | sed -n 1p)
+[ "$got" = "runsc version $VERSION" ] || { echo "build-runsc: the built runsc says \"$got\", want \"runsc version $VERSION\"" >&2; exit 1; }
+chown 0:0 "$tmp/runsc" 2>/dev/null || true
+chmod 0755 "$tmp" "$tmp/runsc"
+{
+  echo "gvisor.dev/gvisor $VERSION"
+  echo "go $("$GO" env GOVERSION)"
+  echo "sha256 $(sha256sum "$tmp/runsc" | cut -d' ' -f1)"
+} >"$tmp/MANIFEST"
+rm -rf "$OUT"
+mv "$tmp" "$OUT"
+trap - EXIT
+echo "build-runsc: $OUT/runsc ($VERSION, $(du -h "$OUT/runsc" | cut -f1)) in $((SECONDS - started)) s"
