@@ -117,3 +117,30 @@ func TestRunscRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSeccompPrecompiled: the sentry of a sandbox of the pinned runsc
+// installs its seccomp filter from the programs runtime/build-runsc.sh
+// precompiled, instead of building it at every start and restore (the go
+// branch of gVisor ships none). Read from runsc's debug log.
+func TestSeccompPrecompiled(t *testing.T) {
+	state := t.TempDir() + "/state"
+	e := newEnv(t, func(c *gvisor.Config) { c.Debug, c.StateDir = true, state })
+	s := e.start(t)
+	s.expectOK("print(6 * 7)", "42")
+	logs, err := filepath.Glob(filepath.Join(state, "i-*", "runsc.log.*boot.txt"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no boot log of the restored sandbox under %s (%v)", state, err)
+	}
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "No precompiled program found") {
+			t.Errorf("%s: the sentry built its seccomp filter at start (no precompiled program for its options)", f)
+		}
+		if !strings.Contains(string(b), "Loaded precompiled seccomp instructions") {
+			t.Errorf("%s: no precompiled seccomp filter was loaded", f)
+		}
+	}
+}
