@@ -86,6 +86,15 @@ func guestTasks(pids int64) uint64 {
 // HOME point into the tmpfs because the root is read-only (matplotlib and
 // fontconfig write caches there); LANG makes stdio UTF-8; PATH is what
 // subprocess needs to find /usr/bin (a child stays inside the sandbox).
+//
+// The MALLOC_* tunables keep glibc's heap: under gVisor every page a
+// process touches for the first time is a fault the sentry serves, so
+// memory that glibc returns with munmap or a heap trim after each large
+// array and takes back on the next costs a fault per page again (a pandas
+// groupby on 200 000 rows ran twice as fast with them, natively 1.7x).
+// Blocks up to 32 MiB (glibc's own ceiling for its adaptive threshold)
+// come from the heap, which keeps up to 256 MiB free before it trims and
+// grows 64 MiB at a time. The cgroup still bounds all of it.
 func guestEnv() []string {
 	return []string{
 		"PATH=/usr/bin:/bin",
@@ -93,6 +102,9 @@ func guestEnv() []string {
 		"LANG=C.UTF-8",
 		"MPLBACKEND=Agg",
 		"MPLCONFIGDIR=/tmp/.mpl",
+		"MALLOC_MMAP_THRESHOLD_=33554432",
+		"MALLOC_TRIM_THRESHOLD_=268435456",
+		"MALLOC_TOP_PAD_=67108864",
 	}
 }
 

@@ -47,7 +47,8 @@
 //     guest's tasks; without it a fork bomb exhausts the cgroup's pids and
 //     the sentry dies — an idle sandbox already holds ≈80 host threads, so
 //     this kind needs pids ≈512, RecommendedPids). The environment
-//     is PATH, HOME=/tmp, LANG=C.UTF-8, MPLBACKEND=Agg and MPLCONFIGDIR.
+//     is PATH, HOME=/tmp, LANG=C.UTF-8, MPLBACKEND=Agg, MPLCONFIGDIR and
+//     glibc's MALLOC_* tunables (guestEnv).
 //     Nothing of the host — no /root, /home, /usr, /usr/local, /etc,
 //     resolv.conf, server binary or state directory — is visible.
 //   - the host end: the guest's stdout and stderr are host pipes drained

@@ -83,6 +83,20 @@ print(m.to_dict('records'))`, status: wire.StatusOK, stdout: "{'region': 'north'
 			}},
 		{name: "a figure left by a failing cell is still returned", code: "import matplotlib.pyplot as plt\nplt.figure(figsize=(1, 1), dpi=30)\nraise ValueError('after plot')",
 			status: wire.StatusError, stderr: "ValueError: after plot", check: wantPNGs(1, 30, 30)},
+		// FreeType reads fonts from memory (kernel.py fonts_in_memory): a
+		// chart's text makes no read system calls on the font file (a
+		// plain FT2Font makes ~350 for this one), and the PDF backend,
+		// which embeds fonts by their path, still works.
+		{name: "fonts are read from memory", code: "import io, matplotlib.pyplot as plt\n" +
+			"def syscr(): return int(dict(l.split(': ') for l in open('/proc/self/io').read().splitlines())['syscr'])\n" +
+			"a = syscr(); b = syscr()\n" +
+			"fig = plt.figure(figsize=(4, 3), dpi=50); plt.plot([1, 2, 3]); plt.title('a title 12345'); plt.xlabel('x axis')\n" +
+			"fig.savefig(io.BytesIO(), format='png')\n" +
+			"reads = syscr() - b - (b - a)\n" +
+			"plt.rcParams['pdf.fonttype'] = 42; fig.savefig('chart.pdf'); plt.close(fig)\n" +
+			"pdf = open('chart.pdf', 'rb').read()\n" +
+			"print('reads', 'few' if reads < 100 else reads, b'FontFile2' in pdf, b'DejaVuSans' in pdf)",
+			status: wire.StatusOK, stdout: "reads few True True"},
 		{name: "state survived all that", code: "x, m.coef_.round(3).tolist()", status: wire.StatusOK, stdout: "(41, [3.0])"},
 		{name: "a module in /mnt/data imports", code: "open('/mnt/data/helper.py', 'w').write('K = 7\\n')\nimport helper\nhelper.K", status: wire.StatusOK, stdout: "7"},
 	}

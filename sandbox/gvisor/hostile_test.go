@@ -109,7 +109,7 @@ bad = [f for f in files if not f.startswith(('/sys/devices/system/cpu/', '/sys/d
 print('VERDICT', 'ok' if not bad else 'bad: %r' % bad[:20])`},
 		{"environment is the guest's only", `
 import os
-print('VERDICT', 'ok' if set(os.environ) <= {'PATH', 'HOME', 'LANG', 'MPLBACKEND', 'MPLCONFIGDIR', 'LC_CTYPE'} else 'bad: %r' % dict(os.environ))`},
+print('VERDICT', 'ok' if set(os.environ) <= {'PATH', 'HOME', 'LANG', 'MPLBACKEND', 'MPLCONFIGDIR', 'LC_CTYPE', 'MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_', 'MALLOC_TOP_PAD_'} else 'bad: %r' % dict(os.environ))`},
 		{"uid is 65534", `
 import os
 print('VERDICT', 'ok' if (os.getuid(), os.geteuid(), os.getgid(), os.getgroups()) == (65534, 65534, 65534, []) else 'bad: %r' % ((os.getuid(), os.getgid(), os.getgroups()),))`},
