@@ -94,6 +94,9 @@ verify-wazero:
 wazero-tests:
 	@GO=$(GO) bash third_party/verify-wazero.sh --tests $(WAZERO_TESTFLAGS)
 
+# The gVisor benchmarks make bench runs again on ptrace and on Debian's runsc.
+GVISOR_SIDE_BENCH = GVisorColdSession$$|GVisorSessionThroughput$$|GVisorWarmPrint25$$|GVisorPandasPlot|GVisorOsStat
+
 # Micro-benchmarks run for a time; the sandbox and end-to-end ones for a
 # fixed count (each iteration starts processes or waits for re-warming).
 bench: setup
@@ -105,6 +108,15 @@ bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/worker | tee -a bench.out
 	$(GO) test -run '^$$' -bench SympyImportColdStart -benchtime 3x -timeout 30m ./sandbox/wasm | tee -a bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./sandbox/gvisor | tee -a bench.out
+	@# The same on ptrace, and on Debian's runsc (ptrace) as a baseline where
+	@# it is installed (apt-get install runsc; make setup does not), renamed
+	@# GVisor<name>/ptrace and /debian-ptrace for the ratios in the table.
+	CODEINTERP_TEST_GVISOR=ptrace $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./sandbox/gvisor \
+	  | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/ptrace/' | tee -a bench.out
+	@if [ -x /usr/bin/runsc ]; then \
+	  CODEINTERP_TEST_GVISOR=ptrace,/usr/bin/runsc $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./sandbox/gvisor \
+	    | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/debian-ptrace/' | tee -a bench.out; \
+	else echo "bench: no /usr/bin/runsc (Debian's runsc): the baseline column is not measured"; fi
 	$(GO) test -run '^$$' -bench WarmRun -benchtime 200x -timeout 30m ./containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./store/memory ./store/redis | tee -a bench.out
 	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./egress | tee -a bench.out

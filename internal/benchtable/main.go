@@ -52,6 +52,20 @@ var ratios = []struct{ label, num, den, unit string }{
 	{"warm print(25) in a container with 50 files ÷ in a bare session (baseline)", "WarmRun/container-50files", "WarmRun/session", "ns/op"},
 	{"request handling: turn 21 of a 20-turn conversation, expanded from the store ÷ turn 1 (baseline)", "History/turn21-expand", "History/turn1", "ns/op"},
 	{"request handling: turn 21 mapped to the model server's id ÷ turn 1 (baseline)", "History/turn21-upstream", "History/turn1", "ns/op"},
+	// The platform and the runsc, side by side in one run (make bench runs
+	// a subset of the gVisor benchmarks again on ptrace, and on Debian's
+	// runsc where it is installed).
+	{"gVisor cold restored session: pinned runsc on ptrace ÷ on systrap (median)", "GVisorColdSession/ptrace", "GVisorColdSession", "ms-p50"},
+	{"gVisor cold restored session: Debian's runsc 0.0~20221219 on ptrace (baseline) ÷ pinned runsc on systrap (median)", "GVisorColdSession/debian-ptrace", "GVisorColdSession", "ms-p50"},
+	{"gVisor 2000 × os.stat: ptrace ÷ systrap (median)", "GVisorOsStat/ptrace", "GVisorOsStat", "ms-p50"},
+	{"gVisor 2000 × os.stat: Debian's runsc on ptrace (baseline) ÷ pinned runsc on systrap (median)", "GVisorOsStat/debian-ptrace", "GVisorOsStat", "ms-p50"},
+	{"gVisor 2000 × os.stat on systrap ÷ native /usr/bin/python3 (median)", "GVisorOsStat", "NativeOsStat", "ms-p50"},
+	{"gVisor pandas groupby + plot: ptrace ÷ systrap (median)", "GVisorPandasPlot/ptrace", "GVisorPandasPlot", "ms-p50"},
+	{"gVisor pandas groupby + plot: Debian's runsc on ptrace (baseline) ÷ pinned runsc on systrap (median)", "GVisorPandasPlot/debian-ptrace", "GVisorPandasPlot", "ms-p50"},
+	{"gVisor warm print(25): ptrace ÷ systrap (median)", "GVisorWarmPrint25/ptrace", "GVisorWarmPrint25", "ms-p50"},
+	{"gVisor warm print(25): Debian's runsc on ptrace (baseline) ÷ pinned runsc on systrap (median)", "GVisorWarmPrint25/debian-ptrace", "GVisorWarmPrint25", "ms-p50"},
+	{"gVisor fresh sessions/s: systrap ÷ ptrace", "GVisorSessionThroughput", "GVisorSessionThroughput/ptrace", "sessions/s"},
+	{"gVisor fresh sessions/s: pinned runsc on systrap ÷ Debian's runsc on ptrace (baseline)", "GVisorSessionThroughput", "GVisorSessionThroughput/debian-ptrace", "sessions/s"},
 }
 
 // targets are the project's stated goals, checked against this run.
@@ -98,6 +112,12 @@ var targets = []struct {
 	{label: "warm WASM print(25), a session's first call, median, ≤ 0.5 ms", bench: "WarmPrint25", unit: "ms-p50", max: 0.5},
 	{label: "warm WASM print(25), a session's second call, median, ≤ 0.5 ms", bench: "WarmPrint25SecondCall", unit: "ms-p50", max: 0.5},
 	{label: "native /usr/bin/python3 -c 'print(25)' ÷ warm WASM print(25), ≥ 35×", bench: "NativePython3Subprocess", ratioOf: "WarmPrint25", unit: "ms-p50", min: 35},
+	// Issue 27: gVisor at full speed (pinned runsc, systrap).
+	{label: "gVisor cold session with the stack imported (restored), median, ≤ 300 ms", bench: "GVisorColdSession", unit: "ms-p50", max: 300},
+	{label: "gVisor fresh sessions/s on this machine (restored), ≥ 6", bench: "GVisorSessionThroughput", unit: "sessions/s", atLeast: 6},
+	{label: "gVisor first code call of a new container through extproc dev, back to back, p90, ≤ 600 ms", bench: "GVisorFirstCallThroughDev", unit: "request-p90-ms", max: 600},
+	{label: "gVisor 2000 × os.stat in a warm session ÷ native /usr/bin/python3, ≤ 5×", bench: "GVisorOsStat", ratioOf: "NativeOsStat", unit: "ms-p50", maxRatio: 5},
+	{label: "gVisor warm print(25), median, ≤ 0.4 ms", bench: "GVisorWarmPrint25", unit: "ms-p50", max: 0.4},
 	{label: "gVisor warm print(25), a session's first call, median, ≤ 1 ms", bench: "GVisorWarmPrint25", unit: "ms-p50", max: 1},
 	{label: "gVisor warm print(25), a session's second call, median, ≤ 1 ms", bench: "GVisorWarmPrint25SecondCall", unit: "ms-p50", max: 1},
 	{label: "code interpreter overhead for print(25), median, ≤ 4 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 4e3},

@@ -58,7 +58,15 @@ func coldStart(c *gvisor.Config) { c.ColdStart = true }
 // BenchmarkGVisorPandasPlot runs plotScript (a pandas groupby and a
 // matplotlib PNG) in a warm session; BenchmarkNativePandasPlot is the same
 // script in a warm native /usr/bin/python3.
-func BenchmarkGVisorPandasPlot(b *testing.B) {
+func BenchmarkGVisorPandasPlot(b *testing.B) { benchWarmScript(b, plotScript, "7 True") }
+
+// BenchmarkGVisorOsStat runs statScript (2000 os.stat calls) in a warm
+// session; BenchmarkNativeOsStat is its yardstick.
+func BenchmarkGVisorOsStat(b *testing.B) { benchWarmScript(b, statScript, "stat done") }
+
+// benchWarmScript runs script once per iteration in one warm session and
+// reports the median.
+func benchWarmScript(b *testing.B, script, want string) {
 	p := sandboxtest.NewGVisor(b, func(c *pool.Config) { c.WarmWorkers = 1 })
 	sandboxtest.WaitWarm(b, p)
 	ctx := context.Background()
@@ -68,8 +76,8 @@ func BenchmarkGVisorPandasPlot(b *testing.B) {
 	}
 	defer s.Close()
 	run := func() {
-		r, err := s.Run(ctx, plotScript)
-		if err != nil || r.Outcome != sbx.OutcomeCompleted || !strings.Contains(r.Stdout, "7 True") {
+		r, err := s.Run(ctx, script)
+		if err != nil || r.Outcome != sbx.OutcomeCompleted || !strings.Contains(r.Stdout, want) {
 			b.Fatalf("%+v %v", r, err)
 		}
 	}
