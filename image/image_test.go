@@ -31,6 +31,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 )
 
 var (
@@ -549,6 +551,22 @@ func TestExec(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGVisorImageRunsc: the gVisor image ships the pinned runsc (built
+// from the Go module proxy, not Debian's package), root-owned, where
+// CODEINTERP_RUNSC_DIR points, and no other runsc on its PATH.
+func TestGVisorImageRunsc(t *testing.T) {
+	ref := image(t, "gvisor")
+	out, err := podman("run", "--rm", "--network=none", "--entrypoint", "/opt/codeinterp/runsc/runsc", ref, "--version").CombinedOutput()
+	if first, _, _ := strings.Cut(string(out), "\n"); err != nil || first != "runsc version "+gvisor.PinnedRunscVersion {
+		t.Fatalf("the image's runsc --version: %q (%v), want %q", out, err, "runsc version "+gvisor.PinnedRunscVersion)
+	}
+	out, err = podman("run", "--rm", "--network=none", "--entrypoint", "/bin/sh", ref, "-c",
+		`stat -c '%u %a' /opt/codeinterp/runsc/runsc; echo "$CODEINTERP_RUNSC_DIR"; command -v runsc || echo none`).CombinedOutput()
+	if err != nil || string(out) != "0 755\n/opt/codeinterp/runsc\nnone\n" {
+		t.Fatalf("the image's runsc: %q (%v); want owner 0, mode 755, CODEINTERP_RUNSC_DIR=/opt/codeinterp/runsc, no runsc on PATH", out, err)
 	}
 }
 
