@@ -122,6 +122,7 @@ bench: setup
 	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./egress | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
+	$(GO) test -run '^$$' -bench NewContainerOverhead -benchtime 100x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench LiveStreamThroughProxy -benchtime 5x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench LoadThroughDev -benchtime 1x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench GVisorFirstCallThroughDev -benchtime 20x -timeout 30m ./e2e | tee -a bench.out

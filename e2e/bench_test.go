@@ -205,6 +205,102 @@ func codeInterpreterOverhead(b *testing.B, sh shapes, perWorker int, modes []str
 	}
 }
 
+// BenchmarkNewContainerOverhead is the back-to-back pattern of a new
+// user, through `extproc dev` with its defaults (only the test cgroup
+// parent differs): one client sends print(25) rounds, each a new response
+// in a new container (container auto, no previous_response_id), and
+// between them plain requests (no tools) through the same front and
+// straight to the model server, in rotating order. Every new container
+// takes an interpreter (warm, or one started for it) and the containers
+// keep theirs until capacity runs out, as in production; the requests come
+// as fast as one client sends them, so they show whether the warm pool
+// keeps up. overhead is what a code round costs over a plain request
+// through the same front, each less the model server's own time (targets:
+// median ≤ 4 ms, p90 ≤ 20 ms); dev-plain-added is what the front adds to a
+// plain request over going straight to the model server.
+func BenchmarkNewContainerOverhead(b *testing.B) {
+	bin := buildExtproc(b)
+	sh := loadShapes(b)
+	var m *model
+	m = newModel(b, sh, func(t testing.TB, c *convo) reply {
+		switch {
+		case !c.req.Get("tools").Exists():
+			return reply{items: []string{m.message("plain")}}
+		case len(c.outputs()) == 0:
+			return reply{items: []string{m.call("print(25)")}}
+		}
+		if firstStdoutLine(lastOutputs(c)[0].Get("output").Str) != "25" {
+			t.Errorf("follow-up output %q", lastOutputs(c)[0].Get("output").Str)
+		}
+		return reply{items: []string{m.message("25")}}
+	})
+	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
+	if err := os.WriteFile(cfg, []byte("sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-newctr\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
+	defer p.stop(b)
+	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+	dev := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	direct := m.URL() + "/v1/responses"
+	code := `{"model":"gpt-5.6","input":"print 25","include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
+	plain := `{"model":"gpt-5.6","input":"say plain"}`
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	// timed returns the request's wall time less the model server's.
+	timed := func(u, body, want string) (total, own time.Duration) {
+		before := m.busyTime()
+		t0 := time.Now()
+		resp, err := post(c, u, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		total = time.Since(t0)
+		if err != nil || resp.StatusCode != http.StatusOK ||
+			gjson.GetBytes(out, `output.#(type=="message").content.0.text`).Str != want {
+			b.Fatalf("status %d: %v: %.400s", resp.StatusCode, err, out)
+		}
+		if want == "25" && gjson.GetBytes(out, `output.#(type=="code_interpreter_call").outputs.0.logs`).Str != "25\n" {
+			b.Fatalf("the code call did not print 25: %.400s", out)
+		}
+		return total, total - (m.busyTime() - before)
+	}
+	for range 5 { // connections and code paths; the pool re-warms after
+		timed(direct, plain, "plain")
+		timed(dev, plain, "plain")
+		timed(dev, code, "25")
+	}
+	time.Sleep(time.Second)
+	overheads := make([]time.Duration, 0, b.N)
+	codes := make([]time.Duration, 0, b.N)
+	added := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		var codeOwn, plainOwn, directOwn, codeTotal time.Duration
+		steps := []func(){
+			func() { codeTotal, codeOwn = timed(dev, code, "25") },
+			func() { _, plainOwn = timed(dev, plain, "plain") },
+			func() { _, directOwn = timed(direct, plain, "plain") },
+		}
+		for k := range steps {
+			steps[(i+k)%len(steps)]()
+		}
+		codes = append(codes, codeTotal)
+		overheads = append(overheads, codeOwn-plainOwn)
+		added = append(added, plainOwn-directOwn)
+	}
+	b.StopTimer()
+	om, o90 := quantiles(overheads)
+	cm, c90 := quantiles(codes)
+	am, _ := quantiles(added)
+	b.ReportMetric(om, "overhead-median-µs")
+	b.ReportMetric(o90, "overhead-p90-µs")
+	b.ReportMetric(cm, "code-round-median-µs")
+	b.ReportMetric(c90, "code-round-p90-µs")
+	b.ReportMetric(am, "dev-plain-added-median-µs")
+}
+
 // BenchmarkLoadThroughDev is the load run: `extproc dev` with the default
 // settings (only the test cgroup parent and quiet logs differ), and 200
 // requests from 50 concurrent clients, each a model turn that runs

@@ -122,6 +122,9 @@ var targets = []struct {
 	{label: "gVisor warm print(25), a session's second call, median, ≤ 1 ms", bench: "GVisorWarmPrint25SecondCall", unit: "ms-p50", max: 1},
 	{label: "code interpreter overhead for print(25), median, ≤ 4 ms", bench: "CodeInterpreterOverhead/warm", unit: "overhead-median-µs", max: 4e3},
 	{label: "egress: added latency of an allowed HTTPS request to a domain with secrets (TLS terminated), median, ≤ 2 ms", bench: "EgressAddedLatency/new-connection", unit: "terminated-added-median-µs", max: 2000},
+	{label: "back-to-back print(25) rounds through extproc dev, each a new container (wasm): overhead over a plain request, median, ≤ 4 ms", bench: "NewContainerOverhead", unit: "overhead-median-µs", max: 4e3},
+	{label: "back-to-back print(25) rounds through extproc dev, each a new container (wasm): overhead over a plain request, p90, ≤ 20 ms", bench: "NewContainerOverhead", unit: "overhead-p90-µs", max: 20e3},
+	{label: "a plain /v1/responses request through extproc dev, added over straight to the model server, median, ≤ 0.3 ms", bench: "NewContainerOverhead", unit: "dev-plain-added-median-µs", max: 300},
 }
 
 func main() {
