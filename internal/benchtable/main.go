@@ -2,11 +2,12 @@
 // Markdown table of docs/benchmarks.md, with the date and the machine, and
 // the ratios the project's targets are stated in.
 //
-//	go test -run '^$' -bench . ./... | go run ./internal/benchtable > docs/benchmarks.md
+//	go test -run '^$' -bench . ./... | go run ./internal/benchtable [-notes FILE] > docs/benchmarks.md
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -128,6 +129,8 @@ var targets = []struct {
 }
 
 func main() {
+	notes := flag.String("notes", "", "a Markdown file appended after the tables: what was measured by hand, and what each change bought")
+	flag.Parse()
 	rows, cpu, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
@@ -201,6 +204,14 @@ func main() {
 		for _, l := range lines {
 			fmt.Fprintln(w, l)
 		}
+	}
+	if *notes != "" {
+		b, err := os.ReadFile(*notes)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(w, "\n%s", b)
 	}
 }
 
