@@ -559,12 +559,16 @@ func TestExec(t *testing.T) {
 // CODEINTERP_RUNSC_DIR points, and no other runsc on its PATH.
 func TestGVisorImageRunsc(t *testing.T) {
 	ref := image(t, "gvisor")
-	out, err := podman("run", "--rm", "--network=none", "--entrypoint", "/opt/codeinterp/runsc/runsc", ref, "--version").CombinedOutput()
+	run := func(args ...string) ([]byte, error) {
+		full := append(append([]string{"run", "--rm", "--network=none"}, loadPod(t, variants[1].manifest).runArgs(t)...), args...)
+		return podman(full...).CombinedOutput()
+	}
+	out, err := run("--entrypoint", "/opt/codeinterp/runsc/runsc", ref, "--version")
 	if first, _, _ := strings.Cut(string(out), "\n"); err != nil || first != "runsc version "+gvisor.PinnedRunscVersion {
 		t.Fatalf("the image's runsc --version: %q (%v), want %q", out, err, "runsc version "+gvisor.PinnedRunscVersion)
 	}
-	out, err = podman("run", "--rm", "--network=none", "--entrypoint", "/bin/sh", ref, "-c",
-		`stat -c '%u %a' /opt/codeinterp/runsc/runsc; echo "$CODEINTERP_RUNSC_DIR"; command -v runsc || echo none`).CombinedOutput()
+	out, err = run("--entrypoint", "/bin/sh", ref, "-c",
+		`stat -c '%u %a' /opt/codeinterp/runsc/runsc; echo "$CODEINTERP_RUNSC_DIR"; command -v runsc || echo none`)
 	if err != nil || string(out) != "0 755\n/opt/codeinterp/runsc\nnone\n" {
 		t.Fatalf("the image's runsc: %q (%v); want owner 0, mode 755, CODEINTERP_RUNSC_DIR=/opt/codeinterp/runsc, no runsc on PATH", out, err)
 	}
