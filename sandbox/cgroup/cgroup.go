@@ -21,12 +21,6 @@ type Limits struct {
 	CPUs        float64 // CPU quota in cores
 }
 
-// CPU weights of SetCPUWeight: the kernel's default and the lowest.
-const (
-	DefaultCPUWeight = 100
-	MinCPUWeight     = 1
-)
-
 // cpuPeriod is the CFS period the quota is expressed in (100 ms, the kernel default).
 const cpuPeriod = 100_000
 
@@ -46,16 +40,6 @@ type Group interface {
 	// is empty, for a worker made of several processes (a gVisor sandbox's
 	// runsc, gofer and sentry) whose children a parent cannot all reach.
 	KillAll() error
-	// SetCPUWeight sets the group's share of contended CPU against its
-	// siblings, in cgroup v2's cpu.weight units (1–10000, default
-	// DefaultCPUWeight; v1's cpu.shares is scaled from it). The pool lowers
-	// it for an interpreter warming in the background: with a cgroup per
-	// interpreter the scheduler divides CPU between groups first, so a
-	// thread's nice value competes only within its own group.
-	SetCPUWeight(weight uint64) error
-	// CPUWeight reads the weight back (v1: cpu.shares scaled to v2's
-	// units, rounded).
-	CPUWeight() (uint64, error)
 	// Delete removes the group. Its processes must be gone.
 	Delete() error
 	// Path is the group's path relative to the hierarchy root.
@@ -267,15 +251,6 @@ func killLoop(procs func() ([]int, error), groupKill func() error) error {
 }
 
 // readKeyed reads "key value" lines and returns key's value.
-// readUint reads a file holding one unsigned number.
-func readUint(file string) (uint64, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, fmt.Errorf("cgroup: %w", err)
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-}
-
 func readKeyed(file, key string) (uint64, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -82,21 +82,6 @@ func TestV1GroupEnforcesLimits(t *testing.T) {
 			t.Errorf("%s/%s = %s, want %s", c.ctrl, c.file, got, c.want)
 		}
 	}
-	// A background weight and back: v2's units scaled to cpu.shares.
-	for _, c := range []struct {
-		weight uint64
-		shares string
-	}{{MinCPUWeight, "10"}, {DefaultCPUWeight, "1024"}, {0, "10"}, {50000, "102400"}} {
-		if err := g.SetCPUWeight(c.weight); err != nil {
-			t.Fatal(err)
-		}
-		if got := read("cpu", "cpu.shares"); got != c.shares {
-			t.Errorf("SetCPUWeight(%d): cpu.shares = %s, want %s", c.weight, got, c.shares)
-		}
-		if w, err := g.CPUWeight(); err != nil || w != min(max(c.weight, MinCPUWeight), 10000) {
-			t.Errorf("CPUWeight after SetCPUWeight(%d) = %d, %v", c.weight, w, err)
-		}
-	}
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err == nil {
 		if got := read("memory", "memory.memsw.limit_in_bytes"); got != fmt.Sprint(64<<20) {
 			t.Errorf("memsw limit %s: swap is not disallowed", got)
@@ -188,20 +173,6 @@ func TestV2(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q, %v; want %s", file, b, err, want)
-		}
-	}
-	for _, c := range []struct {
-		weight uint64
-		want   string
-	}{{MinCPUWeight, "1"}, {DefaultCPUWeight, "100"}, {0, "1"}, {50000, "10000"}} {
-		if err := g.SetCPUWeight(c.weight); err != nil {
-			t.Fatal(err)
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, "cpu.weight")); err != nil || strings.TrimSpace(string(b)) != c.want {
-			t.Errorf("SetCPUWeight(%d): cpu.weight = %q, %v; want %s", c.weight, b, err, c.want)
-		}
-		if w, err := g.CPUWeight(); err != nil || fmt.Sprint(w) != c.want {
-			t.Errorf("CPUWeight after SetCPUWeight(%d) = %d, %v; want %s", c.weight, w, err, c.want)
 		}
 	}
 	cmd, in := startHeld(t, "exit 0")

@@ -21,7 +21,6 @@ type v1Driver struct {
 	parents    map[string]string
 	hierarchy  cgroup1.Hierarchy
 	memRoot    string // the memory hierarchy's mount, for files containerd does not read
-	cpuRoot    string // the cpu hierarchy's mount
 	memswFiles bool
 	// roots are the cgroups each required controller's mount shows as its
 	// "/" (mountRoot), so Verify can compare with /proc/PID/cgroup.
@@ -37,7 +36,7 @@ func openV1(parent string) (Driver, error) {
 		return nil, fmt.Errorf("%w: v1 subsystems: %v", ErrUnavailable, err)
 	}
 	var picked []cgroup1.Subsystem
-	var memRoot, cpuRoot string
+	var memRoot string
 	roots := map[string]string{}
 	self, err := readProcCgroup(os.Getpid())
 	if err != nil {
@@ -51,11 +50,8 @@ func openV1(parent string) (Driver, error) {
 			if !ok {
 				return nil, fmt.Errorf("%w: v1 %s has no mount point", ErrUnavailable, s.Name())
 			}
-			switch s.Name() {
-			case cgroup1.Memory:
+			if s.Name() == cgroup1.Memory {
 				memRoot = p.Path("/")
-			case cgroup1.Cpu:
-				cpuRoot = p.Path("/")
 			}
 			root, err := mountRootOf(p.Path("/"))
 			if err != nil {
@@ -79,7 +75,6 @@ func openV1(parent string) (Driver, error) {
 		parents:    parents,
 		hierarchy:  func() ([]cgroup1.Subsystem, error) { return picked, nil },
 		memRoot:    memRoot,
-		cpuRoot:    cpuRoot,
 		memswFiles: err == nil,
 		roots:      roots,
 	}, nil
@@ -118,7 +113,7 @@ func (d *v1Driver) New(name string, l Limits) (Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup v1: create %s: %w", p, err)
 	}
-	return &v1Group{cg: cg, path: p, paths: paths, memRoot: d.memRoot, cpuRoot: d.cpuRoot, roots: d.roots}, nil
+	return &v1Group{cg: cg, path: p, paths: paths, memRoot: d.memRoot, roots: d.roots}, nil
 }
 
 func cpuV1(cpus float64) *specs.LinuxCPU {
@@ -132,7 +127,6 @@ type v1Group struct {
 	path    string            // the memory controller's, below its mount
 	paths   map[string]string // each required controller's, below its mount
 	memRoot string
-	cpuRoot string // the cpu controller's mount point
 	roots   map[string]string
 }
 
@@ -171,24 +165,6 @@ func (g *v1Group) Procs() ([]int, error) {
 // process forking as fast as it is killed is caught by the loop, bounded by
 // pids.max.
 func (g *v1Group) KillAll() error { return killLoop(g.Procs, nil) }
-
-// SetCPUWeight writes cpu.shares: v1's default 1024 is v2's 100, and
-// the kernel's floor is 2.
-func (g *v1Group) SetCPUWeight(weight uint64) error {
-	shares := max(min(max(weight, MinCPUWeight), 10000)*1024/DefaultCPUWeight, 2)
-	if err := g.cg.Update(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &shares}}); err != nil {
-		return fmt.Errorf("cgroup v1: cpu.shares of %s: %w", g.path, err)
-	}
-	return nil
-}
-
-func (g *v1Group) CPUWeight() (uint64, error) {
-	shares, err := readUint(filepath.Join(g.cpuRoot, g.paths["cpu"], "cpu.shares"))
-	if err != nil {
-		return 0, err
-	}
-	return (shares*DefaultCPUWeight + 512) / 1024, nil
-}
 
 func (g *v1Group) Delete() error {
 	if err := g.cg.Delete(); err != nil {

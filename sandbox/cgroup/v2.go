@@ -210,18 +210,6 @@ func (g *v2Group) KillAll() error {
 	})
 }
 
-func (g *v2Group) SetCPUWeight(weight uint64) error {
-	weight = min(max(weight, MinCPUWeight), 10000)
-	if err := g.m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Weight: &weight}}); err != nil {
-		return fmt.Errorf("cgroup v2: cpu.weight of %s: %w", g.path, err)
-	}
-	return nil
-}
-
-func (g *v2Group) CPUWeight() (uint64, error) {
-	return readUint(filepath.Join(g.dir, "cpu.weight"))
-}
-
 func (g *v2Group) Delete() error {
 	if err := g.m.Delete(); err != nil {
 		return fmt.Errorf("cgroup v2: delete %s: %w", g.path, err)

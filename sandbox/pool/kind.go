@@ -44,12 +44,8 @@ type StartOptions struct {
 	ID          string // unique, safe in file and cgroup names
 	MemoryBytes int64  // the session's memory (guest or sandbox)
 	Limits      Limits // the operator's limits (output, scratch, pids, ...)
-	// Background marks a warm refill nobody waits for. The pool has
-	// already given its cgroup the lowest CPU weight (with a cgroup per
-	// interpreter the scheduler divides CPU between groups first, so that
-	// is what keeps a refill off a busy core); without isolation the kind
-	// may lower its processes' priority itself (see
-	// Interpreter.Foreground).
+	// Background marks a warm refill nobody waits for: the kind should run
+	// it at low priority (see Interpreter.Foreground).
 	Background bool
 	// Confine adds pid to the interpreter's own cgroup and verifies the
 	// membership from the kernel. It is a no-op when isolation is off.

@@ -186,7 +186,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		if s.it == nil {
 			select {
 			case w := <-p.warm:
-				p.foreground(w)
+				w.Foreground()
 				s.it = w
 				s.deferRefill()
 			default:
@@ -372,15 +372,6 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 			return nil, fmt.Errorf("pool: %w", err)
 		}
 		group = g
-		if background {
-			// Before any process joins: everything the kind starts in the
-			// group competes for CPU at the lowest weight until
-			// foreground.
-			if err := g.SetCPUWeight(cgroup.MinCPUWeight); err != nil {
-				p.deleteGroup(g)
-				return nil, fmt.Errorf("pool: %w", err)
-			}
-		}
 	}
 	confine := func(pid int) error {
 		if group == nil {
@@ -414,18 +405,6 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 	p.live[w] = struct{}{}
 	p.mu.Unlock()
 	return w, nil
-}
-
-// foreground gives a warm interpreter handed to a session its full CPU
-// weight back, and lets the kind undo any priority of its own. A failure
-// costs speed, not safety, so it is logged.
-func (p *Pool) foreground(w *interp) {
-	if w.group != nil {
-		if err := w.group.SetCPUWeight(cgroup.DefaultCPUWeight); err != nil {
-			p.log.Warn("restoring an interpreter's CPU weight failed", zap.String("cgroup", w.group.Path()), zap.Error(err))
-		}
-	}
-	w.Foreground()
 }
 
 // Close kills every interpreter and waits for them.
