@@ -235,9 +235,9 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	// threads' priorities itself (systrap runs its stub threads at the
 	// sentry's own nice + 1, fixed when it starts, so a niced start would
 	// leave every stub thread made later niced for the sandbox's life),
-	// and a thread's nice value competes only inside its own cgroup
-	// anyway. The pool's cgroup CPU weight keeps a background start off
-	// busy cores instead (pool.StartOptions.Background).
+	// and with a cgroup per sandbox a thread's nice value competes only
+	// inside its own group anyway. The pool keeps refills off a first
+	// call's core by when it starts them.
 	if err := p.Confine(o.Confine, false); err != nil {
 		return nil, fmt.Errorf("gvisor: confine the launcher: %w", err)
 	}
@@ -332,8 +332,8 @@ func (it *interp) PID() int { return it.proc.PID() }
 func (it *interp) Exited() <-chan struct{} { return it.proc.Exited() }
 
 // Foreground implements pool.Interpreter. It has nothing to undo: a
-// background start is not niced (see start); the pool's cgroup weight,
-// which it restores itself, is what held it back.
+// background start is not niced (see start): the pool holds refills back
+// by when it starts them.
 func (it *interp) Foreground() {}
 
 // warmUp runs cellrunner.WarmUpCells through the whole path of a run —

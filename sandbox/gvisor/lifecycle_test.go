@@ -17,9 +17,9 @@ import (
 )
 
 // TestLifecycle covers what the pool relies on besides Run: a Confine
-// failure leaves nothing running, a background start is not niced (the
-// pool's cgroup weight holds it back), cancellation ends Run promptly, Kill is idempotent and
-// concurrent, and two sandboxes do not share randomness.
+// failure leaves nothing running, a background start is not niced,
+// cancellation ends Run promptly, Kill is idempotent and concurrent, and
+// two sandboxes do not share randomness.
 func TestLifecycle(t *testing.T) {
 	e := newEnv(t)
 	if env := e.kind.Environment(); env.Provider != "gvisor" || !strings.HasPrefix(env.PythonVersion, "3.") || !env.Images || len(env.Packages) == 0 {
@@ -47,8 +47,7 @@ func TestLifecycle(t *testing.T) {
 	t.Run("background start is not niced", func(t *testing.T) {
 		// systrap's sentry runs its stub threads at its own nice + 1,
 		// fixed when it starts: a niced start would leave every stub
-		// thread made later niced for good (the pool lowers the cgroup's
-		// CPU weight instead: sandbox/pool TestBackgroundCPUWeight).
+		// thread made later niced for good.
 		b.it.Foreground()
 		b.run("import threading\nt = threading.Thread(target=sum, args=(range(10),)); t.start(); t.join()", 0)
 		for n := range nicesOf(t, b.group) {
