@@ -234,14 +234,7 @@ func BenchmarkNewContainerOverhead(b *testing.B) {
 		}
 		return reply{items: []string{m.message("25")}}
 	})
-	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
-	if err := os.WriteFile(cfg, []byte("sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-newctr\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
-	defer p.stop(b)
-	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	dev := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	dev := startDev(b, bin, m.URL(), "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-newctr\n")
 	direct := m.URL() + "/v1/responses"
 	code := `{"model":"gpt-5.6","input":"print 25","include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	plain := `{"model":"gpt-5.6","input":"say plain"}`
@@ -331,14 +324,7 @@ func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 		}
 		return reply{items: []string{m.message("done")}}
 	})
-	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
-	if err := os.WriteFile(cfg, []byte("sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
-	defer p.stop(b)
-	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	u := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	u := startDev(b, bin, m.URL(), "sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n")
 	body := `{"model":"gpt-5.6","input":"print 25","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var completed, lost, calls int
@@ -418,14 +404,7 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 		}
 		return reply{items: []string{m.message("done")}}
 	})
-	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
-	if err := os.WriteFile(cfg, []byte("sandbox:\n  provider: gvisor\n  isolation:\n    cgroup_parent: /codeinterp-e2e-gvisor\nlogging:\n  level: warn\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
-	defer p.stop(b)
-	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	u := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	u := startDev(b, bin, m.URL(), "sandbox:\n  provider: gvisor\n  isolation:\n    cgroup_parent: /codeinterp-e2e-gvisor\nlogging:\n  level: warn\n")
 	body := `{"model":"gpt-5.6","input":"sum","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{}
 	do := func() time.Duration {
@@ -453,4 +432,18 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 	med, p90 := quantiles(lat)
 	b.ReportMetric(med/1000, "request-median-ms")
 	b.ReportMetric(p90/1000, "request-p90-ms")
+}
+
+// startDev runs `extproc dev` in front of upstream with config (YAML) until
+// the benchmark ends, and returns its /v1/responses URL.
+func startDev(b *testing.B, bin, upstream, config string) string {
+	b.Helper()
+	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", upstream, "--config", cfg)
+	b.Cleanup(func() { p.stop(b) })
+	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+	return strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
 }
