@@ -211,6 +211,8 @@ func TestValidateErrors(t *testing.T) {
 		{"no methods", func(c *Config) { c.Routes.Methods = []string{} }, [][2]string{{"routes.methods", "at least one method"}}},
 		{"lower-case method", func(c *Config) { c.Routes.Methods = []string{"post"} }, [][2]string{{"routes.methods[0]", "upper-case"}}},
 		{"duplicate method", func(c *Config) { c.Routes.Methods = []string{"POST", "POST"} }, [][2]string{{"routes.methods[1]", "listed twice"}}},
+		{"unknown gvisor platform", func(c *Config) { gvisorNet(c); c.Sandbox.GVisor.Platform = "kvmm" },
+			[][2]string{{"sandbox.gvisor.platform", `"kvmm" is not one of systrap, ptrace, kvm`}}},
 		{"network on wasm", func(c *Config) { c.Sandbox.Network.AllowedDomains = []string{"pypi.org"} },
 			[][2]string{{"sandbox.network.allowed_domains", "needs sandbox.provider: gvisor"}}},
 		{"network domain with a scheme", func(c *Config) { gvisorNet(c, "https://pypi.org") }, [][2]string{{"sandbox.network.allowed_domains[0]", "not a lowercase host name"}}},
@@ -333,6 +335,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"redis", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "rediss://u:p@redis.example:6380/2" }},
 		{"files upstream", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "https://api.openai.com/v1" }},
 		{"files off", func(c *Config) { c.Files.Source = FilesOff }},
+		{"gvisor on systrap (the default)", func(c *Config) { gvisorNet(c); c.Sandbox.GVisor.Platform = "systrap" }},
+		{"gvisor on ptrace", func(c *Config) { gvisorNet(c); c.Sandbox.GVisor.Platform = "ptrace" }},
+		{"gvisor on kvm", func(c *Config) { gvisorNet(c); c.Sandbox.GVisor.Platform = "kvm" }},
+		{"gvisor with a runsc path", func(c *Config) { gvisorNet(c); c.Sandbox.GVisor.Runsc = "/usr/local/bin/runsc" }},
 		{"network on gvisor", func(c *Config) {
 			gvisorNet(c, "pypi.org", "files.pythonhosted.org")
 			c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "10.0.0.5:8443", "files.pythonhosted.org": "mirror.internal"}
