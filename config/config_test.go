@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/sandbox/wasm"
 	"sigs.k8s.io/yaml"
 )
@@ -564,6 +565,15 @@ func TestPoolConfig(t *testing.T) {
 	p := c.PoolConfig()
 	if p.Limits.CPUs != 0.5 || p.Isolation.UID != 7 || p.Limits.MaxGuestMemoryBytes != 3<<30 {
 		t.Errorf("fields not mapped: %+v", p)
+	}
+	// The sentry's core: gVisor's cgroup quota is the code's cpus plus
+	// one; the WASM worker has no machinery beside the code.
+	if p.Limits.WorkerOverheadCPUs != 0 {
+		t.Errorf("wasm: WorkerOverheadCPUs %v, want 0", p.Limits.WorkerOverheadCPUs)
+	}
+	c.Sandbox.Provider = ProviderGVisor
+	if p := c.PoolConfig(); p.Limits.WorkerOverheadCPUs != gvisor.RecommendedOverheadCPUs || p.Limits.CPUs != 0.5 {
+		t.Errorf("gvisor: CPUs %v + WorkerOverheadCPUs %v, want 0.5 + %v", p.Limits.CPUs, p.Limits.WorkerOverheadCPUs, gvisor.RecommendedOverheadCPUs)
 	}
 }
 

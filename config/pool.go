@@ -50,6 +50,7 @@ func (c *Config) PoolConfig() pool.Config {
 			ScratchBytes:        int64(l.ScratchBytes),
 			Pids:                l.Pids,
 			CPUs:                l.CPUs,
+			WorkerOverheadCPUs:  c.workerOverheadCPUs(),
 		},
 		Isolation: pool.Isolation{
 			Cgroup:       s.Isolation.Cgroup,

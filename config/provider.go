@@ -14,6 +14,16 @@ const (
 	gvisorPids           = gvisor.RecommendedPids
 )
 
+// workerOverheadCPUs is the CPU quota the pool adds to sandbox.limits.cpus
+// for the provider's own machinery: gVisor's sentry (not a setting: it is
+// what the sentry needs whatever the code is allowed).
+func (c *Config) workerOverheadCPUs() float64 {
+	if c.Sandbox.Provider == ProviderGVisor {
+		return gvisor.RecommendedOverheadCPUs
+	}
+	return 0
+}
+
 // ApplyProviderDefaults gives a gVisor configuration the gVisor limits for
 // every field still at the WASM provider's default, so that
 // `sandbox.provider: gvisor` alone gives a working server. A field set to

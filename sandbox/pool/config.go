@@ -42,7 +42,12 @@ type Limits struct {
 	StderrBytes         int
 	ScratchBytes        int64   // in-memory /tmp and /mnt/data per session
 	Pids                int64   // cgroup pids.max per worker
-	CPUs                float64 // cgroup CPU quota per worker, in cores
+	CPUs                float64 // cgroup CPU quota per worker, in cores: what the code may use
+	// WorkerOverheadCPUs is added to CPUs in the cgroup's quota: the
+	// interpreter's own machinery that runs beside the code (gVisor's
+	// sentry serves each system call while the code's thread waits
+	// spinning for it; on systrap both are on a core during the handoff).
+	WorkerOverheadCPUs float64
 }
 
 // Isolation says how workers are confined.
@@ -98,6 +103,7 @@ func (c Config) Validate() error {
 	check(l.GuestMemoryBytes >= MinMemoryBytes, "limits.guest_memory", "must be at least 32MiB")
 	check(l.MaxGuestMemoryBytes >= l.GuestMemoryBytes, "limits.max_guest_memory", "must be at least guest_memory")
 	check(l.WorkerOverheadBytes >= 16<<20, "limits.worker_overhead", "must be at least 16MiB")
+	check(l.WorkerOverheadCPUs >= 0, "limits.worker_overhead_cpus", "must not be negative")
 	check(l.StdoutBytes > 0, "limits.stdout_bytes", "must be positive")
 	check(l.StderrBytes > 0, "limits.stderr_bytes", "must be positive")
 	check(l.ScratchBytes >= 0, "limits.scratch_bytes", "must not be negative")

@@ -366,7 +366,7 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 		g, err := p.cg.New(p.kind.Name()+"-"+id, cgroup.Limits{
 			MemoryBytes: mem + p.cfg.Limits.WorkerOverheadBytes,
 			Pids:        p.cfg.Limits.Pids,
-			CPUs:        p.cfg.Limits.CPUs,
+			CPUs:        p.cfg.Limits.CPUs + p.cfg.Limits.WorkerOverheadCPUs,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pool: %w", err)

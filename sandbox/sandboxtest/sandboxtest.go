@@ -90,6 +90,7 @@ func GVisorConfig(tb testing.TB) (pool.Config, gvisor.Config) {
 	// runsc, its gofer, the sentry and the ptrace stubs are all host
 	// threads in the cgroup: the WASM worker's 64 is too few.
 	pc.Limits.Pids = gvisor.RecommendedPids
+	pc.Limits.WorkerOverheadCPUs = gvisor.RecommendedOverheadCPUs
 	pc.Isolation.CgroupParent = "/codeinterp-test"
 	gc := gvisor.Config{LauncherCommand: []string{self, LauncherArg}, StateDir: tb.TempDir()}
 	ApplyGVisorEnv(tb, &gc)
