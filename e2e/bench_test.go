@@ -28,6 +28,16 @@ func quantiles(ds []time.Duration) (med, p90 float64) {
 	return us(s[len(s)/2]), us(s[len(s)*9/10])
 }
 
+// reportQuantiles reports the median of ds as NAME-median-µs and, with
+// p90, its 90th percentile as NAME-p90-µs.
+func reportQuantiles(b *testing.B, ds []time.Duration, name string, p90 bool) {
+	med, q90 := quantiles(ds)
+	b.ReportMetric(med, name+"-median-µs")
+	if p90 {
+		b.ReportMetric(q90, name+"-p90-µs")
+	}
+}
+
 func post(c *http.Client, u, body string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
@@ -188,19 +198,12 @@ func codeInterpreterOverhead(b *testing.B, sh shapes, perWorker int, modes []str
 				overheads = append(overheads, d-(m.busyTime()-before))
 			}
 			b.StopTimer()
-			tm, t90 := quantiles(totals)
-			om, o90 := quantiles(overheads)
 			opens, runs, closes := s.runs.timings()
-			opm, _ := quantiles(opens)
-			rm, _ := quantiles(runs)
-			cm, _ := quantiles(closes)
-			b.ReportMetric(cm, "sandbox-close-median-µs")
-			b.ReportMetric(opm, "sandbox-open-median-µs")
-			b.ReportMetric(rm, "sandbox-run-median-µs")
-			b.ReportMetric(tm, "total-median-µs")
-			b.ReportMetric(t90, "total-p90-µs")
-			b.ReportMetric(om, "overhead-median-µs")
-			b.ReportMetric(o90, "overhead-p90-µs")
+			reportQuantiles(b, closes, "sandbox-close", false)
+			reportQuantiles(b, opens, "sandbox-open", false)
+			reportQuantiles(b, runs, "sandbox-run", false)
+			reportQuantiles(b, totals, "total", true)
+			reportQuantiles(b, overheads, "overhead", true)
 		})
 	}
 }
@@ -284,14 +287,9 @@ func BenchmarkNewContainerOverhead(b *testing.B) {
 		added = append(added, plainOwn-directOwn)
 	}
 	b.StopTimer()
-	om, o90 := quantiles(overheads)
-	cm, c90 := quantiles(codes)
-	am, _ := quantiles(added)
-	b.ReportMetric(om, "overhead-median-µs")
-	b.ReportMetric(o90, "overhead-p90-µs")
-	b.ReportMetric(cm, "code-round-median-µs")
-	b.ReportMetric(c90, "code-round-p90-µs")
-	b.ReportMetric(am, "dev-plain-added-median-µs")
+	reportQuantiles(b, overheads, "overhead", true)
+	reportQuantiles(b, codes, "code-round", true)
+	reportQuantiles(b, added, "dev-plain-added", false)
 }
 
 // BenchmarkLoadThroughDev is the load run: `extproc dev` with the default
