@@ -49,18 +49,25 @@ func post(c *http.Client, u, body string) (*http.Response, error) {
 }
 
 func timedPost(b *testing.B, c *http.Client, u, body string) time.Duration {
+	d, _ := timedRead(b, c, u, body)
+	return d
+}
+
+// timedRead posts body to u and returns the wall time until the whole
+// answer was read, and the answer; anything but a 200 fails b.
+func timedRead(b *testing.B, c *http.Client, u, body string) (time.Duration, []byte) {
 	start := time.Now()
 	resp, err := post(c, u, body)
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
+	out, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
-	if err != nil || resp.StatusCode != 200 {
-		b.Fatalf("status %d: %v", resp.StatusCode, err)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d: %v: %.400s", resp.StatusCode, err, out)
 	}
-	return d
+	return d, out
 }
 
 // BenchmarkPassThroughOverhead measures what the ext_proc filter adds to a
@@ -245,17 +252,9 @@ func BenchmarkNewContainerOverhead(b *testing.B) {
 	// timed returns the request's wall time less the model server's.
 	timed := func(u, body, want string) (total, own time.Duration) {
 		before := m.busyTime()
-		t0 := time.Now()
-		resp, err := post(c, u, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		total = time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK ||
-			gjson.GetBytes(out, `output.#(type=="message").content.0.text`).Str != want {
-			b.Fatalf("status %d: %v: %.400s", resp.StatusCode, err, out)
+		total, out := timedRead(b, c, u, body)
+		if gjson.GetBytes(out, `output.#(type=="message").content.0.text`).Str != want {
+			b.Fatalf("answer is not %q: %.400s", want, out)
 		}
 		if want == "25" && gjson.GetBytes(out, `output.#(type=="code_interpreter_call").outputs.0.logs`).Str != "25\n" {
 			b.Fatalf("the code call did not print 25: %.400s", out)
@@ -406,17 +405,9 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 	body := `{"model":"gpt-5.6","input":"sum","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{}
 	do := func() time.Duration {
-		t0 := time.Now()
-		resp, err := post(c, u, body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		d := time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK ||
-			gjson.GetBytes(out, `output.#(type=="code_interpreter_call").outputs.0.logs`).Str != "45\n" {
-			b.Fatalf("status %d: %v: %.400s", resp.StatusCode, err, out)
+		d, out := timedRead(b, c, u, body)
+		if gjson.GetBytes(out, `output.#(type=="code_interpreter_call").outputs.0.logs`).Str != "45\n" {
+			b.Fatalf("the code call did not print 45: %.400s", out)
 		}
 		return d
 	}

@@ -22,26 +22,25 @@
 # then `go mod tidy`, and set PinnedRunscVersion in sandbox/gvisor/pin.go
 # to the same version (TestPinMatchesGoMod checks the two agree).
 #
-# Usage: runtime/build-runsc.sh [--print-path | --print-version]
+# Usage: runtime/build-runsc.sh [--print-path]
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MOD=$HERE/runsc
 GO=${GO:-go}
-command -v "$GO" >/dev/null || { echo "build-runsc: needs Go ($GO) on PATH" >&2; exit 1; }
-# The pinned version is the one go.mod requires.
-VERSION=$(cd "$MOD" && GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Version}}' gvisor.dev/gvisor)
-[ -n "$VERSION" ] || { echo "build-runsc: runtime/runsc/go.mod requires no gvisor.dev/gvisor" >&2; exit 1; }
 RECIPE=$(cat "${BASH_SOURCE[0]}" "$MOD/go.mod" "$MOD/go.sum" "$MOD/precompile/main.go" | sha256sum | cut -c1-12)
 CACHE_ROOT=${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp
 OUT=${CODEINTERP_RUNSC_DIR:-$CACHE_ROOT/runsc-$RECIPE}
 
 case "${1:-}" in
   --print-path) echo "$OUT/runsc"; exit 0 ;;
-  --print-version) echo "$VERSION"; exit 0 ;;
   "") ;;
-  *) echo "usage: $0 [--print-path | --print-version]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--print-path]" >&2; exit 2 ;;
 esac
+command -v "$GO" >/dev/null || { echo "build-runsc: needs Go ($GO) on PATH" >&2; exit 1; }
+# The pinned version is the one go.mod requires.
+VERSION=$(cd "$MOD" && GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Version}}' gvisor.dev/gvisor)
+[ -n "$VERSION" ] || { echo "build-runsc: runtime/runsc/go.mod requires no gvisor.dev/gvisor" >&2; exit 1; }
 if [ -f "$OUT/MANIFEST" ] && [ -x "$OUT/runsc" ]; then
   echo "build-runsc: $OUT/runsc is built ($VERSION)"
   exit 0

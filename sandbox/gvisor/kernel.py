@@ -43,7 +43,7 @@ def reseed():
             mod.current_process().authkey = os.urandom(32)
 
 
-def fonts_in_memory(matplotlib):
+def fonts_in_memory():
     """Serve matplotlib's fonts from memory.
 
     FreeType reads a font through matplotlib's file callback: a seek and a
@@ -74,19 +74,16 @@ def fonts_in_memory(matplotlib):
         return MemoryFont(first, hinting_factor, _kerning_factor=_kerning_factor, _fallback_list=[
             MemoryFont(p, hinting_factor, _kerning_factor=_kerning_factor) for p in rest])
 
-    try:
-        # The signature is matplotlib 3.6's (bookworm's); another version
-        # keeps its own loader.
-        font_manager._get_font.cache_info
-        font_manager.get_font(font_manager.findfont("DejaVu Sans"))
-    except Exception:
-        return
+    original = font_manager._get_font
+    if not hasattr(original, "cache_info"):
+        return  # not matplotlib 3.6's (bookworm's) cached loader: keep its own
     font_manager._get_font = _get_font
     try:
-        # The default font, loaded before the checkpoint.
-        font_manager.get_font(font_manager.findfont(matplotlib.rcParams["font.family"][0]))
+        # The default font, loaded before the checkpoint; a loader this
+        # matplotlib does not take is undone.
+        font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
     except Exception:
-        pass
+        font_manager._get_font = original
 
 
 def _main():
@@ -168,7 +165,7 @@ def _main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         plt.show = lambda *a, **k: None  # figures stay open for the capture
-        fonts_in_memory(matplotlib)
+        fonts_in_memory()
     _codeinterp_warmup()
     import resource  # for begin: an import after a restore reads files through the gofer
 

@@ -108,7 +108,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 		return err
 	}
 	k.version = version
-	k.features = allFeatures
+	k.features = pinnedFeatures()
 	if version != PinnedRunscVersion {
 		k.features = probeFeatures(ctx, runsc)
 	}

@@ -119,8 +119,10 @@ type features struct {
 	direct bool
 }
 
-// allFeatures is what the pinned runsc has.
-var allFeatures = features{excludeZeroPages: true, uncompressed: true, background: true, direct: true}
+// pinnedFeatures is what the pinned runsc has.
+func pinnedFeatures() features {
+	return features{excludeZeroPages: true, uncompressed: true, background: true, direct: true}
+}
 
 // probeFeatures reads runsc's help for checkpoint and restore.
 func probeFeatures(ctx context.Context, runsc string) features {
