@@ -31,13 +31,15 @@ import (
 // buildExtproc compiles the real binary once per test.
 func buildExtproc(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "extproc")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/extproc")
+	// wasm-worker beside it, as make build and the image place it: the
+	// server starts wasm interpreters from it.
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/extproc", "./cmd/wasm-worker")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/extproc: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/extproc ./cmd/wasm-worker: %v\n%s", err, out)
 	}
-	return bin
+	return filepath.Join(dir, "extproc")
 }
 
 // proc is a running extproc whose stderr (zap JSON lines) is collected.
@@ -254,6 +256,12 @@ func TestDevCommand(t *testing.T) {
 	if len(calls) != 1 || calls[0].Outputs[0].Logs != "CODE_INTERPRETER_OK=385\n" || r.OutputText() != "CODE_INTERPRETER_OK=385" {
 		t.Fatalf("output %s", r.RawJSON())
 	}
+	// The code ran in the wasm-worker built beside extproc, not in a
+	// copy of the server.
+	worker := filepath.Join(filepath.Dir(bin), "wasm-worker")
+	p.waitLine(t, "the wasm workers line", func(l string) bool {
+		return strings.Contains(l, `"msg":"wasm workers","binary":"`+worker+`"`)
+	})
 	p.stop(t)
 }
 

@@ -77,8 +77,10 @@ rm -rf "$CTX" && mkdir -p "$CTX/runtime" "$CTX/cache"
 # ------------------------------------------------------------ 1. extproc
 # Static (no cgo: the image has no libc), -trimpath and no build id so the
 # bytes depend on the source and the toolchain only.
-log "go build extproc (static, -trimpath)"
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w -buildid=' -o "$CTX/extproc" ./cmd/extproc
+# wasm-worker is built the same way in the same step: the server uses it
+# only when its build information matches its own.
+log "go build extproc and wasm-worker (static, -trimpath)"
+CGO_ENABLED=0 go build -trimpath -ldflags='-s -w -buildid=' -o "$CTX/" ./cmd/extproc ./cmd/wasm-worker
 
 # ------------------------------------------------------------ 2. runtime
 # The same CPython-WASI the tests use (make runtime); minutes on the first

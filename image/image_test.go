@@ -440,6 +440,12 @@ func TestDevResponses(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the model was called %d times, want 2 (the call, then the follow-up with its output)", n)
 	}
+	// The image's wasm-worker was built with its extproc, so the server
+	// starts interpreters from it rather than from itself.
+	logs, err := exec.Command("podman", "logs", c.name).CombinedOutput()
+	if err != nil || !strings.Contains(string(logs), `"msg":"wasm workers","binary":"/usr/local/bin/wasm-worker"`) {
+		t.Errorf("the server in the image does not use /usr/local/bin/wasm-worker (%v):\n%s", err, logs)
+	}
 }
 
 // modelCode is what the scripted model asks the sandbox to run.

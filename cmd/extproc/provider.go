@@ -30,7 +30,7 @@ func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot b
 		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
 			return nil, err
 		}
-		wc := cfg.WASMConfig([]string{self, workerCommand})
+		wc := cfg.WASMConfig(wasmWorkerCommand(self, log))
 		wc.ReuseSnapshot = oneShot
 		return wasm.New(ctx, wc, log)
 	case config.ProviderGVisor:

@@ -36,9 +36,9 @@ var bootstrap = cellrunner.Prepend(bootstrapLoop)
 // wasmPageSize is the WebAssembly page size.
 const wasmPageSize = 64 << 10
 
-// Main runs a worker. args[0] is "serve" (the normal case) or "precompile"
-// (fill the compilation cache; runs no guest code). It returns the process
-// exit status.
+// Main runs a worker. args[0] is "serve" (the normal case), "precompile"
+// (fill the compilation cache; runs no guest code), "snapshot", or
+// "fingerprint" (print Fingerprint). It returns the process exit status.
 func Main(args []string) int {
 	if len(args) < 1 {
 		fmt.Fprintln(os.Stderr, "worker: missing mode")
@@ -60,6 +60,8 @@ func Main(args []string) int {
 		err = TakeSnapshot(context.Background(), args[1], args[2], args[3])
 	case "serve":
 		err = serve()
+	case "fingerprint":
+		_, err = fmt.Println(Fingerprint())
 	default:
 		err = fmt.Errorf("unknown mode %q", args[0])
 	}
