@@ -21,7 +21,7 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor gvisor-rootfs redis node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor gvisor-rootfs redis s3-server node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -48,6 +48,13 @@ gvisor:
 # ~/.cache/codeinterp (minutes once, seconds when cached).
 gvisor-rootfs:
 	bash runtime/build-gvisor-rootfs.sh
+
+# versitygw, the S3-compatible server the tests of the S3 checkpoint
+# store start (built from the Go module proxy at runtime/versitygw/go.mod's
+# version into the build cache: about two minutes once). Tests only: the
+# demo and the server never need it.
+s3-server:
+	GO=$(GO) bash runtime/build-versitygw.sh
 
 # Debian's redis-server for the store/redis tests (each test starts its own
 # on a loopback port; nothing runs globally).
@@ -80,7 +87,7 @@ $(NODE_STAMP): e2e/node/package-lock.json e2e/node/package.json
 build: deps
 	$(GO) build -o bin/ ./cmd/extproc ./cmd/wasm-worker
 
-test: setup node-deps
+test: setup node-deps s3-server
 	$(GO) test $(TESTFLAGS) ./...
 	$(MAKE) --no-print-directory wazero-tests
 
