@@ -143,7 +143,26 @@ type SessionOptions struct {
 	// warm or recycled one) and never reused. A provider whose
 	// Environment().Network is false fails the Open with ErrNoNetwork.
 	Network *egress.Policy
+	// Restore is a state a session of this provider returned from
+	// Checkpoint: the session starts from it (its variables, imports and
+	// /tmp) rather than a fresh interpreter. It must be the provider's own
+	// (sealed and checked by the caller); one the provider cannot use fails
+	// the Open with an error wrapping ErrNoCheckpoint.
+	Restore []byte
 }
+
+// Checkpointer is implemented by sessions whose interpreter state can be
+// taken between runs (the wasm provider): Checkpoint returns it, for a
+// later SessionOptions.Restore on this server or another. The session goes
+// on unchanged. ErrNoCheckpoint: there is no state to take now (no
+// interpreter, open files, a provider that cannot), and nothing is harmed.
+type Checkpointer interface {
+	Checkpoint(ctx context.Context) ([]byte, error)
+}
+
+// ErrNoCheckpoint says a session's state cannot be checkpointed or
+// restored; the session, or a fresh interpreter, goes on.
+var ErrNoCheckpoint = errors.New("sandbox: no checkpoint")
 
 // Capacity is a snapshot of a provider's occupancy.
 type Capacity struct {

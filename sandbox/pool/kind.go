@@ -60,6 +60,30 @@ type StartOptions struct {
 	// starts such an interpreter for one session only, and only on a kind
 	// whose Environment().Network is set.
 	Egress *egress.Session
+	// Restore is a Checkpointer's state the interpreter resumes from
+	// instead of starting fresh (nil: fresh). A kind that cannot restore
+	// it, or that finds it does not match what it runs, fails the start.
+	Restore []byte
+}
+
+// Checkpointer is implemented by interpreters whose state can be taken
+// between runs and restored into a new interpreter (StartOptions.Restore),
+// in this process or another server's: a wasm worker.
+type Checkpointer interface {
+	// Checkpoint returns the interpreter's state, opaque to the pool; the
+	// interpreter goes on unchanged. A state that cannot be taken now
+	// (the code holds open files) is an error wrapping
+	// sandbox.ErrNoCheckpoint, and the interpreter is unharmed; any other
+	// error means the pool kills it.
+	Checkpoint(ctx context.Context) ([]byte, error)
+}
+
+// SessionRestorer is implemented by kinds whose Start honours
+// StartOptions.Restore; the pool refuses a restore on any other kind
+// rather than start a fresh interpreter in its place.
+type SessionRestorer interface {
+	// RestoresSessions reports whether this kind, as configured, can.
+	RestoresSessions() bool
 }
 
 // Recycler is implemented by interpreters whose process can start a fresh

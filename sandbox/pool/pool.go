@@ -179,9 +179,10 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		}
 		s.egress = es
 	}
-	// A warm or parked interpreter has no network: a session with an
-	// allowlist gets one started for it.
-	if mem == p.cfg.Limits.GuestMemoryBytes && opts.Network == nil {
+	// A warm or parked interpreter has no network and no state: a session
+	// with an allowlist, or restored from a checkpoint, gets one started
+	// for it.
+	if mem == p.cfg.Limits.GuestMemoryBytes && opts.Network == nil && opts.Restore == nil {
 		s.it = p.takeIdle(ctx, opts.Owner)
 		if s.it == nil {
 			select {
@@ -194,10 +195,20 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 		}
 	}
 	if s.it == nil {
-		w, err := p.start(ctx, s.id, mem, false, s.egress)
+		if opts.Restore != nil {
+			if r, ok := p.kind.(SessionRestorer); !ok || !r.RestoresSessions() {
+				s.closeEgress()
+				<-p.slots
+				return nil, fmt.Errorf("%w: the %s provider cannot restore a session", sandbox.ErrNoCheckpoint, p.kind.Name())
+			}
+		}
+		w, err := p.start(ctx, s.id, mem, false, s.egress, opts.Restore)
 		if err != nil {
 			s.closeEgress()
 			<-p.slots
+			if opts.Restore != nil {
+				return nil, fmt.Errorf("%w: %v", sandbox.ErrNoCheckpoint, err)
+			}
 			return nil, err
 		}
 		s.it = w
@@ -360,7 +371,7 @@ func (p *Pool) acquire(ctx context.Context) error {
 }
 
 // start makes the interpreter's cgroup and has the kind start it inside.
-func (p *Pool) start(ctx context.Context, id string, mem int64, background bool, es *egress.Session) (*interp, error) {
+func (p *Pool) start(ctx context.Context, id string, mem int64, background bool, es *egress.Session, restore []byte) (*interp, error) {
 	var group cgroup.Group
 	if p.cg != nil {
 		g, err := p.cg.New(p.kind.Name()+"-"+id, cgroup.Limits{
@@ -388,7 +399,7 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 	}
 	it, err := p.kind.Start(ctx, StartOptions{
 		ID: id, MemoryBytes: mem, Limits: p.cfg.Limits, Background: background,
-		Confine: confine, Group: group, Egress: es,
+		Confine: confine, Group: group, Egress: es, Restore: restore,
 	})
 	if err != nil {
 		p.deleteGroup(group)
@@ -446,7 +457,7 @@ func (p *Pool) refiller() {
 			return
 		case <-p.spares:
 		}
-		w, err := p.start(p.ctx, p.newID(), p.cfg.Limits.GuestMemoryBytes, true, nil)
+		w, err := p.start(p.ctx, p.newID(), p.cfg.Limits.GuestMemoryBytes, true, nil, nil)
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()

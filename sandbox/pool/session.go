@@ -101,7 +101,7 @@ func (s *session) interpreter(ctx context.Context) (*interp, error) {
 		}
 	}
 	if s.it == nil {
-		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false, s.egress)
+		w, err := s.pool.start(ctx, s.pool.newID(), s.memory, false, s.egress, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -176,6 +176,33 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 
 // lose kills and reaps the session's interpreter (before anything is
 // released) and reports the outcome.
+var _ sandbox.Checkpointer = (*session)(nil)
+
+// Checkpoint implements sandbox.Checkpointer: the state of the session's
+// interpreter between runs. A session with no live interpreter (never
+// run since one was lost) has none to give.
+func (s *session) Checkpoint(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, sandbox.ErrClosed
+	}
+	if s.it == nil || s.lost {
+		return nil, fmt.Errorf("%w: the session has no interpreter", sandbox.ErrNoCheckpoint)
+	}
+	cp, ok := s.it.Interpreter.(Checkpointer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s provider cannot checkpoint a session", sandbox.ErrNoCheckpoint, s.pool.kind.Name())
+	}
+	state, err := cp.Checkpoint(ctx)
+	if err != nil && !errors.Is(err, sandbox.ErrNoCheckpoint) {
+		// The interpreter broke protocol or died: it is not trusted on.
+		s.lose(s.it, time.Now(), true, sandbox.OutcomeCrashed, "checkpoint: "+err.Error())
+		return nil, fmt.Errorf("%w: %v", sandbox.ErrNoCheckpoint, err)
+	}
+	return state, err
+}
+
 func (s *session) lose(w *interp, start time.Time, stateLost bool, o sandbox.Outcome, detail string) sandbox.Result {
 	s.pool.release(w)
 	s.it, s.lost = nil, true

@@ -121,6 +121,10 @@ func (k *Kind) Environment() sandbox.Environment {
 	return env
 }
 
+// RestoresSessions implements pool.SessionRestorer: a session's state is
+// a delta against the snapshot, so only workers that restore one can.
+func (k *Kind) RestoresSessions() bool { return k.snaps != nil }
+
 // Name implements pool.Kind.
 func (k *Kind) Name() string { return "wasm" }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/internal/spawn"
 	"github.com/codeinterp/codeinterp/sandbox/internal/wire"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
@@ -124,6 +125,7 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		ScratchBytes:     o.Limits.ScratchBytes,
 		ParentPID:        os.Getpid(),
 		SnapshotDir:      k.countSession(),
+		Restore:          o.Restore,
 	}
 	// Only a worker that recycles (a restored session, then the owner's
 	// next) ever stops a guest in the process; the others are killed.
@@ -236,6 +238,27 @@ func (w *proc) File(ctx context.Context, kind string, req *wire.FileRequest) (*w
 		return nil, errors.New("the worker broke protocol")
 	}
 	return m.FileResult, nil
+}
+
+var _ pool.Checkpointer = (*proc)(nil)
+
+// Checkpoint implements pool.Checkpointer: the worker returns its
+// session's state between runs (sandbox/worker's checkpoint.go).
+func (w *proc) Checkpoint(ctx context.Context) ([]byte, error) {
+	if err := wire.Write(w.ctl, &wire.Msg{Kind: wire.KindCheckpoint}); err != nil {
+		return nil, errors.New("the worker stopped accepting work")
+	}
+	m, err := w.next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind != wire.KindCheckpointResult || m.Checkpoint == nil {
+		return nil, errors.New("the worker broke protocol")
+	}
+	if m.Checkpoint.Refused != "" {
+		return nil, fmt.Errorf("%w: %s", sandbox.ErrNoCheckpoint, m.Checkpoint.Refused)
+	}
+	return m.Checkpoint.State, nil
 }
 
 // startTimeout bounds a worker's start-up (it loads the compiled module from

@@ -147,7 +147,7 @@ func BenchmarkRestorePhases(b *testing.B) {
 		var stderr strings.Builder
 		mc := snapshotModuleConfig(guestFS(filepath.Join(dir, "lib"), newScratch(1<<20))).
 			WithStdin(&readyReader{r: stdinR, ready: ready}).WithStderr(&stderr)
-		mod, err := r.restore(ctx, rt, mc)
+		mod, err := r.restore(ctx, rt, mc, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

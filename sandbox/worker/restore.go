@@ -66,13 +66,14 @@ func (r *restorer) close() {
 // restore instantiates a fresh instance of the module over a private
 // mapping of the image and sets the globals. mc must be built from
 // snapshotModuleConfig with the same mounts as the snapshot step.
-func (r *restorer) restore(ctx context.Context, rt wazero.Runtime, mc wazero.ModuleConfig) (api.Module, error) {
-	// The guest's monotonic clock continues from the snapshot's: on the
-	// same boot the host clock already does; an image from an earlier boot
-	// (whose clock read more) is offset so the clock never runs backwards.
+func (r *restorer) restore(ctx context.Context, rt wazero.Runtime, mc wazero.ModuleConfig, minClock int64) (api.Module, error) {
+	// The guest's monotonic clock continues from the snapshot's (or a
+	// session checkpoint's, minClock): on the same boot the host clock
+	// already does; an image from an earlier boot or another host (whose
+	// clock read more) is offset so the clock never runs backwards.
 	offset := int64(0)
-	if now := hostMonotonic(); now <= r.meta.MonotonicNanos {
-		offset = r.meta.MonotonicNanos - now + 1
+	if now, from := hostMonotonic(), max(r.meta.MonotonicNanos, minClock); now <= from {
+		offset = from - now + 1
 	}
 	mc = mc.WithStartFunctions().
 		WithNanotime(func() int64 { return hostMonotonic() + offset }, 1)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -212,6 +213,11 @@ type worker struct {
 	stop     context.CancelFunc // ends the restored instance's execution
 	exited   chan error         // the guest's entry point returned (with its error)
 	sessions int
+	// A checkpoint's handshake with the guest's goroutine (restored
+	// sessions only): the kernel returned to the host (yielded), and may
+	// go on (resume).
+	yielding        atomic.Bool
+	yielded, resume chan struct{}
 }
 
 func (w *worker) send(m *wire.Msg) error {
@@ -291,20 +297,34 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 		WithStdout(w.stdout).
 		WithStderr(w.stderr)
 	if w.snap != nil {
-		mod, err := w.snap.restore(ctx, w.rt, mc)
+		var st *sessionState
+		minClock := int64(0)
+		if w.init.Restore != nil && w.sessions == 1 {
+			var err error
+			if st, err = decodeState(w.init.Restore, w.snap.meta); err != nil {
+				return fmt.Errorf("restore the session: %w", err)
+			}
+			minClock = st.MonotonicNanos
+		}
+		mod, err := w.snap.restore(ctx, w.rt, mc, minClock)
 		if err != nil {
 			return err
 		}
 		w.mod = mod
-		exited := w.exited
+		entry := restoreEntry
+		if st != nil {
+			if err := st.apply(mod, w.scratch); err != nil {
+				_ = mod.Close(ctx)
+				return fmt.Errorf("restore the session: %w", err)
+			}
+			entry = resumeEntry
+		}
 		// Cancelling runCtx stops the guest at its next check without
 		// freeing its memory under it (wazero defers that to Close).
 		runCtx, stop := context.WithCancel(ctx)
 		w.stop = stop
-		go func() {
-			// Blocks in the kernel loop for the session's life.
-			exited <- execSource(runCtx, mod, restoreEntry)
-		}()
+		w.yielded, w.resume = make(chan struct{}), make(chan struct{})
+		go w.guest(runCtx, mod, entry, w.exited, w.yielded, w.resume)
 	} else {
 		mc = mc.WithArgs("python3.13", "-u", "-c", bootstrap).
 			WithEnv("PYTHONHOME", "/usr/local").
@@ -327,6 +347,28 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 	w.stderr.out.reset()
 	w.stdout.reset()
 	return w.send(&wire.Msg{Kind: wire.KindReady, Ready: &wire.Ready{StartupNanos: time.Since(w.started).Nanoseconds()}})
+}
+
+// guest runs a restored session's kernel (entry) in the calling
+// goroutine until it ends. When it returns for a checkpoint (yielding), it
+// reports that, waits until the checkpoint was taken and enters the
+// kernel loop again: the state is the same, the call stack fresh.
+func (w *worker) guest(ctx context.Context, mod api.Module, entry string, exited chan<- error, yielded, resume chan struct{}) {
+	for {
+		err := execSource(ctx, mod, entry)
+		if err != nil || !w.yielding.Load() {
+			exited <- err
+			return
+		}
+		yielded <- struct{}{}
+		select {
+		case <-resume:
+		case <-ctx.Done():
+			exited <- ctx.Err()
+			return
+		}
+		entry = resumeEntry
+	}
 }
 
 // nextSession ends the current restored session and starts a fresh one
@@ -393,6 +435,13 @@ func (w *worker) loop(ctlIn io.Reader) error {
 				debug.FreeOSMemory()
 			}
 			continue
+		case wire.KindCheckpoint:
+			cp := w.checkpoint()
+			if err := w.send(&wire.Msg{Kind: wire.KindCheckpointResult, Checkpoint: cp}); err != nil {
+				return err
+			}
+			debug.FreeOSMemory() // the state's copies are garbage now
+			continue
 		case wire.KindRun:
 		default:
 			return fmt.Errorf("unexpected %q message", msg.Kind)
@@ -433,9 +482,7 @@ func (w *worker) run(r *wire.Run) *wire.Result {
 
 // execute runs one program (warm: one of the worker's warm-up cells).
 func (w *worker) execute(code []byte, timeout time.Duration, warm bool) *wire.Result {
-	var nonceBytes [8]byte
-	_, _ = rand.Read(nonceBytes[:])
-	nonce := hex.EncodeToString(nonceBytes[:])
+	nonce := newNonce()
 	w.stdout.reset()
 	full := w.scratch.budget.Stats().NoSpace
 	done := w.stderr.expect(nonce)
@@ -566,7 +613,7 @@ func (m *markerWriter) Write(p []byte) (int, error) {
 	if m.prefix != nil && len(p) < 64 && bytes.HasPrefix(p, m.prefix) && bytes.HasSuffix(p, []byte("\n")) {
 		status := string(p[len(m.prefix) : len(p)-1])
 		switch status {
-		case wire.StatusOK, wire.StatusError, wire.StatusMemory:
+		case wire.StatusOK, wire.StatusError, wire.StatusMemory, statusYielded, statusOpenFiles:
 			m.done <- status
 			m.prefix = nil
 			m.mu.Unlock()
@@ -575,4 +622,12 @@ func (m *markerWriter) Write(p []byte) (int, error) {
 	}
 	m.mu.Unlock()
 	return m.out.Write(p)
+}
+
+// newNonce names one exchange with the kernel (a run, a warm-up cell, a
+// yield): its end marker carries it.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

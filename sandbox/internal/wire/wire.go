@@ -56,6 +56,27 @@ type Msg struct {
 
 	File       *FileRequest `json:"file,omitempty"`
 	FileResult *FileResult  `json:"file_result,omitempty"`
+
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Session checkpoints (wasm): between runs the server asks for the
+// session's whole state (KindCheckpoint) and gets it back
+// (KindCheckpointResult); a worker started with Init.Restore resumes a
+// session from such a state instead of a fresh interpreter.
+const (
+	KindCheckpoint       = "checkpoint"        // server → worker, between runs
+	KindCheckpointResult = "checkpoint_result" // worker → server
+)
+
+// Checkpoint is a session's state, or why there is none.
+type Checkpoint struct {
+	// State is opaque to the server (sandbox/worker's format); it is
+	// sealed before it leaves the server's memory.
+	State []byte `json:"state,omitempty"`
+	// Refused says why the session cannot be checkpointed now (e.g. it
+	// holds open files); the session goes on unharmed.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Init configures a worker.
@@ -80,6 +101,10 @@ type Init struct {
 	// checks cost about half of the guest's speed, so a worker that serves
 	// one session — killed, never interrupted — runs without them.
 	Interruptible bool `json:"interruptible,omitempty"`
+	// Restore, when set, is a Checkpoint.State the session resumes from
+	// (its memory, globals and /tmp) instead of a fresh interpreter; the
+	// worker refuses one that does not match its snapshot.
+	Restore []byte `json:"restore,omitempty"`
 }
 
 // Credential is a uid/gid pair.
