@@ -95,7 +95,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	m := c.m
 	if _, err := m.st.TouchContainer(ctx, c.meta.Owner, c.meta.ID, m.cfg.Now()); err != nil {
 		if errors.Is(err, store.ErrExpired) || errors.Is(err, store.ErrNotFound) {
-			m.drop(c.meta.ID)
+			m.drop(c.meta.Owner, c.meta.ID)
 			return RunResult{}, fmt.Errorf("%w: %s", ErrExpired, c.meta.ID)
 		}
 		return RunResult{}, fmt.Errorf("containers: %w", err)
@@ -129,6 +129,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	}
 	c.ran = true
 	h.ranGen = gen
+	h.dirty.Store(true)
 	out := RunResult{Result: res, Reset: reset || res.StateLost}
 	// A run that ended its interpreter took its files along: they are not
 	// the code's deletions, and the next run's mirror gives the new

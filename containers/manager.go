@@ -12,8 +12,13 @@
 // cannot keep is removed again, named in one note.
 // Interpreters of idle containers count against the sandbox's capacity:
 // when a new one is needed and none is free, the least recently used idle
-// interpreter is closed (its files stay; the next run there starts a fresh
-// interpreter and the model is told its variables were reset).
+// interpreter is closed (its files stay). With Config.Checkpoints its
+// state is checkpointed first, and in the background once it has been idle
+// Config.CheckpointAfter, so the next run there — on this server after an
+// eviction or a restart, or on another sharing the checkpoint store —
+// restores it (checkpoints.go); without a usable checkpoint the next run
+// starts a fresh interpreter and the model is told its variables were
+// reset.
 //
 // A container made with a network_policy allowlist (Spec.Network, or the
 // Containers API's create) keeps it for life: the store holds its domains
@@ -34,6 +39,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -64,6 +70,14 @@ type Config struct {
 	// fetcher for the operator's files.source, so /v1/responses and the
 	// Containers API agree. Nil means file ids are disabled.
 	Files FileFetcher
+	// Checkpoints keeps interpreters' state beyond this process
+	// (checkpoint.Keeper); nil: none is kept.
+	Checkpoints Checkpoints
+	// CheckpointAfter is how long an interpreter that ran code stays idle
+	// before its state is checkpointed in the background (turns that come
+	// faster are coalesced into one); 0: only before an eviction and at
+	// Close.
+	CheckpointAfter time.Duration
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -94,11 +108,15 @@ type Manager struct {
 	// interpreter for such a container (ErrSecretsLost) until a request
 	// resupplies them (samePolicy).
 	secrets map[string][]egress.Secret
+	// saving marks containers whose interpreter is being checkpointed
+	// before it closes: their next interpreter waits for that checkpoint.
+	saving map[string]chan struct{}
 }
 
 // held is an interpreter this server holds for a container.
 type held struct {
 	cid    string
+	owner  string
 	memory int64
 	sess   sandbox.Session
 	users  int           // responses using it now
@@ -113,6 +131,11 @@ type held struct {
 	ranGen uint64 // the generation that ran code last
 	// removed: closed by eviction or Close, not to be used again.
 	removed bool
+	// dirty: code ran since the last checkpoint.
+	dirty atomic.Bool
+	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
+	// Manager.mu).
+	idleTimer *time.Timer
 }
 
 // syncedFile is one container file as an interpreter holds it.
@@ -145,7 +168,7 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 		log = zap.NewNop()
 	}
 	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
-		secrets: map[string][]egress.Secret{}}
+		secrets: map[string][]egress.Secret{}, saving: map[string]chan struct{}{}}
 }
 
 // Open implements interceptor.Containers. The container it returns stays
@@ -273,7 +296,7 @@ func (m *Manager) Create(ctx context.Context, c store.Container) error {
 		if derr := m.st.DeleteContainer(ctx, c.Owner, oldest.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
 			return errors.Join(err, derr)
 		}
-		m.drop(oldest.ID)
+		m.drop(c.Owner, oldest.ID)
 	}
 	return m.st.PutContainer(ctx, c)
 }
@@ -319,7 +342,7 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 		m.ForgetSecrets(id)
 		return c, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case errors.Is(err, store.ErrExpired):
-		m.drop(id)
+		m.drop(owner, id)
 		return c, fmt.Errorf("%w: %s", ErrExpired, id)
 	case err != nil:
 		return c, fmt.Errorf("containers: %w", err)
@@ -388,13 +411,13 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 	m.mu.Unlock()
 	if evict != nil {
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
-		_ = evict.sess.Close()
+		m.saveAndClose(ctx, evict)
 	}
-	sess, err := m.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	sess, restored, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
 		return nil, false, err
 	}
-	h := &held{cid: cid, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}}
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}}
 	m.mu.Lock()
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.
@@ -406,7 +429,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 	}
 	m.held[cid] = h
 	m.mu.Unlock()
-	return h, true, nil
+	return h, !restored, nil
 }
 
 // release marks one response done with h. An interpreter no response
@@ -423,13 +446,14 @@ func (m *Manager) release(h *held) {
 	}
 	if m.provider.Capacity().Waiting == 0 {
 		h.elem = m.idle.PushBack(h)
+		m.scheduleCheckpointLocked(h)
 		m.mu.Unlock()
 		return
 	}
 	m.forgetLocked(h)
 	m.mu.Unlock()
 	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
-	_ = h.sess.Close()
+	m.saveAndClose(context.Background(), h)
 }
 
 // lose forgets h after its session failed.
@@ -452,14 +476,19 @@ func (m *Manager) forgetLocked(h *held) {
 
 // unidleLocked takes h off the idle list if it is on it. Callers hold m.mu.
 func (m *Manager) unidleLocked(h *held) {
+	if h.idleTimer != nil {
+		h.idleTimer.Stop()
+		h.idleTimer = nil
+	}
 	if h.elem != nil {
 		m.idle.Remove(h.elem)
 		h.elem = nil
 	}
 }
 
-// drop closes the interpreter of a container that is gone or expired.
-func (m *Manager) drop(cid string) {
+// drop closes the interpreter of a container that is gone or expired, and
+// removes its checkpoint.
+func (m *Manager) drop(owner, cid string) {
 	m.mu.Lock()
 	delete(m.secrets, cid)
 	h, ok := m.held[cid]
@@ -470,6 +499,7 @@ func (m *Manager) drop(cid string) {
 	if ok && h.users == 0 {
 		_ = h.sess.Close()
 	}
+	m.dropCheckpoint(context.Background(), owner, cid)
 }
 
 // Held reports how many interpreters the manager holds (for tests and
@@ -491,9 +521,19 @@ func (m *Manager) Close() error {
 	m.held = map[string]*held{}
 	m.idle.Init()
 	m.mu.Unlock()
+	// A drain: every interpreter's state is checkpointed before it closes
+	// (bounded: a server told to stop has a grace period, not forever).
+	ctx, cancel := context.WithTimeout(context.Background(), closeCheckpointTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
 	for _, h := range hs {
-		_ = h.sess.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.saveAndClose(ctx, h)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 

@@ -1,0 +1,96 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/codeinterp/codeinterp/checkpoint/blob"
+)
+
+// Keeper keeps the latest sealed checkpoint of each container in a blob
+// store, under a key made of a hash of the owner and the container id.
+type Keeper struct {
+	sealer   *Sealer
+	store    blob.Store
+	origin   string
+	maxBytes int
+}
+
+// ErrNone is returned by Load when a container has no checkpoint.
+var ErrNone = errors.New("checkpoint: none")
+
+// ErrTooLarge is returned by Save for a state above the Keeper's bound:
+// no checkpoint is kept (the previous one is removed, being older than
+// the state the container now has).
+var ErrTooLarge = errors.New("checkpoint: state too large")
+
+// NewKeeper returns a Keeper that seals with s for origin (Binding.Origin)
+// and keeps states of at most maxBytes (0: no bound) in st.
+func NewKeeper(s *Sealer, st blob.Store, origin string, maxBytes int) *Keeper {
+	return &Keeper{sealer: s, store: st, origin: origin, maxBytes: maxBytes}
+}
+
+// Origin is what the Keeper binds checkpoints to.
+func (k *Keeper) Origin() string { return k.origin }
+
+// prefix is the container's folder in the store. The owner is hashed: an
+// owner is whatever the credential store calls it, not a key segment.
+func prefix(owner, container string) string {
+	h := sha256.Sum256([]byte("codeinterp checkpoint owner\x00" + owner))
+	return "v1/" + hex.EncodeToString(h[:16]) + "/" + container + "/"
+}
+
+func (k *Keeper) key(owner, container string) (string, error) {
+	key := prefix(owner, container) + "state"
+	if err := blob.CheckKey(key); err != nil {
+		return "", fmt.Errorf("checkpoint: container id %q: %w", container, err)
+	}
+	return key, nil
+}
+
+// Save seals state for the container and makes it its checkpoint.
+func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte) error {
+	key, err := k.key(owner, container)
+	if err != nil {
+		return err
+	}
+	if k.maxBytes > 0 && len(state) > k.maxBytes {
+		_ = k.store.Delete(ctx, key)
+		return fmt.Errorf("%w: %d bytes, checkpoints.max_bytes is %d", ErrTooLarge, len(state), k.maxBytes)
+	}
+	sealed, err := k.sealer.Seal(Binding{Owner: owner, Container: container, Origin: k.origin}, state)
+	if err != nil {
+		return err
+	}
+	return k.store.Put(ctx, key, sealed)
+}
+
+// Load returns the container's checkpoint, opened: ErrNone when it has
+// none, an error wrapping ErrRefused when the one kept is not usable
+// (another origin, tampered, another key), and a blob store's error as is.
+func (k *Keeper) Load(ctx context.Context, owner, container string) ([]byte, error) {
+	key, err := k.key(owner, container)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := k.store.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, ErrNone
+	}
+	if err != nil {
+		return nil, err
+	}
+	return k.sealer.Open(Binding{Owner: owner, Container: container, Origin: k.origin}, sealed)
+}
+
+// Drop removes everything kept for the container (it expired or was
+// deleted).
+func (k *Keeper) Drop(ctx context.Context, owner, container string) error {
+	if _, err := k.key(owner, container); err != nil {
+		return err
+	}
+	return k.store.DeletePrefix(ctx, prefix(owner, container))
+}

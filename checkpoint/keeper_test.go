@@ -1,0 +1,103 @@
+package checkpoint_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/codeinterp/codeinterp/checkpoint"
+	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+)
+
+func newKeeper(t *testing.T, root, origin string, key []byte, maxBytes int) *checkpoint.Keeper {
+	t.Helper()
+	st, err := dir.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := checkpoint.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.NewKeeper(s, st, origin, maxBytes)
+}
+
+// TestKeeper: what one Keeper saves, another on the same store and key
+// (another replica) loads; other owners, origins and keys get nothing
+// usable; Drop and the size bound leave no checkpoint.
+func TestKeeper(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "ckpt")
+	key := make([]byte, checkpoint.KeySize)
+	_, _ = rand.Read(key)
+	a := newKeeper(t, root, "wasm/1", key, 1<<20)
+	b := newKeeper(t, root, "wasm/1", key, 1<<20)
+	if _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("Load before any Save: %v, want ErrNone", err)
+	}
+	if err := a.Save(ctx, "alice", "cntr_1", []byte("state one")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Load(ctx, "alice", "cntr_1"); err != nil || string(got) != "state one" {
+		t.Fatalf("another replica's Load: %q, %v", got, err)
+	}
+	if _, err := b.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("another owner's Load: %v, want ErrNone (its own folder)", err)
+	}
+	// A blob moved into another owner's folder is refused, not used.
+	moved := filepath.Join(root, "v1")
+	var aliceDir string
+	ents, _ := os.ReadDir(moved)
+	for _, e := range ents {
+		aliceDir = filepath.Join(moved, e.Name())
+	}
+	if err := a.Save(ctx, "mallory", "cntr_1", []byte("mallory's")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(aliceDir, "cntr_1", "state~"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ = os.ReadDir(moved)
+	for _, e := range ents {
+		if p := filepath.Join(moved, e.Name()); p != aliceDir {
+			if err := os.WriteFile(filepath.Join(p, "cntr_1", "state~"), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := a.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
+		t.Fatalf("alice's checkpoint in mallory's folder: %v, want ErrRefused", err)
+	}
+	other := make([]byte, checkpoint.KeySize)
+	_, _ = rand.Read(other)
+	for name, k := range map[string]*checkpoint.Keeper{
+		"another origin": newKeeper(t, root, "wasm/2", key, 0),
+		"another key":    newKeeper(t, root, "wasm/1", other, 0),
+	} {
+		if _, err := k.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
+			t.Errorf("%s: %v, want ErrRefused", name, err)
+		}
+	}
+	if err := a.Save(ctx, "alice", "cntr_1", make([]byte, 2<<20)); !errors.Is(err, checkpoint.ErrTooLarge) {
+		t.Fatalf("Save above max_bytes: %v, want ErrTooLarge", err)
+	}
+	if _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("after a state too large, the older checkpoint is still there (%v): it would restore stale state", err)
+	}
+	if err := a.Save(ctx, "alice", "cntr_2", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Drop(ctx, "alice", "cntr_2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Load(ctx, "alice", "cntr_2"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("Load after Drop: %v, want ErrNone", err)
+	}
+	if err := a.Save(ctx, "alice", "../x", []byte("x")); err == nil {
+		t.Fatal("a container id that climbs out of the store was accepted")
+	}
+}

@@ -1,0 +1,170 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/checkpoint"
+	"github.com/codeinterp/codeinterp/sandbox"
+)
+
+// Checkpoints keeps containers' interpreter state (checkpoint.Keeper):
+// sealed, bound to the owner and container, in a blob store any replica
+// reads.
+type Checkpoints interface {
+	Save(ctx context.Context, owner, container string, state []byte) error
+	// Load returns checkpoint.ErrNone when there is none, an error
+	// wrapping checkpoint.ErrRefused for one that must not be used.
+	Load(ctx context.Context, owner, container string) ([]byte, error)
+	Drop(ctx context.Context, owner, container string) error
+}
+
+// closeCheckpointTimeout bounds the checkpoints Close takes.
+const closeCheckpointTimeout = 20 * time.Second
+
+// checkpointTimeout bounds one checkpoint and its upload.
+const checkpointTimeout = 30 * time.Second
+
+// openSession opens the container's interpreter: restored from its
+// checkpoint when there is a usable one (restored), else fresh. A
+// checkpoint that cannot be used is logged and removed, and the caller's
+// fresh interpreter makes the model be told its variables were reset.
+func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, bool, error) {
+	if m.cfg.Checkpoints != nil {
+		m.waitSaving(ctx, cid)
+		state, err := m.cfg.Checkpoints.Load(ctx, owner, cid)
+		switch {
+		case err == nil:
+			ropts := opts
+			ropts.Restore = state
+			sess, err := m.provider.Open(ctx, ropts)
+			if err == nil {
+				m.log.Info("restored the container's interpreter from its checkpoint", zap.String("container_id", cid), zap.Int("bytes", len(state)))
+				return sess, true, nil
+			}
+			if !errors.Is(err, sandbox.ErrNoCheckpoint) {
+				return nil, false, err
+			}
+			m.log.Warn("the container's checkpoint could not be restored; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+			m.dropCheckpoint(ctx, owner, cid)
+		case errors.Is(err, checkpoint.ErrNone):
+		case errors.Is(err, checkpoint.ErrRefused):
+			m.log.Warn("the container's checkpoint was refused; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+			m.dropCheckpoint(ctx, owner, cid)
+		default:
+			// The store is down: runs still work, in a fresh interpreter.
+			m.log.Warn("the checkpoint store could not be read; the interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+		}
+	}
+	sess, err := m.provider.Open(ctx, opts)
+	return sess, false, err
+}
+
+// waitSaving waits until a checkpoint of cid being taken before its
+// interpreter closed is written, so the next interpreter restores it.
+func (m *Manager) waitSaving(ctx context.Context, cid string) {
+	m.mu.Lock()
+	ch := m.saving[cid]
+	m.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// saveAndClose checkpoints an interpreter that no response uses and that
+// is already forgotten (evicted, released for waiting sessions, closed
+// with the Manager), then closes it.
+func (m *Manager) saveAndClose(ctx context.Context, h *held) {
+	if m.cfg.Checkpoints != nil {
+		done := make(chan struct{})
+		m.mu.Lock()
+		m.saving[h.cid] = done
+		m.mu.Unlock()
+		defer func() {
+			m.mu.Lock()
+			if m.saving[h.cid] == done {
+				delete(m.saving, h.cid)
+			}
+			m.mu.Unlock()
+			close(done)
+		}()
+		h.runMu.Lock()
+		m.save(ctx, h)
+		h.runMu.Unlock()
+	}
+	_ = h.sess.Close()
+}
+
+// save checkpoints h's state if code ran since the last checkpoint.
+// Callers hold h.runMu. A state that cannot be checkpointed leaves no
+// checkpoint behind: an older one would restore variables the model saw
+// change, without a word.
+func (m *Manager) save(ctx context.Context, h *held) {
+	if m.cfg.Checkpoints == nil || !h.dirty.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	start := time.Now()
+	cp, ok := h.sess.(sandbox.Checkpointer)
+	var state []byte
+	err := errors.New("the sandbox provider cannot checkpoint sessions")
+	if ok {
+		state, err = cp.Checkpoint(ctx)
+	}
+	if err == nil {
+		err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, state)
+	}
+	if err != nil {
+		m.log.Info("the container's interpreter was not checkpointed; its next interpreter will start fresh",
+			zap.String("container_id", h.cid), zap.Error(err))
+		m.dropCheckpoint(ctx, h.owner, h.cid)
+		return
+	}
+	h.dirty.Store(false)
+	m.log.Debug("checkpointed the container's interpreter", zap.String("container_id", h.cid),
+		zap.Int("bytes", len(state)), zap.Duration("took", time.Since(start)))
+}
+
+func (m *Manager) dropCheckpoint(ctx context.Context, owner, cid string) {
+	if m.cfg.Checkpoints == nil {
+		return
+	}
+	if err := m.cfg.Checkpoints.Drop(ctx, owner, cid); err != nil {
+		m.log.Warn("removing the container's checkpoint failed", zap.String("container_id", cid), zap.Error(err))
+	}
+}
+
+// scheduleCheckpointLocked arms h's background checkpoint when it went
+// idle with code run since the last one; a use before it fires disarms it
+// (unidleLocked), so fast turns are coalesced. Callers hold m.mu.
+func (m *Manager) scheduleCheckpointLocked(h *held) {
+	if m.cfg.Checkpoints == nil || m.cfg.CheckpointAfter <= 0 || !h.dirty.Load() {
+		return
+	}
+	h.idleTimer = time.AfterFunc(m.cfg.CheckpointAfter, func() { m.idleCheckpoint(h) })
+}
+
+// idleCheckpoint takes h's background checkpoint: h is taken off the idle
+// list for it (so no eviction closes it meanwhile) and put back after.
+func (m *Manager) idleCheckpoint(h *held) {
+	m.mu.Lock()
+	if h.removed || h.users > 0 || h.elem == nil {
+		m.mu.Unlock()
+		return
+	}
+	h.users++
+	m.unidleLocked(h)
+	m.mu.Unlock()
+	h.runMu.Lock()
+	m.save(context.Background(), h)
+	h.runMu.Unlock()
+	m.release(h)
+}

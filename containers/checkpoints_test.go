@@ -1,0 +1,174 @@
+package containers_test
+
+import (
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codeinterp/codeinterp/checkpoint"
+	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+)
+
+// keeper is a checkpoint store in root with key, as every replica of one
+// deployment has it (a shared volume, one Secret).
+func keeper(t *testing.T, root string, key []byte) *checkpoint.Keeper {
+	t.Helper()
+	st, err := dir.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := checkpoint.NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.NewKeeper(s, st, "wasm/test", 64<<20)
+}
+
+func newKey(t *testing.T) []byte {
+	k := make([]byte, checkpoint.KeySize)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func managerWith(t *testing.T, f *fixture, k containers.Checkpoints, after time.Duration, opts ...func(*pool.Config)) *containers.Manager {
+	t.Helper()
+	m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: after}, f.st, sandboxtest.New(t, opts...), nil)
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestCheckpointOnEviction: an idle interpreter closed to make room is
+// checkpointed first; the container's next run restores its variables,
+// and the model is not told they were reset.
+func TestCheckpointOnEviction(t *testing.T) {
+	f := newFixture(t)
+	m := managerWith(t, f, keeper(t, t.TempDir(), newKey(t)), 0, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers, c.QueueWait = 1, 0, 30*time.Second })
+	a := open(t, m, containers.Spec{Owner: "o"})
+	run(t, a, "x = 41\nopen('/tmp/scratch.txt', 'w').write('tmp kept')\nopen('/mnt/data/keep.txt', 'w').write('kept')")
+	a.Close()
+	b := open(t, m, containers.Spec{Owner: "o"})
+	run(t, b, "print('b')")
+	b.Close()
+	a2 := open(t, m, containers.Spec{Owner: "o", ID: a.ID()})
+	r := run(t, a2, "print(x + 1, open('/tmp/scratch.txt').read(), open('/mnt/data/keep.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "42 tmp kept kept" || r.Reset {
+		t.Fatalf("after eviction with checkpoints: %q reset=%v, want the variables, /tmp, the file and no reset", r.Stdout, r.Reset)
+	}
+}
+
+// TestCheckpointAcrossRestart: a server that stops (SIGTERM: Close
+// checkpoints what it holds) and one killed (-9) after its background
+// checkpoint both leave the container's state to the next server on the
+// same store.
+func TestCheckpointAcrossRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		stop  func(m *containers.Manager)
+	}{
+		{"drained", 0, func(m *containers.Manager) { m.Close() }},
+		// kill -9: nothing runs on the way down; the background
+		// checkpoint taken once the container went idle is what is left.
+		{"killed after the idle checkpoint", 50 * time.Millisecond, func(*containers.Manager) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			root, key := t.TempDir(), newKey(t)
+			first := managerWith(t, f, keeper(t, root, key), tc.after)
+			a := open(t, first, containers.Spec{Owner: "o"})
+			run(t, a, "import statistics\nvalues = [1, 2, 3, 10]")
+			a.Close()
+			if tc.after > 0 {
+				waitFor(t, "the idle checkpoint", func() bool {
+					ents, _ := filepath.Glob(filepath.Join(root, "v1", "*", a.ID(), "state~"))
+					return len(ents) == 1
+				})
+			}
+			tc.stop(first)
+			next := managerWith(t, f, keeper(t, root, key), 0)
+			a2 := open(t, next, containers.Spec{Owner: "o", ID: a.ID()})
+			r := run(t, a2, "print(statistics.mean(values))")
+			if strings.TrimSpace(r.Stdout) != "4" || r.Reset {
+				t.Fatalf("on the next server: %q reset=%v, want 4 and no reset", r.Stdout, r.Reset)
+			}
+		})
+	}
+}
+
+// TestCheckpointRefusedMeansReset: a checkpoint that fails its check
+// (tampered), one that cannot be taken (a file held open) and a store
+// that is gone all end in a fresh interpreter, and the model is told.
+func TestCheckpointRefusedMeansReset(t *testing.T) {
+	f := newFixture(t)
+	root, key := t.TempDir(), newKey(t)
+	first := managerWith(t, f, keeper(t, root, key), 0)
+
+	tampered := open(t, first, containers.Spec{Owner: "o"})
+	run(t, tampered, "x = 1")
+	held := open(t, first, containers.Spec{Owner: "o"})
+	run(t, held, "x = 2\nf = open('/tmp/held', 'w')")
+	tampered.Close()
+	held.Close()
+	first.Close()
+	p := filepath.Join(root, "v1")
+	files, _ := filepath.Glob(filepath.Join(p, "*", tampered.ID(), "state~"))
+	if len(files) != 1 {
+		t.Fatalf("no checkpoint of %s after Close: %v", tampered.ID(), files)
+	}
+	data, _ := os.ReadFile(files[0])
+	data[len(data)-3] ^= 1
+	if err := os.WriteFile(files[0], data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := filepath.Glob(filepath.Join(p, "*", held.ID(), "state~")); len(held) != 0 {
+		t.Fatalf("a session holding an open file was checkpointed: %v", held)
+	}
+	next := managerWith(t, f, keeper(t, root, key), 0)
+	for _, id := range []string{tampered.ID(), held.ID()} {
+		c := open(t, next, containers.Spec{Owner: "o", ID: id})
+		r := run(t, c, "print('x' in globals())")
+		if strings.TrimSpace(r.Stdout) != "False" || !r.Reset {
+			t.Fatalf("%s: %q reset=%v, want a fresh interpreter and the reset note", id, r.Stdout, r.Reset)
+		}
+	}
+	// The store went away (its directory is gone and cannot be made):
+	// runs go on, fresh.
+	gone := filepath.Join(t.TempDir(), "gone")
+	k := keeper(t, gone, key)
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gone, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := managerWith(t, f, k, 0)
+	c := open(t, broken, containers.Spec{Owner: "o"})
+	run(t, c, "y = 3")
+	c.Close()
+	broken.Close()
+	again := managerWith(t, f, k, 0)
+	c2 := open(t, again, containers.Spec{Owner: "o", ID: c.ID()})
+	if r := run(t, c2, "print('y' in globals())"); strings.TrimSpace(r.Stdout) != "False" || !r.Reset {
+		t.Fatalf("with the store down: %q reset=%v", r.Stdout, r.Reset)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within a minute", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
