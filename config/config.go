@@ -22,6 +22,7 @@ type Config struct {
 	Responses     Responses     `json:"responses"`
 	Conversations Conversations `json:"conversations"`
 	Files         Files         `json:"files"`
+	Checkpoints   Checkpoints   `json:"checkpoints"`
 	Logging       Logging       `json:"logging"`
 	Metrics       Metrics       `json:"metrics"`
 }
@@ -339,6 +340,7 @@ func Default() *Config {
 		API:           defaultAPI(),
 		Store:         defaultStore(),
 		Responses:     defaultResponses(),
+		Checkpoints:   defaultCheckpoints(),
 		Conversations: defaultConversations(),
 		Files:         defaultFiles(),
 		Logging:       Logging{Level: "info", Format: "json"},

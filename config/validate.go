@@ -54,6 +54,7 @@ func (c *Config) Validate() error {
 	c.validateAPI(v)
 	c.validateStore(v)
 	c.validateResponses(v)
+	c.validateCheckpoints(v)
 	c.validateConversations(v)
 	c.validateFiles(v)
 	c.validateLogging(v)

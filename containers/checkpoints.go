@@ -113,12 +113,7 @@ func (m *Manager) save(ctx context.Context, h *held) {
 	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
 	start := time.Now()
-	cp, ok := h.sess.(sandbox.Checkpointer)
-	var state []byte
-	err := errors.New("the sandbox provider cannot checkpoint sessions")
-	if ok {
-		state, err = cp.Checkpoint(ctx)
-	}
+	state, err := h.sess.Checkpoint(ctx)
 	if err == nil {
 		err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, state)
 	}

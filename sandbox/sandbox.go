@@ -99,6 +99,13 @@ type Session interface {
 	Generation() uint64
 	// Close ends the session and releases its capacity. It is idempotent.
 	Close() error
+	// Checkpoint returns the state of the session's interpreter between
+	// runs (variables, imports, /tmp), for a later SessionOptions.Restore
+	// on this server or another; the session goes on unchanged. An error
+	// wrapping ErrNoCheckpoint says there is none to take now (no
+	// interpreter, files held open, a provider that cannot checkpoint),
+	// and nothing is harmed.
+	Checkpoint(ctx context.Context) ([]byte, error)
 }
 
 // Listing is one ListFiles answer.
@@ -149,15 +156,6 @@ type SessionOptions struct {
 	// (sealed and checked by the caller); one the provider cannot use fails
 	// the Open with an error wrapping ErrNoCheckpoint.
 	Restore []byte
-}
-
-// Checkpointer is implemented by sessions whose interpreter state can be
-// taken between runs (the wasm provider): Checkpoint returns it, for a
-// later SessionOptions.Restore on this server or another. The session goes
-// on unchanged. ErrNoCheckpoint: there is no state to take now (no
-// interpreter, open files, a provider that cannot), and nothing is harmed.
-type Checkpointer interface {
-	Checkpoint(ctx context.Context) ([]byte, error)
 }
 
 // ErrNoCheckpoint says a session's state cannot be checkpointed or

@@ -33,6 +33,7 @@ import (
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/worker"
 	"github.com/codeinterp/codeinterp/store"
 )
 
@@ -297,11 +298,25 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
-	mgr := containers.New(containers.Config{
+	ccfg := containers.Config{
 		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:  cfg.StoreLimits().FileBytes,
 		Files:         files,
-	}, st, prov, log.Named("containers"))
+	}
+	// Checkpoints of interpreter state: the wasm provider's sessions; a
+	// checkpoint is bound to the worker's fingerprint (its protocol, kernel
+	// and snapshot recipe), so no other build restores it.
+	if cfg.Sandbox.Provider == config.ProviderWASM {
+		keeper, err := cfg.CheckpointKeeper(ctx, "wasm/"+worker.Fingerprint(), os.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if keeper != nil {
+			ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After
+			log.Info("container checkpoints", zap.String("store", cfg.Checkpoints.Store), zap.Duration("after", cfg.Checkpoints.After))
+		}
+	}
+	mgr := containers.New(ccfg, st, prov, log.Named("containers"))
 	defer func() {
 		if err != nil {
 			_ = mgr.Close()

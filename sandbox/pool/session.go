@@ -176,9 +176,7 @@ func (s *session) Run(ctx context.Context, code string) (sandbox.Result, error) 
 
 // lose kills and reaps the session's interpreter (before anything is
 // released) and reports the outcome.
-var _ sandbox.Checkpointer = (*session)(nil)
-
-// Checkpoint implements sandbox.Checkpointer: the state of the session's
+// Checkpoint implements sandbox.Session: the state of the session's
 // interpreter between runs. A session with no live interpreter (never
 // run since one was lost) has none to give.
 func (s *session) Checkpoint(ctx context.Context) ([]byte, error) {
