@@ -503,6 +503,9 @@ func (s resultSession) ListFiles(context.Context, string) (sandbox.Listing, erro
 }
 func (s resultSession) RemoveFiles(context.Context, []string) error { return nil }
 func (s resultSession) Generation() uint64                          { return 1 }
+func (s resultSession) Checkpoint(context.Context) ([]byte, error) {
+	return nil, sandbox.ErrNoCheckpoint
+}
 
 // TestLoopImagesEndToEnd: a chart cell's Result goes through the whole
 // loop behind HTTP: openai-go gets the PNG back (buffered and streamed), and
