@@ -1,11 +1,16 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/codeinterp/codeinterp/checkpoint/blob"
 )
@@ -93,4 +98,78 @@ func (k *Keeper) Drop(ctx context.Context, owner, container string) error {
 		return err
 	}
 	return k.store.DeletePrefix(ctx, prefix(owner, container))
+}
+
+// Bases: a session checkpoint (wasm) is a delta against the snapshot its
+// interpreter was restored from, so the snapshot is kept here too, once,
+// for whoever restores the checkpoint: this server after a restart or a
+// rotation (which replace the snapshot on disk), or another replica (which
+// took its own). Sealed like a checkpoint, bound to the snapshot's id: a
+// base feeds every session restored over it, so a forged one must never
+// load.
+
+func baseKey(id string) string {
+	h := sha256.Sum256([]byte("codeinterp snapshot\x00" + id))
+	return "v1/bases/" + hex.EncodeToString(h[:16])
+}
+
+func baseBinding(origin, id string) Binding {
+	return Binding{Container: "snapshot", Origin: origin + "\x00" + id}
+}
+
+// PutBase keeps a snapshot's metadata and memory image under its id.
+func (k *Keeper) PutBase(ctx context.Context, id string, meta, image []byte) error {
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	_ = binary.Write(zw, binary.BigEndian, uint32(len(meta)))
+	_, _ = zw.Write(meta)
+	_, _ = zw.Write(image)
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	sealed, err := k.sealer.Seal(baseBinding(k.origin, id), buf.Bytes())
+	if err != nil {
+		return err
+	}
+	return k.store.Put(ctx, baseKey(id), sealed)
+}
+
+// maxBaseBytes bounds a base's decompressed size: a wasm memory (4 GiB)
+// and its metadata.
+const maxBaseBytes = 4<<30 + 1<<20
+
+// GetBase returns the snapshot kept under id: ErrNone when there is none,
+// an error wrapping ErrRefused when it fails its check.
+func (k *Keeper) GetBase(ctx context.Context, id string) (meta, image []byte, err error) {
+	sealed, err := k.store.Get(ctx, baseKey(id))
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil, ErrNone
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, err := k.sealer.Open(baseBinding(k.origin, id), sealed)
+	if err != nil {
+		return nil, nil, err
+	}
+	zr, err := zstd.NewReader(bytes.NewReader(plain), zstd.WithDecoderMaxMemory(maxBaseBytes), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer zr.Close()
+	all, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: base %s: %w", id, err)
+	}
+	if len(all) < 4 {
+		return nil, nil, fmt.Errorf("checkpoint: base %s is empty", id)
+	}
+	n := binary.BigEndian.Uint32(all)
+	if uint64(n) > uint64(len(all)-4) {
+		return nil, nil, fmt.Errorf("checkpoint: base %s: metadata of %d bytes in %d", id, n, len(all))
+	}
+	return all[4 : 4+n], all[4+n:], nil
 }

@@ -23,8 +23,9 @@ import (
 // spending seconds on a new one for a single run.
 //
 // eg is the egress proxy of sessions with a network_policy allowlist (nil:
-// none has a network); only the gVisor provider uses it.
-func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, error) {
+// none has a network); only the gVisor provider uses it. bases keeps the
+// wasm snapshots that container checkpoints are taken over (nil: none).
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, bases wasm.Bases, log *zap.Logger) (*pool.Pool, error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
@@ -32,6 +33,7 @@ func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot b
 		}
 		wc := cfg.WASMConfig(wasmWorkerCommand(self, log))
 		wc.ReuseSnapshot = oneShot
+		wc.Bases = bases
 		return wasm.New(ctx, wc, log)
 	case config.ProviderGVisor:
 		return newGVisor(ctx, cfg, self, eg, log)

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/codeinterp/codeinterp/api"
+	"github.com/codeinterp/codeinterp/checkpoint"
 	"github.com/codeinterp/codeinterp/config"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/devproxy"
@@ -33,6 +34,7 @@ import (
 	"github.com/codeinterp/codeinterp/interceptor"
 	"github.com/codeinterp/codeinterp/netpolicy"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/wasm"
 	"github.com/codeinterp/codeinterp/sandbox/worker"
 	"github.com/codeinterp/codeinterp/store"
 )
@@ -279,7 +281,21 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = eg.Close()
 		}
 	}()
-	p, err := newProvider(ctx, cfg, self, false, eg, log.Named("sandbox"))
+	// Checkpoints of interpreter state: the wasm provider's sessions, and
+	// the snapshots they are taken over (the pool keeps those); a
+	// checkpoint is bound to the worker's fingerprint (its protocol,
+	// kernel and snapshot recipe), so no other build restores it.
+	var keeper *checkpoint.Keeper
+	var bases wasm.Bases
+	if cfg.Sandbox.Provider == config.ProviderWASM {
+		if keeper, err = cfg.CheckpointKeeper(ctx, "wasm/"+worker.Fingerprint(), os.LookupEnv); err != nil {
+			return nil, err
+		}
+		if keeper != nil {
+			bases = keeper
+		}
+	}
+	p, err := newProvider(ctx, cfg, self, false, eg, bases, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}
@@ -303,18 +319,9 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		MaxFileBytes:  cfg.StoreLimits().FileBytes,
 		Files:         files,
 	}
-	// Checkpoints of interpreter state: the wasm provider's sessions; a
-	// checkpoint is bound to the worker's fingerprint (its protocol, kernel
-	// and snapshot recipe), so no other build restores it.
-	if cfg.Sandbox.Provider == config.ProviderWASM {
-		keeper, err := cfg.CheckpointKeeper(ctx, "wasm/"+worker.Fingerprint(), os.LookupEnv)
-		if err != nil {
-			return nil, err
-		}
-		if keeper != nil {
-			ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After
-			log.Info("container checkpoints", zap.String("store", cfg.Checkpoints.Store), zap.Duration("after", cfg.Checkpoints.After))
-		}
+	if keeper != nil {
+		ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After
+		log.Info("container checkpoints", zap.String("store", cfg.Checkpoints.Store), zap.Duration("after", cfg.Checkpoints.After))
 	}
 	mgr := containers.New(ccfg, st, prov, log.Named("containers"))
 	defer func() {

@@ -3,6 +3,7 @@ package wasm_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -11,11 +12,14 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/codeinterp/codeinterp/checkpoint"
+	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/sandbox/wasm"
 )
 
-func checkpoint(t *testing.T, s sandbox.Session) ([]byte, error) {
+func takeCheckpoint(t *testing.T, s sandbox.Session) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -35,7 +39,7 @@ func TestSessionCheckpoint(t *testing.T) {
 	}
 	defer a.Close()
 	runOK(t, a, "x = 41\nimport json, random\nrandom.seed(7)\nwith open('/tmp/notes.txt', 'w') as f: f.write('kept')\nbig = list(range(200000))")
-	state, err := checkpoint(t, a)
+	state, err := takeCheckpoint(t, a)
 	if err != nil || len(state) == 0 {
 		t.Fatalf("Checkpoint: %d bytes, %v", len(state), err)
 	}
@@ -59,7 +63,7 @@ func TestSessionCheckpoint(t *testing.T) {
 	if got := runOK(t, b, "print(random.random())"); got != want {
 		t.Fatalf("restored random state gave %q, the original %q", got, want)
 	}
-	again, err := checkpoint(t, b)
+	again, err := takeCheckpoint(t, b)
 	if err != nil {
 		t.Fatalf("checkpoint of a restored session: %v", err)
 	}
@@ -85,13 +89,13 @@ func TestSessionCheckpointRefusals(t *testing.T) {
 	}
 	defer s.Close()
 	runOK(t, s, "y = 5\nf = open('/tmp/held.txt', 'w')\nf.write('a')")
-	if _, err := checkpoint(t, s); !errors.Is(err, sandbox.ErrNoCheckpoint) || !strings.Contains(err.Error(), "open files") {
+	if _, err := takeCheckpoint(t, s); !errors.Is(err, sandbox.ErrNoCheckpoint) || !strings.Contains(err.Error(), "open files") {
 		t.Fatalf("Checkpoint with a file held open: %v, want ErrNoCheckpoint naming open files", err)
 	}
 	if got := runOK(t, s, "f.write('b'); f.close()\nprint(y, open('/tmp/held.txt').read())"); got != "5 ab" {
 		t.Fatalf("after a refused checkpoint the session printed %q", got)
 	}
-	state, err := checkpoint(t, s)
+	state, err := takeCheckpoint(t, s)
 	if err != nil {
 		t.Fatalf("Checkpoint once the file is closed: %v", err)
 	}
@@ -139,5 +143,65 @@ func TestSessionCheckpointColdStart(t *testing.T) {
 	_, err = p.Open(context.Background(), sandbox.SessionOptions{Restore: []byte("state")})
 	if !errors.Is(err, sandbox.ErrNoCheckpoint) {
 		t.Fatalf("a restore on cold-start workers: %v, want ErrNoCheckpoint", err)
+	}
+}
+
+// TestSessionCheckpointOtherSnapshot: a state taken over one server's
+// snapshot restores on a server that took its own (another replica, or
+// this one after a restart or a rotation), which fetches the base from
+// Bases; without Bases it is refused, not restored over the wrong memory.
+func TestSessionCheckpointOtherSnapshot(t *testing.T) {
+	key := make([]byte, checkpoint.KeySize)
+	_, _ = rand.Read(key)
+	st, err := dir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, _ := checkpoint.NewSealer(key)
+	bases := checkpoint.NewKeeper(sealer, st, "wasm/test", 0)
+	start := func(b wasm.Bases) *pool.Pool {
+		cfg := sandboxtest.Config(t)
+		cfg.ReuseSnapshot, cfg.SnapshotDir, cfg.Bases = false, t.TempDir(), b
+		p, err := wasm.New(context.Background(), cfg, zaptest.NewLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	a := start(bases)
+	s, err := a.Open(context.Background(), sandbox.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, s, "z = 'made on a'")
+	state, err := takeCheckpoint(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	a.Close() // its snapshot is gone with it
+
+	for _, tc := range []struct {
+		name  string
+		bases wasm.Bases
+	}{{"with bases", bases}, {"without bases", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := start(tc.bases)
+			r, err := b.Open(context.Background(), sandbox.SessionOptions{Restore: state})
+			if tc.bases == nil {
+				if !errors.Is(err, sandbox.ErrNoCheckpoint) {
+					t.Fatalf("without bases: %v, want ErrNoCheckpoint", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("restore over another server's snapshot: %v", err)
+			}
+			defer r.Close()
+			if got := runOK(t, r, "print(z)"); got != "made on a" {
+				t.Fatalf("restored %q", got)
+			}
+		})
 	}
 }

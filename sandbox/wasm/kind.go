@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -38,6 +39,10 @@ type Config struct {
 	// SnapshotRotateSessions: a new snapshot (new hash seed) is taken after
 	// this many sessions; 0 means only at start.
 	SnapshotRotateSessions int
+	// Bases keeps the snapshots session checkpoints were taken over, so
+	// they restore after a restart or a rotation and on other replicas
+	// (nil: only while the snapshot is on this disk).
+	Bases Bases
 	// ReuseSnapshot starts from the newest snapshot of this runtime already
 	// taken instead of a new one: for tests, which start many pools, and
 	// one-shot runs (extproc exec). A server always takes its own at start.
@@ -70,6 +75,11 @@ type Kind struct {
 	// ctx ends at Close: it stops a rotation under way.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// published are the snapshots kept in Bases (or being kept), by
+	// directory: each is kept once, when its first checkpoint is taken.
+	publishMu sync.Mutex
+	published map[string]*sync.Once
 }
 
 var _ pool.Kind = (*Kind)(nil)

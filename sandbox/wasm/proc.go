@@ -28,6 +28,7 @@ type proc struct {
 	msgs       *wire.Receiver[wire.Msg]
 	diag       *tailBuffer // the worker's own stderr (never guest output)
 	kind       *Kind
+	snapshot   string // the snapshot its sessions start from ("" cold)
 
 	killOnce sync.Once
 }
@@ -117,6 +118,16 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		return nil, err
 	}
 
+	snapshot := ""
+	if o.Restore != nil {
+		// A session state restores over the snapshot it was taken over.
+		if k.snaps == nil {
+			return nil, fmt.Errorf("%w: cold-start workers", sandbox.ErrNoCheckpoint)
+		}
+		if snapshot, err = k.restoreDir(ctx, o.Restore); err != nil {
+			return nil, err
+		}
+	}
 	init := &wire.Init{
 		CacheDir:         k.cfg.CacheDir,
 		GuestMemoryBytes: o.MemoryBytes,
@@ -124,9 +135,13 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		StderrBytes:      o.Limits.StderrBytes,
 		ScratchBytes:     o.Limits.ScratchBytes,
 		ParentPID:        os.Getpid(),
-		SnapshotDir:      k.countSession(),
+		SnapshotDir:      snapshot,
 		Restore:          o.Restore,
 	}
+	if init.SnapshotDir == "" {
+		init.SnapshotDir = k.countSession()
+	}
+	w.snapshot = init.SnapshotDir
 	// Only a worker that recycles (a restored session, then the owner's
 	// next) ever stops a guest in the process; the others are killed.
 	init.Interruptible = init.SnapshotDir != "" && k.cfg.SessionsPerWorker > 1
@@ -258,6 +273,7 @@ func (w *proc) Checkpoint(ctx context.Context) ([]byte, error) {
 	if m.Checkpoint.Refused != "" {
 		return nil, fmt.Errorf("%w: %s", sandbox.ErrNoCheckpoint, m.Checkpoint.Refused)
 	}
+	w.kind.keepBase(ctx, w.snapshot)
 	return m.Checkpoint.State, nil
 }
 

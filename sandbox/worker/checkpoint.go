@@ -208,22 +208,11 @@ func (w *worker) capture() ([]byte, error) {
 // decodeState decodes and checks a state against the snapshot this worker
 // restores from.
 func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
-	zr, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderMaxMemory(maxStateBytes), zstd.WithDecoderConcurrency(1))
+	zr, header, err := openState(b)
 	if err != nil {
 		return nil, err
 	}
 	defer zr.Close()
-	var n uint32
-	if err := binary.Read(zr, binary.BigEndian, &n); err != nil {
-		return nil, fmt.Errorf("state header: %w", err)
-	}
-	if n > 64<<20 {
-		return nil, fmt.Errorf("state header of %d bytes", n)
-	}
-	header := make([]byte, n)
-	if _, err := io.ReadFull(zr, header); err != nil {
-		return nil, fmt.Errorf("state header: %w", err)
-	}
 	st := &sessionState{}
 	if err := json.Unmarshal(header, st); err != nil {
 		return nil, fmt.Errorf("state header: %w", err)
@@ -265,6 +254,30 @@ func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 	return st, nil
 }
 
+// openState starts decoding a state: the decompressor, positioned after
+// the header, and the header's JSON.
+func openState(b []byte) (*zstd.Decoder, []byte, error) {
+	zr, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderMaxMemory(maxStateBytes), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	var n uint32
+	if err := binary.Read(zr, binary.BigEndian, &n); err != nil {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header: %w", err)
+	}
+	if n > 64<<20 {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header of %d bytes", n)
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(zr, header); err != nil {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header: %w", err)
+	}
+	return zr, header, nil
+}
+
 // apply writes the state into a freshly restored instance and its
 // scratch space.
 func (st *sessionState) apply(mod api.Module, sc *scratch) error {
@@ -299,4 +312,27 @@ func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 		}
 	}
 	return nil
+}
+
+// SnapshotID names the snapshot in dir as a session state names its base
+// (StateSnapshot): states restore only over the same one.
+func SnapshotID(meta *SnapshotMeta) string { return snapshotID(meta) }
+
+// StateSnapshot returns the snapshot a session state was taken over, from
+// its header alone; the server uses it to start the state's worker on
+// that snapshot. The worker checks the whole state again.
+func StateSnapshot(state []byte) (string, error) {
+	zr, header, err := openState(state)
+	if err != nil {
+		return "", err
+	}
+	zr.Close()
+	var st struct {
+		Format   int    `json:"format"`
+		Snapshot string `json:"snapshot"`
+	}
+	if err := json.Unmarshal(header, &st); err != nil || st.Format != stateFormat || st.Snapshot == "" {
+		return "", fmt.Errorf("state header: format %d, snapshot %q (%v)", st.Format, st.Snapshot, err)
+	}
+	return st.Snapshot, nil
 }
