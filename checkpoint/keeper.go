@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -172,4 +174,20 @@ func (k *Keeper) GetBase(ctx context.Context, id string) (meta, image []byte, er
 		return nil, nil, fmt.Errorf("checkpoint: base %s: metadata of %d bytes in %d", id, n, len(all))
 	}
 	return all[4 : 4+n], all[4+n:], nil
+}
+
+// Sweep expires what the Keeper keeps: container checkpoints not written
+// for ttl, and bases not written for twice that (a base is written again
+// while checkpoints are taken over it, so it outlives the checkpoints that
+// need it). A store that cannot sweep (no Sweeper) relies on its own
+// expiry, e.g. an S3 lifecycle rule.
+func (k *Keeper) Sweep(ctx context.Context, ttl time.Duration) (int, error) {
+	sw, ok := k.store.(blob.Sweeper)
+	if !ok {
+		return 0, nil
+	}
+	now := time.Now()
+	n, err := sw.Sweep(ctx, "v1/bases/", now.Add(-2*ttl), nil)
+	m, err2 := sw.Sweep(ctx, "v1/", now.Add(-ttl), func(key string) bool { return strings.HasPrefix(key, "v1/bases/") })
+	return n + m, errors.Join(err, err2)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Store keeps blobs by key.
@@ -19,6 +20,15 @@ type Store interface {
 	// container's checkpoints when it expires or is deleted). prefix must
 	// be a valid key ending in "/".
 	DeletePrefix(ctx context.Context, prefix string) error
+}
+
+// Sweeper is implemented by stores that can remove old blobs themselves
+// (dir, s3): what a server's periodic sweep uses to expire checkpoints.
+// Object storage can do it with a lifecycle rule instead.
+type Sweeper interface {
+	// Sweep removes the blobs under prefix last written before cutoff,
+	// except those skip names, and reports how many it removed.
+	Sweep(ctx context.Context, prefix string, cutoff time.Time, skip func(key string) bool) (int, error)
 }
 
 // ErrNotFound is returned by Get for a key with no blob.

@@ -387,6 +387,9 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}
 	}()
 	go a.watchReadiness(actx)
+	if keeper != nil {
+		go sweepCheckpoints(actx, keeper, cfg.Checkpoints.TTL, log.Named("checkpoints"))
+	}
 
 	if cfg.Server.AdminListen != "" {
 		alis, err := net.Listen("tcp", cfg.Server.AdminListen)
@@ -446,6 +449,27 @@ func setServing(hs *health.Server, ok bool) {
 	}
 	hs.SetServingStatus("", st)
 	hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, st)
+}
+
+// sweepCheckpoints expires the checkpoint store's old checkpoints and
+// bases, at start and hourly, until ctx ends. Several replicas sweeping
+// one store remove the same old blobs; that is harmless.
+func sweepCheckpoints(ctx context.Context, k *checkpoint.Keeper, ttl time.Duration, log *zap.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := k.Sweep(ctx, ttl)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("sweeping old checkpoints failed", zap.Error(err))
+		} else if n > 0 {
+			log.Info("old checkpoints removed", zap.Int("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // watchReadiness keeps the gRPC health status in step with the sandbox:

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,22 +41,25 @@ func (k *Kind) keepBase(ctx context.Context, dir string) {
 	}
 	k.publishMu.Lock()
 	if k.published == nil {
-		k.published = map[string]*sync.Once{}
+		k.published = map[string]time.Time{}
 	}
-	once := k.published[dir]
-	if once == nil {
-		once = &sync.Once{}
-		k.published[dir] = once
+	if last, ok := k.published[dir]; ok && time.Since(last) < baseRefresh {
+		k.publishMu.Unlock()
+		return
 	}
+	k.published[dir] = time.Now()
 	k.publishMu.Unlock()
-	once.Do(func() {
-		if err := k.publish(ctx, dir); err != nil {
-			k.publishMu.Lock()
-			delete(k.published, dir) // the next checkpoint tries again
-			k.publishMu.Unlock()
-		}
-	})
+	if err := k.publish(ctx, dir); err != nil {
+		k.publishMu.Lock()
+		delete(k.published, dir) // the next checkpoint tries again
+		k.publishMu.Unlock()
+	}
 }
+
+// baseRefresh is how often a base still in use is written again, so that
+// the checkpoint store's expiry (checkpoint.Keeper.Sweep) never takes the
+// base of a checkpoint it keeps.
+const baseRefresh = 24 * time.Hour
 
 // publish keeps the snapshot in dir in Bases.
 func (k *Kind) publish(ctx context.Context, dir string) error {

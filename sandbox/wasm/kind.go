@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -77,9 +78,10 @@ type Kind struct {
 	cancel context.CancelFunc
 
 	// published are the snapshots kept in Bases (or being kept), by
-	// directory: each is kept once, when its first checkpoint is taken.
+	// directory, and when: each is kept when its first checkpoint is
+	// taken, and again every baseRefresh while checkpoints are.
 	publishMu sync.Mutex
-	published map[string]*sync.Once
+	published map[string]time.Time
 }
 
 var _ pool.Kind = (*Kind)(nil)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/codeinterp/codeinterp/checkpoint/blob"
 )
@@ -69,6 +70,33 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store) {
 		}
 		if err := s.DeletePrefix(ctx, "nothing/here/"); err != nil {
 			t.Errorf("DeletePrefix of nothing: %v", err)
+		}
+	})
+	t.Run("sweep", func(t *testing.T) {
+		s := newStore(t)
+		sw, ok := s.(blob.Sweeper)
+		if !ok {
+			t.Fatal("the store is not a blob.Sweeper: checkpoints in it would never expire")
+		}
+		before := time.Now().Add(-time.Hour)
+		for _, k := range []string{"v1/o/c1/state", "v1/o/c2/state", "v1/bases/b1", "other/x"} {
+			if err := s.Put(ctx, k, []byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := sw.Sweep(ctx, "v1/", before, nil); err != nil || n != 0 {
+			t.Fatalf("Sweep with a cutoff before every write: %d removed, %v", n, err)
+		}
+		skipBases := func(k string) bool { return strings.HasPrefix(k, "v1/bases/") }
+		n, err := sw.Sweep(ctx, "v1/", time.Now().Add(time.Hour), skipBases)
+		if err != nil || n != 2 {
+			t.Fatalf("Sweep: %d removed, %v; want the 2 states", n, err)
+		}
+		for k, want := range map[string]bool{"v1/o/c1/state": false, "v1/o/c2/state": false, "v1/bases/b1": true, "other/x": true} {
+			_, err := s.Get(ctx, k)
+			if kept := err == nil; kept != want {
+				t.Errorf("%s after the sweep: kept %v, want %v (%v)", k, kept, want, err)
+			}
 		}
 	})
 	t.Run("bad keys", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/codeinterp/codeinterp/checkpoint/blob"
 )
@@ -123,4 +125,55 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 		return fmt.Errorf("blob dir: %w", err)
 	}
 	return nil
+}
+
+var _ blob.Sweeper = (*Store)(nil)
+
+// Sweep removes the blob files under prefix modified before cutoff, and
+// the directories that leaves empty.
+func (s *Store) Sweep(ctx context.Context, prefix string, cutoff time.Time, skip func(string) bool) (int, error) {
+	if err := blob.CheckPrefix(prefix); err != nil {
+		return 0, err
+	}
+	base := filepath.Join(s.root, filepath.FromSlash(prefix[:len(prefix)-1]))
+	n := 0
+	var dirs []string
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		name, ok := strings.CutSuffix(p, fileSuffix)
+		if !ok {
+			return nil // a temporary file of a Put under way
+		}
+		rel, err := filepath.Rel(s.root, name)
+		if err != nil {
+			return err
+		}
+		if skip != nil && skip(filepath.ToSlash(rel)) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			return nil
+		}
+		if err := os.Remove(p); err == nil {
+			n++
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i]) // only empty ones go
+	}
+	return n, err
 }

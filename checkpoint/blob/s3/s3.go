@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -178,4 +179,48 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 		return fmt.Errorf("blob s3: delete %s*: %w", prefix, firstErr)
 	}
 	return nil
+}
+
+var _ blob.Sweeper = (*Store)(nil)
+
+// Sweep removes the objects under prefix last modified before cutoff.
+func (s *Store) Sweep(ctx context.Context, prefix string, cutoff time.Time, skip func(string) bool) (int, error) {
+	if err := blob.CheckPrefix(prefix); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var listErr error
+	n := 0
+	old := make(chan minio.ObjectInfo)
+	go func() {
+		defer close(old)
+		for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+			if o.Err != nil {
+				listErr = o.Err
+				return
+			}
+			key := strings.TrimPrefix(o.Key, s.prefix)
+			if !o.LastModified.Before(cutoff) || (skip != nil && skip(key)) {
+				continue
+			}
+			n++
+			select {
+			case old <- o:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var firstErr error
+	for r := range s.c.RemoveObjects(ctx, s.bucket, old, minio.RemoveObjectsOptions{}) {
+		if firstErr == nil {
+			firstErr = r.Err
+		}
+		n--
+	}
+	if firstErr == nil {
+		firstErr = listErr
+	}
+	return n, firstErr
 }
