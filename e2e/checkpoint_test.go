@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/codeinterp/codeinterp/store/redis/redistest"
+)
+
+// TestContainerStateAcrossReplicas is issue 28's table, as a user meets
+// it: `extproc dev` replicas on one Redis and one checkpoint store (a
+// shared directory, one key), each with its own wasm snapshot, one
+// container. Its Python state survives the holder's kill -9 (after the
+// idle checkpoint: the next turn lands on the other replica, which
+// fetches the snapshot the state was taken over), a SIGTERM (the drain
+// checkpoints) and a restart, and the model is never told its variables
+// were reset.
+func TestContainerStateAcrossReplicas(t *testing.T) {
+	sh := loadShapes(t)
+	bin := buildExtproc(t)
+	redisURL := redistest.Start(t)
+	steps := map[string]string{
+		"STEP1": "x = 41\nimport statistics",
+		"STEP2": "x += 1\nprint(x)",
+		"STEP3": "print(x, statistics.mean([x, x]))",
+	}
+	var m *model
+	m = newModel(t, sh, func(t testing.TB, c *convo) reply {
+		if len(c.outputs()) == 0 {
+			return reply{items: []string{m.call(steps[c.userText()])}}
+		}
+		// The model answers with exactly what the tool told it.
+		return reply{items: []string{m.message(lastOutputs(c)[0].Get("output").Str)}}
+	})
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	ckpt := t.TempDir()
+	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL,
+		"CODEINTERP_CHECKPOINTS_DIR=" + ckpt, "CODEINTERP_CHECKPOINTS_KEY=" + base64.StdEncoding.EncodeToString(key),
+		"CODEINTERP_CHECKPOINTS_AFTER=100ms"}
+	start := func() (*proc, openai.Client) {
+		p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
+			"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
+		t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+		line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
+		base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+		return p, openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
+	}
+	pa, a := start()
+	pb, b := start()
+	ctx := context.Background()
+	ctr, err := a.Containers.New(ctx, openai.ContainerNewParams{Name: "state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := func(c openai.Client, step string) string {
+		t.Helper()
+		p := ciParams(step, true)
+		p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(ctr.ID)}
+		r, err := c.Responses.New(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		out := r.OutputText()
+		// (STEP1 is the container's first run: a container made through
+		// the API before it gets the note whatever happened.)
+		if step != "STEP1" && strings.Contains(out, "fresh") {
+			t.Fatalf("%s: the model was told the interpreter is fresh: %q", step, out)
+		}
+		return out
+	}
+	turn(a, "STEP1")
+	waitFor(t, "replica A's idle checkpoint", func() bool {
+		files, _ := filepath.Glob(filepath.Join(ckpt, "v1", "*", ctr.ID, "state~"))
+		return len(files) == 1
+	})
+	// kill -9 of the holder: nothing runs on its way down.
+	if err := pa.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-pa.done
+	if out := turn(b, "STEP2"); !strings.Contains(out, "stdout:\n42") {
+		t.Fatalf("the next turn on replica B after A's kill -9: %q, want x = 42 from A's state", out)
+	}
+	// SIGTERM (a rolling deploy): B checkpoints what it holds on its way
+	// down; the replica started after it restores that.
+	pb.stop(t)
+	_, c := start()
+	if out := turn(c, "STEP3"); !strings.Contains(out, "stdout:\n42 42") {
+		t.Fatalf("after B's SIGTERM, on a new replica: %q, want 42 42", out)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
