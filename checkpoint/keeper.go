@@ -24,6 +24,7 @@ type Keeper struct {
 	store    blob.Store
 	origin   string
 	maxBytes int
+	metrics  *metrics // nil until Instrument
 }
 
 // ErrNone is returned by Load when a container has no checkpoint.
@@ -59,7 +60,9 @@ func (k *Keeper) key(owner, container string) (string, error) {
 }
 
 // Save seals state for the container and makes it its checkpoint.
-func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte) error {
+func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte) (err error) {
+	start := time.Now()
+	defer func() { k.metrics.saved(len(state), err, time.Since(start)) }()
 	key, err := k.key(owner, container)
 	if err != nil {
 		return err
@@ -78,7 +81,9 @@ func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte
 // Load returns the container's checkpoint, opened: ErrNone when it has
 // none, an error wrapping ErrRefused when the one kept is not usable
 // (another origin, tampered, another key), and a blob store's error as is.
-func (k *Keeper) Load(ctx context.Context, owner, container string) ([]byte, error) {
+func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byte, err error) {
+	start := time.Now()
+	defer func() { k.metrics.loaded(err, time.Since(start)) }()
 	key, err := k.key(owner, container)
 	if err != nil {
 		return nil, err
@@ -189,5 +194,6 @@ func (k *Keeper) Sweep(ctx context.Context, ttl time.Duration) (int, error) {
 	now := time.Now()
 	n, err := sw.Sweep(ctx, "v1/bases/", now.Add(-2*ttl), nil)
 	m, err2 := sw.Sweep(ctx, "v1/", now.Add(-ttl), func(key string) bool { return strings.HasPrefix(key, "v1/bases/") })
+	k.metrics.swept(n + m)
 	return n + m, errors.Join(err, err2)
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/codeinterp/codeinterp/checkpoint"
 	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
@@ -100,4 +104,61 @@ func TestKeeper(t *testing.T) {
 	if err := a.Save(ctx, "alice", "../x", []byte("x")); err == nil {
 		t.Fatal("a container id that climbs out of the store was accepted")
 	}
+}
+
+// TestKeeperMetrics: saves and loads are counted by result.
+func TestKeeperMetrics(t *testing.T) {
+	ctx := context.Background()
+	key := make([]byte, checkpoint.KeySize)
+	_, _ = rand.Read(key)
+	root := t.TempDir()
+	k := newKeeper(t, root, "wasm/1", key, 1<<10)
+	reg := prometheus.NewRegistry()
+	if err := k.Instrument(reg); err != nil {
+		t.Fatal(err)
+	}
+	_ = k.Save(ctx, "o", "cntr_1", []byte("small"))
+	_ = k.Save(ctx, "o", "cntr_2", make([]byte, 2<<10))
+	_, _ = k.Load(ctx, "o", "cntr_1")
+	_, _ = k.Load(ctx, "o", "cntr_2")
+	files, _ := filepath.Glob(filepath.Join(root, "v1", "*", "cntr_1", "state~"))
+	if len(files) != 1 {
+		t.Fatalf("the checkpoint's file: %v", files)
+	}
+	if err := os.WriteFile(files[0], []byte("cicp tampered"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = k.Load(ctx, "o", "cntr_1")
+	for metric, want := range map[string]string{
+		`codeinterp_checkpoint_loads_total{result="refused"}`:   "1",
+		`codeinterp_checkpoint_saves_total{result="saved"}`:     "1",
+		`codeinterp_checkpoint_saves_total{result="too_large"}`: "1",
+		`codeinterp_checkpoint_loads_total{result="loaded"}`:    "1",
+		`codeinterp_checkpoint_loads_total{result="none"}`:      "1",
+	} {
+		if got := scrape(t, reg, metric); got != want {
+			t.Errorf("%s = %q, want %s", metric, got, want)
+		}
+	}
+}
+
+// scrape returns one sample's value as the exposition format prints it.
+func scrape(t *testing.T, reg *prometheus.Registry, metric string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, metric+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -292,6 +292,9 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			return nil, err
 		}
 		if keeper != nil {
+			if err = keeper.Instrument(reg); err != nil {
+				return nil, err
+			}
 			bases = keeper
 		}
 	}
