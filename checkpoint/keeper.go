@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -59,43 +60,88 @@ func (k *Keeper) key(owner, container string) (string, error) {
 	return key, nil
 }
 
-// Save seals state for the container and makes it its checkpoint.
-func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte) (err error) {
+// Save seals state for the container and makes it its checkpoint. It
+// returns the checkpoint's token, which names this write: Load returns it
+// with the state, and Head returns the token of the latest write, so a
+// holder can tell that another server saved the container since.
+func (k *Keeper) Save(ctx context.Context, owner, container string, state []byte) (token string, err error) {
 	start := time.Now()
 	defer func() { k.metrics.saved(len(state), err, time.Since(start)) }()
 	key, err := k.key(owner, container)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if k.maxBytes > 0 && len(state) > k.maxBytes {
-		_ = k.store.Delete(ctx, key)
-		return fmt.Errorf("%w: %d bytes, checkpoints.max_bytes is %d", ErrTooLarge, len(state), k.maxBytes)
+		_ = k.store.DeletePrefix(ctx, prefix(owner, container))
+		return "", fmt.Errorf("%w: %d bytes, checkpoints.max_bytes is %d", ErrTooLarge, len(state), k.maxBytes)
 	}
-	sealed, err := k.sealer.Seal(Binding{Owner: owner, Container: container, Origin: k.origin}, state)
+	var tok [tokenSize / 2]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return "", err
+	}
+	token = hex.EncodeToString(tok[:])
+	plain := append([]byte(token), state...)
+	sealed, err := k.sealer.Seal(Binding{Owner: owner, Container: container, Origin: k.origin}, plain)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return k.store.Put(ctx, key, sealed)
+	if err := k.store.Put(ctx, key, sealed); err != nil {
+		return "", err
+	}
+	// The head after the state: a reader that sees the new head finds the
+	// new state (a reader between the two sees the new state with the old
+	// head, and Load's token is the state's own).
+	if err := k.store.Put(ctx, prefix(owner, container)+"head", []byte(token)); err != nil {
+		return "", err
+	}
+	return token, nil
 }
 
-// Load returns the container's checkpoint, opened: ErrNone when it has
-// none, an error wrapping ErrRefused when the one kept is not usable
-// (another origin, tampered, another key), and a blob store's error as is.
-func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byte, err error) {
+// tokenSize is a checkpoint token's length in hex digits.
+const tokenSize = 32
+
+// Load returns the container's checkpoint, opened, and its token:
+// ErrNone when it has none, an error wrapping ErrRefused when the one
+// kept is not usable (another origin, tampered, another key), and a blob
+// store's error as is.
+func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byte, token string, err error) {
 	start := time.Now()
 	defer func() { k.metrics.loaded(err, time.Since(start)) }()
 	key, err := k.key(owner, container)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sealed, err := k.store.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, ErrNone
+		return nil, "", ErrNone
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return k.sealer.Open(Binding{Owner: owner, Container: container, Origin: k.origin}, sealed)
+	plain, err := k.sealer.Open(Binding{Owner: owner, Container: container, Origin: k.origin}, sealed)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(plain) < tokenSize {
+		return nil, "", refuse("no token")
+	}
+	return plain[tokenSize:], string(plain[:tokenSize]), nil
+}
+
+// Head returns the token of the container's latest checkpoint, or
+// ErrNone. It is one small read: a holder asks it before each run.
+func (k *Keeper) Head(ctx context.Context, owner, container string) (string, error) {
+	if _, err := k.key(owner, container); err != nil {
+		return "", err
+	}
+	b, err := k.store.Get(ctx, prefix(owner, container)+"head")
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", ErrNone
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // Drop removes everything kept for the container (it expired or was

@@ -39,16 +39,23 @@ func TestKeeper(t *testing.T) {
 	_, _ = rand.Read(key)
 	a := newKeeper(t, root, "wasm/1", key, 1<<20)
 	b := newKeeper(t, root, "wasm/1", key, 1<<20)
-	if _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+	if _, _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
 		t.Fatalf("Load before any Save: %v, want ErrNone", err)
 	}
-	if err := a.Save(ctx, "alice", "cntr_1", []byte("state one")); err != nil {
-		t.Fatal(err)
+	tok, err := a.Save(ctx, "alice", "cntr_1", []byte("state one"))
+	if err != nil || len(tok) != 32 {
+		t.Fatalf("Save: %q, %v", tok, err)
 	}
-	if got, err := b.Load(ctx, "alice", "cntr_1"); err != nil || string(got) != "state one" {
-		t.Fatalf("another replica's Load: %q, %v", got, err)
+	if got, gotTok, err := b.Load(ctx, "alice", "cntr_1"); err != nil || string(got) != "state one" || gotTok != tok {
+		t.Fatalf("another replica's Load: %q %q, %v; want the state and token %q", got, gotTok, err, tok)
 	}
-	if _, err := b.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+	if head, err := b.Head(ctx, "alice", "cntr_1"); err != nil || head != tok {
+		t.Fatalf("Head: %q, %v; want %q", head, err, tok)
+	}
+	if _, err := b.Head(ctx, "alice", "cntr_9"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("Head of a container never saved: %v, want ErrNone", err)
+	}
+	if _, _, err := b.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
 		t.Fatalf("another owner's Load: %v, want ErrNone (its own folder)", err)
 	}
 	// A blob moved into another owner's folder is refused, not used.
@@ -58,7 +65,7 @@ func TestKeeper(t *testing.T) {
 	for _, e := range ents {
 		aliceDir = filepath.Join(moved, e.Name())
 	}
-	if err := a.Save(ctx, "mallory", "cntr_1", []byte("mallory's")); err != nil {
+	if _, err := a.Save(ctx, "mallory", "cntr_1", []byte("mallory's")); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(aliceDir, "cntr_1", "state~"))
@@ -73,7 +80,7 @@ func TestKeeper(t *testing.T) {
 			}
 		}
 	}
-	if _, err := a.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
+	if _, _, err := a.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
 		t.Fatalf("alice's checkpoint in mallory's folder: %v, want ErrRefused", err)
 	}
 	other := make([]byte, checkpoint.KeySize)
@@ -82,26 +89,26 @@ func TestKeeper(t *testing.T) {
 		"another origin": newKeeper(t, root, "wasm/2", key, 0),
 		"another key":    newKeeper(t, root, "wasm/1", other, 0),
 	} {
-		if _, err := k.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
+		if _, _, err := k.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrRefused) {
 			t.Errorf("%s: %v, want ErrRefused", name, err)
 		}
 	}
-	if err := a.Save(ctx, "alice", "cntr_1", make([]byte, 2<<20)); !errors.Is(err, checkpoint.ErrTooLarge) {
+	if _, err := a.Save(ctx, "alice", "cntr_1", make([]byte, 2<<20)); !errors.Is(err, checkpoint.ErrTooLarge) {
 		t.Fatalf("Save above max_bytes: %v, want ErrTooLarge", err)
 	}
-	if _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+	if _, _, err := a.Load(ctx, "alice", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
 		t.Fatalf("after a state too large, the older checkpoint is still there (%v): it would restore stale state", err)
 	}
-	if err := a.Save(ctx, "alice", "cntr_2", []byte("two")); err != nil {
+	if _, err := a.Save(ctx, "alice", "cntr_2", []byte("two")); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Drop(ctx, "alice", "cntr_2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Load(ctx, "alice", "cntr_2"); !errors.Is(err, checkpoint.ErrNone) {
+	if _, _, err := a.Load(ctx, "alice", "cntr_2"); !errors.Is(err, checkpoint.ErrNone) {
 		t.Fatalf("Load after Drop: %v, want ErrNone", err)
 	}
-	if err := a.Save(ctx, "alice", "../x", []byte("x")); err == nil {
+	if _, err := a.Save(ctx, "alice", "../x", []byte("x")); err == nil {
 		t.Fatal("a container id that climbs out of the store was accepted")
 	}
 }
@@ -117,10 +124,10 @@ func TestKeeperMetrics(t *testing.T) {
 	if err := k.Instrument(reg); err != nil {
 		t.Fatal(err)
 	}
-	_ = k.Save(ctx, "o", "cntr_1", []byte("small"))
-	_ = k.Save(ctx, "o", "cntr_2", make([]byte, 2<<10))
-	_, _ = k.Load(ctx, "o", "cntr_1")
-	_, _ = k.Load(ctx, "o", "cntr_2")
+	_, _ = k.Save(ctx, "o", "cntr_1", []byte("small"))
+	_, _ = k.Save(ctx, "o", "cntr_2", make([]byte, 2<<10))
+	_, _, _ = k.Load(ctx, "o", "cntr_1")
+	_, _, _ = k.Load(ctx, "o", "cntr_2")
 	files, _ := filepath.Glob(filepath.Join(root, "v1", "*", "cntr_1", "state~"))
 	if len(files) != 1 {
 		t.Fatalf("the checkpoint's file: %v", files)
@@ -128,7 +135,7 @@ func TestKeeperMetrics(t *testing.T) {
 	if err := os.WriteFile(files[0], []byte("cicp tampered"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = k.Load(ctx, "o", "cntr_1")
+	_, _, _ = k.Load(ctx, "o", "cntr_1")
 	for metric, want := range map[string]string{
 		`codeinterp_checkpoint_loads_total{result="refused"}`:   "1",
 		`codeinterp_checkpoint_saves_total{result="saved"}`:     "1",

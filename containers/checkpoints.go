@@ -15,10 +15,14 @@ import (
 // sealed, bound to the owner and container, in a blob store any replica
 // reads.
 type Checkpoints interface {
-	Save(ctx context.Context, owner, container string, state []byte) error
-	// Load returns checkpoint.ErrNone when there is none, an error
-	// wrapping checkpoint.ErrRefused for one that must not be used.
-	Load(ctx context.Context, owner, container string) ([]byte, error)
+	// Save returns a token naming the write.
+	Save(ctx context.Context, owner, container string, state []byte) (string, error)
+	// Load returns the state and its token: checkpoint.ErrNone when
+	// there is none, an error wrapping checkpoint.ErrRefused for one that
+	// must not be used.
+	Load(ctx context.Context, owner, container string) ([]byte, string, error)
+	// Head returns the token of the latest checkpoint (ErrNone: none).
+	Head(ctx context.Context, owner, container string) (string, error)
 	Drop(ctx context.Context, owner, container string) error
 }
 
@@ -32,10 +36,10 @@ const checkpointTimeout = 30 * time.Second
 // checkpoint when there is a usable one (restored), else fresh. A
 // checkpoint that cannot be used is logged and removed, and the caller's
 // fresh interpreter makes the model be told its variables were reset.
-func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, bool, error) {
+func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, string, error) {
 	if m.cfg.Checkpoints != nil {
 		m.waitSaving(ctx, cid)
-		state, err := m.cfg.Checkpoints.Load(ctx, owner, cid)
+		state, token, err := m.cfg.Checkpoints.Load(ctx, owner, cid)
 		switch {
 		case err == nil:
 			ropts := opts
@@ -43,10 +47,10 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandb
 			sess, err := m.provider.Open(ctx, ropts)
 			if err == nil {
 				m.log.Info("restored the container's interpreter from its checkpoint", zap.String("container_id", cid), zap.Int("bytes", len(state)))
-				return sess, true, nil
+				return sess, token, nil
 			}
 			if !errors.Is(err, sandbox.ErrNoCheckpoint) {
-				return nil, false, err
+				return nil, "", err
 			}
 			m.log.Warn("the container's checkpoint could not be restored; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
 			m.dropCheckpoint(ctx, owner, cid)
@@ -60,7 +64,24 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandb
 		}
 	}
 	sess, err := m.provider.Open(ctx, opts)
-	return sess, false, err
+	return sess, "", err
+}
+
+// stale reports whether another server checkpointed the container since
+// h's state was restored or saved here: its turns ran there, and h's
+// variables are older than the container's. A store that cannot be read
+// says nothing (h goes on).
+func (m *Manager) stale(ctx context.Context, h *held) bool {
+	if m.cfg.Checkpoints == nil {
+		return false
+	}
+	head, err := m.cfg.Checkpoints.Head(ctx, h.owner, h.cid)
+	if err != nil {
+		return false
+	}
+	h.tokenMu.Lock()
+	defer h.tokenMu.Unlock()
+	return head != h.token
 }
 
 // waitSaving waits until a checkpoint of cid being taken before its
@@ -114,8 +135,9 @@ func (m *Manager) save(ctx context.Context, h *held) {
 	defer cancel()
 	start := time.Now()
 	state, err := h.sess.Checkpoint(ctx)
+	var token string
 	if err == nil {
-		err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, state)
+		token, err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, state)
 	}
 	if err != nil {
 		m.log.Info("the container's interpreter was not checkpointed; its next interpreter will start fresh",
@@ -124,6 +146,9 @@ func (m *Manager) save(ctx context.Context, h *held) {
 		return
 	}
 	h.dirty.Store(false)
+	h.tokenMu.Lock()
+	h.token = token
+	h.tokenMu.Unlock()
 	m.log.Debug("checkpointed the container's interpreter", zap.String("container_id", h.cid),
 		zap.Int("bytes", len(state)), zap.Duration("took", time.Since(start)))
 }
@@ -162,4 +187,25 @@ func (m *Manager) idleCheckpoint(h *held) {
 	m.save(context.Background(), h)
 	h.runMu.Unlock()
 	m.release(h)
+}
+
+// replaceStale closes h when it is stale (Manager.stale) and no other
+// response uses it, so that the caller's next acquire restores the
+// container's latest state. h's own unsaved turns (if any) lose to the
+// store's newer state: the last checkpoint written wins.
+func (m *Manager) replaceStale(ctx context.Context, h *held) bool {
+	if !m.stale(ctx, h) {
+		return false
+	}
+	m.mu.Lock()
+	if h.users != 1 || h.removed {
+		m.mu.Unlock()
+		return false
+	}
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	m.log.Info("another server checkpointed the container since: its interpreter here is replaced by that state",
+		zap.String("container_id", h.cid), zap.Bool("unsaved_turns_dropped", h.dirty.Load()))
+	_ = h.sess.Close()
+	return true
 }

@@ -1,6 +1,7 @@
 package containers_test
 
 import (
+	"context"
 	"crypto/rand"
 	"os"
 	"path/filepath"
@@ -169,5 +170,39 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("%s did not happen within a minute", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStaleHolderReplaced: replica A holds a container's interpreter; its
+// next turn ran on replica B (restored from A's checkpoint) and B
+// checkpointed. Back on A, the interpreter A still holds is older than the
+// container: A replaces it with B's state instead of running on it.
+func TestStaleHolderReplaced(t *testing.T) {
+	f := newFixture(t)
+	root, key := t.TempDir(), newKey(t)
+	a := managerWith(t, f, keeper(t, root, key), 20*time.Millisecond)
+	b := managerWith(t, f, keeper(t, root, key), 20*time.Millisecond)
+	k := keeper(t, root, key)
+	ca := open(t, a, containers.Spec{Owner: "o"})
+	run(t, ca, "x = 1")
+	ca.Close()
+	waitHead := func(old string) string {
+		var tok string
+		waitFor(t, "a new checkpoint", func() bool {
+			tok, _ = k.Head(context.Background(), "o", ca.ID())
+			return tok != "" && tok != old
+		})
+		return tok
+	}
+	first := waitHead("")
+	cb := open(t, b, containers.Spec{Owner: "o", ID: ca.ID()})
+	if r := run(t, cb, "x += 1\nprint(x)"); strings.TrimSpace(r.Stdout) != "2" || r.Reset {
+		t.Fatalf("on B: %q reset=%v, want 2 from A's checkpoint", r.Stdout, r.Reset)
+	}
+	cb.Close()
+	waitHead(first)
+	ca2 := open(t, a, containers.Spec{Owner: "o", ID: ca.ID()})
+	if r := run(t, ca2, "print(x)"); strings.TrimSpace(r.Stdout) != "2" || r.Reset {
+		t.Fatalf("back on A: %q reset=%v, want 2 (B's state), not A's stale 1", r.Stdout, r.Reset)
 	}
 }

@@ -133,6 +133,11 @@ type held struct {
 	removed bool
 	// dirty: code ran since the last checkpoint.
 	dirty atomic.Bool
+	// token names the checkpoint h's state was restored from or last
+	// saved as ("" for none): another token at the store's head means
+	// another server saved the container since (Manager.stale).
+	tokenMu sync.Mutex
+	token   string
 	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
 	// Manager.mu).
 	idleTimer *time.Timer
@@ -413,11 +418,12 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
 		m.saveAndClose(ctx, evict)
 	}
-	sess, restored, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	sess, token, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
 		return nil, false, err
 	}
-	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}}
+	restored := token != ""
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token}
 	m.mu.Lock()
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.
