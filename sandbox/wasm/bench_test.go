@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,4 +199,55 @@ func BenchmarkNativePython3Subprocess(b *testing.B) {
 			b.Fatalf("%q %v", out, err)
 		}
 	}
+}
+
+// BenchmarkSessionCheckpoint: a session holding ~10 MB of Python objects
+// (a 100 000-row list of dicts and a 1 MB string), checkpointed between
+// runs (time: checkpoint-ms-p50, size: checkpoint-MiB), and a new session
+// restored from that state to the first result of print(len(rows))
+// (restore-ms-p50). Issue 28's targets: ≤ 20 ms and ≤ 4 MB, ≤ 30 ms.
+func BenchmarkSessionCheckpoint(b *testing.B) {
+	p := sandboxtest.New(b)
+	ctx := context.Background()
+	s, err := p.Open(ctx, sandbox.SessionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Run(ctx, "rows = [{'id': i, 'name': 'row-%d' % i, 'v': i * 0.5} for i in range(100000)]\n"+
+		"blob = 'x' * (1 << 20)\nimport tracemalloc\nprint(len(rows))")
+	if err != nil || r.Outcome != sandbox.OutcomeCompleted {
+		b.Fatalf("%+v %v", r, err)
+	}
+	var takes, restores []time.Duration
+	var size int
+	for b.Loop() {
+		start := time.Now()
+		state, err := s.Checkpoint(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		takes = append(takes, time.Since(start))
+		size = len(state)
+		start = time.Now()
+		rs, err := p.Open(ctx, sandbox.SessionOptions{Restore: state})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := rs.Run(ctx, "print(len(rows), len(blob))")
+		restores = append(restores, time.Since(start))
+		if err != nil || r.Stdout != "100000 1048576\n" {
+			b.Fatalf("restored: %+v %v", r, err)
+		}
+		rs.Close()
+	}
+	b.ReportMetric(p50ms(takes), "checkpoint-ms-p50")
+	b.ReportMetric(float64(size)/(1<<20), "checkpoint-MiB")
+	b.ReportMetric(p50ms(restores), "restore-ms-p50")
+}
+
+func p50ms(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
 }

@@ -64,7 +64,9 @@ type sessionState struct {
 	Dirs           []stateFile       `json:"dirs"`  // under /tmp, parents first
 	Files          []stateFile       `json:"files"` // under /tmp
 
-	pageData []byte
+	// pages is the decoder positioned at the pages (decodeState), read
+	// by apply straight into the new instance's memory.
+	pages *zstd.Decoder
 }
 
 type stateFile struct {
@@ -146,7 +148,9 @@ func (w *worker) capture() ([]byte, error) {
 	if !ok {
 		return nil, errors.New("read linear memory")
 	}
-	var pages bytes.Buffer
+	// First pass: which pages differ. The pages themselves go straight
+	// from the memory into the compressor below: a copy of tens of MB
+	// would be allocated in the cgroup the guest's memory already fills.
 	base := make([]byte, wasmPageSize)
 	zero := make([]byte, wasmPageSize)
 	basePages := uint32(w.snap.size / wasmPageSize)
@@ -161,7 +165,6 @@ func (w *worker) capture() ([]byte, error) {
 		}
 		if !bytes.Equal(page, ref) {
 			st.Pages = append(st.Pages, i)
-			pages.Write(page)
 		}
 	}
 	err := fs.WalkDir(w.scratch.tmp.IOFS(), ".", func(p string, d fs.DirEntry, err error) error {
@@ -198,7 +201,11 @@ func (w *worker) capture() ([]byte, error) {
 	}
 	_ = binary.Write(zw, binary.BigEndian, uint32(len(header)))
 	_, _ = zw.Write(header)
-	_, _ = zw.Write(pages.Bytes())
+	for _, i := range st.Pages {
+		if _, err := zw.Write(cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]); err != nil {
+			return nil, err
+		}
+	}
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
@@ -212,8 +219,12 @@ func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer zr.Close()
 	st := &sessionState{}
+	defer func() {
+		if st.pages == nil {
+			zr.Close()
+		}
+	}()
 	if err := json.Unmarshal(header, st); err != nil {
 		return nil, fmt.Errorf("state header: %w", err)
 	}
@@ -239,18 +250,12 @@ func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 		}
 		last = int64(p)
 	}
-	st.pageData = make([]byte, len(st.Pages)*wasmPageSize)
-	if _, err := io.ReadFull(zr, st.pageData); err != nil {
-		return nil, fmt.Errorf("state pages: %w", err)
-	}
-	if k, _ := zr.Read(make([]byte, 1)); k != 0 {
-		return nil, errors.New("state has bytes after its pages")
-	}
 	for _, f := range append(append([]stateFile(nil), st.Dirs...), st.Files...) {
 		if !fs.ValidPath(f.Path) || f.Path == "." || path.Clean(f.Path) != f.Path {
 			return nil, fmt.Errorf("state file path %q", f.Path)
 		}
 	}
+	st.pages = zr
 	return st, nil
 }
 
@@ -289,10 +294,20 @@ func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 	} else if cur > st.MemoryPages {
 		return fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages)
 	}
-	for i, p := range st.Pages {
-		if !mem.Write(p*wasmPageSize, st.pageData[i*wasmPageSize:(i+1)*wasmPageSize]) {
+	defer st.pages.Close()
+	for _, p := range st.Pages {
+		view, ok := mem.Read(p*wasmPageSize, wasmPageSize)
+		if !ok {
 			return fmt.Errorf("page %d outside memory", p)
 		}
+		if _, err := io.ReadFull(st.pages, view); err != nil {
+			return fmt.Errorf("state pages: %w", err)
+		}
+	}
+	// The end of the frame is where zstd checks its checksum: a state
+	// cut short or changed fails here, and the instance is thrown away.
+	if n, err := st.pages.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return fmt.Errorf("state pages: %d bytes after them (%v)", n, err)
 	}
 	for name, v := range st.Globals {
 		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
