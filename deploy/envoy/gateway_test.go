@@ -3,6 +3,7 @@ package envoy
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -319,13 +320,25 @@ func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, e
 	return nil, "", fmt.Errorf("--config %s is not on a ConfigMap volume", path)
 }
 
+// secretEnv are the configuration fields a Secret supplies (secretKeyRef):
+// the manifest cannot show their value, so a valid stand-in is checked in
+// its place. Any other valueFrom is an error.
+var secretEnv = map[string]string{
+	"CODEINTERP_CHECKPOINTS_KEY": base64.StdEncoding.EncodeToString(make([]byte, 32)),
+}
+
 // containerEnviron returns the container's CODEINTERP_* variables as
-// KEY=VALUE. A variable the manifest alone cannot settle (valueFrom,
-// envFrom) or that names no configuration field is an error.
+// KEY=VALUE. A variable the manifest alone cannot settle (valueFrom other
+// than a Secret's key for a secretEnv field, envFrom) or that names no
+// configuration field is an error.
 func containerEnviron(c corev1.Container) ([]string, error) {
 	var env, errs []string
 	for _, e := range c.Env {
 		if !strings.HasPrefix(e.Name, config.EnvPrefix) {
+			continue
+		}
+		if standIn, ok := secretEnv[e.Name]; ok && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			env = append(env, e.Name+"="+standIn)
 			continue
 		}
 		if e.ValueFrom != nil {
@@ -1103,8 +1116,8 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
 		{"image tag", "codeinterp.yaml", "image: codeinterp/extproc:0.1.0", "image: codeinterp/extproc:latest", "want codeinterp/extproc:0.1.0"},
 		{"cache_dir elsewhere", "codeinterp.yaml", "cache_dir: /var/cache/codeinterp/wazero", "cache_dir: /tmp/wazero", "is not the image's precompiled cache"},
-		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /var/lib/codeinterp/snapshots\n      volumes:\n",
-			"          mountPath: /var/lib/codeinterp/snapshots\n        - name: cache\n          mountPath: /var/cache/codeinterp\n      volumes:\n      - name: cache\n        emptyDir: {}\n",
+		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /var/lib/codeinterp/checkpoints\n      volumes:\n",
+			"          mountPath: /var/lib/codeinterp/checkpoints\n        - name: cache\n          mountPath: /var/cache/codeinterp\n      volumes:\n      - name: cache\n        emptyDir: {}\n",
 			"volume cache at /var/cache/codeinterp hides the image's precompiled cache"},
 		{"command replaces the entrypoint", "codeinterp.yaml", `        args: ["serve",`, `        command: ["/extproc"]` + "\n" + `        args: ["serve",`, "want no command"},
 	}
