@@ -34,8 +34,13 @@ func ReportMedian(b *testing.B, took []time.Duration) {
 	if len(took) == 0 {
 		return
 	}
+	b.ReportMetric(MedianMillis(took), "ms-p50")
+}
+
+// MedianMillis is the median of took in milliseconds (took is sorted).
+func MedianMillis(took []time.Duration) float64 {
 	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2])/float64(time.Millisecond), "ms-p50")
+	return float64(took[len(took)/2]) / float64(time.Millisecond)
 }
 
 // BenchWarmPrint25 times print(25) from the call to the result, in a fresh

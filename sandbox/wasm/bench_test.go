@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,13 +240,7 @@ func BenchmarkSessionCheckpoint(b *testing.B) {
 		}
 		rs.Close()
 	}
-	b.ReportMetric(p50ms(takes), "checkpoint-ms-p50")
+	b.ReportMetric(sandboxtest.MedianMillis(takes), "checkpoint-ms-p50")
 	b.ReportMetric(float64(size)/(1<<20), "checkpoint-MiB")
-	b.ReportMetric(p50ms(restores), "restore-ms-p50")
-}
-
-func p50ms(ds []time.Duration) float64 {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[len(s)/2]) / float64(time.Millisecond)
+	b.ReportMetric(sandboxtest.MedianMillis(restores), "restore-ms-p50")
 }
