@@ -129,19 +129,35 @@ func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byt
 }
 
 // Head returns the token of the container's latest checkpoint, or
-// ErrNone. It is one small read: a holder asks it before each run.
-func (k *Keeper) Head(ctx context.Context, owner, container string) (string, error) {
+// ErrNone, and whether code has run on that state since it was taken
+// (MarkRunning): then the checkpoint is older than the container's
+// interpreter was. It is one small read: a holder asks it before each run.
+func (k *Keeper) Head(ctx context.Context, owner, container string) (token string, running bool, err error) {
 	if _, err := k.key(owner, container); err != nil {
-		return "", err
+		return "", false, err
 	}
 	b, err := k.store.Get(ctx, prefix(owner, container)+"head")
 	if errors.Is(err, blob.ErrNotFound) {
-		return "", ErrNone
+		return "", false, ErrNone
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return string(b), nil
+	token, running = strings.CutSuffix(string(b), headRunning)
+	return token, running, nil
+}
+
+const headRunning = " running"
+
+// MarkRunning records, before the first run on the state of checkpoint
+// token, that code runs on it: a server that restores the checkpoint
+// after this one died then knows the state it restores is older than the
+// interpreter's was, and says so.
+func (k *Keeper) MarkRunning(ctx context.Context, owner, container, token string) error {
+	if _, err := k.key(owner, container); err != nil {
+		return err
+	}
+	return k.store.Put(ctx, prefix(owner, container)+"head", []byte(token+headRunning))
 }
 
 // Drop removes everything kept for the container (it expired or was

@@ -49,10 +49,16 @@ func TestKeeper(t *testing.T) {
 	if got, gotTok, err := b.Load(ctx, "alice", "cntr_1"); err != nil || string(got) != "state one" || gotTok != tok {
 		t.Fatalf("another replica's Load: %q %q, %v; want the state and token %q", got, gotTok, err, tok)
 	}
-	if head, err := b.Head(ctx, "alice", "cntr_1"); err != nil || head != tok {
-		t.Fatalf("Head: %q, %v; want %q", head, err, tok)
+	if head, running, err := b.Head(ctx, "alice", "cntr_1"); err != nil || head != tok || running {
+		t.Fatalf("Head: %q %v, %v; want %q, not running", head, running, err, tok)
 	}
-	if _, err := b.Head(ctx, "alice", "cntr_9"); !errors.Is(err, checkpoint.ErrNone) {
+	if err := b.MarkRunning(ctx, "alice", "cntr_1", tok); err != nil {
+		t.Fatal(err)
+	}
+	if head, running, err := a.Head(ctx, "alice", "cntr_1"); err != nil || head != tok || !running {
+		t.Fatalf("Head after MarkRunning: %q %v, %v; want %q, running", head, running, err, tok)
+	}
+	if _, _, err := b.Head(ctx, "alice", "cntr_9"); !errors.Is(err, checkpoint.ErrNone) {
 		t.Fatalf("Head of a container never saved: %v, want ErrNone", err)
 	}
 	if _, _, err := b.Load(ctx, "mallory", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {

@@ -21,8 +21,11 @@ type Checkpoints interface {
 	// there is none, an error wrapping checkpoint.ErrRefused for one that
 	// must not be used.
 	Load(ctx context.Context, owner, container string) ([]byte, string, error)
-	// Head returns the token of the latest checkpoint (ErrNone: none).
-	Head(ctx context.Context, owner, container string) (string, error)
+	// Head returns the token of the latest checkpoint (ErrNone: none),
+	// and whether code ran on its state since (MarkRunning).
+	Head(ctx context.Context, owner, container string) (string, bool, error)
+	// MarkRunning records that code runs on the state of token.
+	MarkRunning(ctx context.Context, owner, container, token string) error
 	Drop(ctx context.Context, owner, container string) error
 }
 
@@ -36,7 +39,7 @@ const checkpointTimeout = 30 * time.Second
 // checkpoint when there is a usable one (restored), else fresh. A
 // checkpoint that cannot be used is logged and removed, and the caller's
 // fresh interpreter makes the model be told its variables were reset.
-func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, string, error) {
+func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, string, bool, error) {
 	if m.cfg.Checkpoints != nil {
 		m.waitSaving(ctx, cid)
 		state, token, err := m.cfg.Checkpoints.Load(ctx, owner, cid)
@@ -46,11 +49,17 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandb
 			ropts.Restore = state
 			sess, err := m.provider.Open(ctx, ropts)
 			if err == nil {
-				m.log.Info("restored the container's interpreter from its checkpoint", zap.String("container_id", cid), zap.Int("bytes", len(state)))
-				return sess, token, nil
+				// Code ran on this state after it was taken (its holder
+				// died before the next checkpoint): the model is told
+				// what it gets is older than what it last saw.
+				head, running, herr := m.cfg.Checkpoints.Head(ctx, owner, cid)
+				behind := herr == nil && head == token && running
+				m.log.Info("restored the container's interpreter from its checkpoint", zap.String("container_id", cid),
+					zap.Int("bytes", len(state)), zap.Bool("older_than_last_run", behind))
+				return sess, token, behind, nil
 			}
 			if !errors.Is(err, sandbox.ErrNoCheckpoint) {
-				return nil, "", err
+				return nil, "", false, err
 			}
 			m.log.Warn("the container's checkpoint could not be restored; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
 			m.dropCheckpoint(ctx, owner, cid)
@@ -64,7 +73,7 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandb
 		}
 	}
 	sess, err := m.provider.Open(ctx, opts)
-	return sess, "", err
+	return sess, "", false, err
 }
 
 // stale reports whether another server checkpointed the container since
@@ -75,7 +84,7 @@ func (m *Manager) stale(ctx context.Context, h *held) bool {
 	if m.cfg.Checkpoints == nil {
 		return false
 	}
-	head, err := m.cfg.Checkpoints.Head(ctx, h.owner, h.cid)
+	head, _, err := m.cfg.Checkpoints.Head(ctx, h.owner, h.cid)
 	if err != nil {
 		return false
 	}
@@ -208,4 +217,23 @@ func (m *Manager) replaceStale(ctx context.Context, h *held) bool {
 		zap.String("container_id", h.cid), zap.Bool("unsaved_turns_dropped", h.dirty.Load()))
 	_ = h.sess.Close()
 	return true
+}
+
+// markRunning is called before each run: the first run on the state of a
+// checkpoint records it in the store (MarkRunning), so that a server that
+// restores that checkpoint after this one died knows it is older than
+// the interpreter was. Callers hold h.runMu.
+func (m *Manager) markRunning(ctx context.Context, h *held) {
+	if m.cfg.Checkpoints == nil || h.dirty.Load() {
+		return
+	}
+	h.tokenMu.Lock()
+	token := h.token
+	h.tokenMu.Unlock()
+	if token == "" {
+		return // no checkpoint yet: a restore finds none and says so
+	}
+	if err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token); err != nil {
+		m.log.Warn("marking the container's checkpoint as behind failed", zap.String("container_id", h.cid), zap.Error(err))
+	}
 }

@@ -189,7 +189,7 @@ func TestStaleHolderReplaced(t *testing.T) {
 	waitHead := func(old string) string {
 		var tok string
 		waitFor(t, "a new checkpoint", func() bool {
-			tok, _ = k.Head(context.Background(), "o", ca.ID())
+			tok, _, _ = k.Head(context.Background(), "o", ca.ID())
 			return tok != "" && tok != old
 		})
 		return tok
@@ -204,5 +204,37 @@ func TestStaleHolderReplaced(t *testing.T) {
 	ca2 := open(t, a, containers.Spec{Owner: "o", ID: ca.ID()})
 	if r := run(t, ca2, "print(x)"); strings.TrimSpace(r.Stdout) != "2" || r.Reset {
 		t.Fatalf("back on A: %q reset=%v, want 2 (B's state), not A's stale 1", r.Stdout, r.Reset)
+	}
+}
+
+// TestRestoredBehind: the holder ran code on the state of its checkpoint
+// and died before it checkpointed again. The next server restores that
+// checkpoint and the model is told the state is older than its last
+// calls — not that it is fresh (it is not), and not nothing (it lost a
+// turn).
+func TestRestoredBehind(t *testing.T) {
+	f := newFixture(t)
+	root, key := t.TempDir(), newKey(t)
+	first := managerWith(t, f, keeper(t, root, key), 0)
+	c := open(t, first, containers.Spec{Owner: "o"})
+	run(t, c, "x = 1")
+	c.Close()
+	first.Close() // checkpointed x = 1
+
+	second := managerWith(t, f, keeper(t, root, key), 0)
+	c2 := open(t, second, containers.Spec{Owner: "o", ID: c.ID()})
+	if r := run(t, c2, "x = 2"); r.Reset || r.Behind {
+		t.Fatalf("restored from a clean checkpoint: reset=%v behind=%v", r.Reset, r.Behind)
+	}
+	// second is killed now (-9): nothing runs on its way down.
+
+	third := managerWith(t, f, keeper(t, root, key), 0)
+	c3 := open(t, third, containers.Spec{Owner: "o", ID: c.ID()})
+	r := run(t, c3, "print(x)")
+	if strings.TrimSpace(r.Stdout) != "1" || !r.Behind || r.Reset {
+		t.Fatalf("after the holder died: %q behind=%v reset=%v, want 1 and behind", r.Stdout, r.Behind, r.Reset)
+	}
+	if r := run(t, c3, "print(x)"); r.Behind {
+		t.Fatal("the note is said again on the next run")
 	}
 }

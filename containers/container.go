@@ -121,6 +121,9 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 			Detail: "the container's files could not be copied into the interpreter, so the code did not run: " + strings.TrimPrefix(err.Error(), "containers: ")}}, nil
 	}
 	reset = reset || replaced
+	behind := h.behind && !reset
+	h.behind = false
+	m.markRunning(ctx, h)
 	gen := h.sess.Generation()
 	res, err := h.sess.Run(ctx, code)
 	if err != nil {
@@ -130,7 +133,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	c.ran = true
 	h.ranGen = gen
 	h.dirty.Store(true)
-	out := RunResult{Result: res, Reset: reset || res.StateLost}
+	out := RunResult{Result: res, Reset: reset || res.StateLost, Behind: behind && !res.StateLost}
 	// A run that ended its interpreter took its files along: they are not
 	// the code's deletions, and the next run's mirror gives the new
 	// interpreter the container's files.

@@ -138,6 +138,9 @@ type held struct {
 	// another server saved the container since (Manager.stale).
 	tokenMu sync.Mutex
 	token   string
+	// behind: h was restored from a checkpoint older than the container's
+	// last run (its holder died first); the next run says so, once.
+	behind bool
 	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
 	// Manager.mu).
 	idleTimer *time.Timer
@@ -418,12 +421,12 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
 		m.saveAndClose(ctx, evict)
 	}
-	sess, token, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	sess, token, behind, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
 		return nil, false, err
 	}
 	restored := token != ""
-	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token}
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token, behind: behind}
 	m.mu.Lock()
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.

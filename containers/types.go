@@ -82,6 +82,11 @@ type RunResult struct {
 	// that existed before this response: its files are there, its
 	// variables are not.
 	Reset bool
+	// Behind is set when the run's interpreter was restored from a
+	// checkpoint taken before the container's last runs (the server that
+	// held it died before it checkpointed them): its variables are those
+	// of that checkpoint, and what the last runs set may be missing.
+	Behind bool
 	// Changed are the files the run created or changed, as stored.
 	Changed []File
 	// Images are the run's images as stored container files, in the order

@@ -64,6 +64,8 @@ func TestGoldenModelOutputs(t *testing.T) {
 		{"output truncated", call{res: sandbox.Result{Outcome: sandbox.OutcomeOutputTruncated, Stdout: "xxxx", StdoutTruncated: true}}},
 		{"capacity", call{res: sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}}},
 		{"state lost", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "False\n", StateLost: true}}},
+		{"container reset", call{reset: true, res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "False\n"}}},
+		{"restored behind the last calls", call{behind: true, res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "1\n"}}},
 		{"bad arguments", call{argErr: "the arguments are not a JSON object"}},
 		{"not run", call{notRun: "the limit of 3 code_interpreter calls for this response was reached"}},
 		{"chart and its path", call{res: sandbox.Result{Outcome: sandbox.OutcomeCompleted, Stdout: "'/mnt/data/plot.png'\n", Images: []sandbox.Image{pngImg}}}},

@@ -53,6 +53,8 @@ func modelOutput(c *call, imagesShown bool) string {
 	switch {
 	case c.reset:
 		b.WriteString("note: this ran in a fresh Python interpreter: variables and imports from earlier calls are gone; the container's files in /mnt/data are there.\n")
+	case c.behind:
+		b.WriteString("note: this ran in the interpreter restored from the container's last checkpoint, taken before the most recent calls: variables and imports they set may be missing; the container's files in /mnt/data are there.\n")
 	case r.StateLost:
 		b.WriteString("note: this ran in a fresh interpreter; variables, imports and files from earlier calls are gone.\n")
 	}

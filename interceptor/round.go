@@ -29,7 +29,10 @@ type call struct {
 	// In a container (Containers): the run started a fresh interpreter in
 	// a container that existed before, the files it wrote, its images as
 	// container files.
-	reset   bool
+	reset bool
+	// behind: the interpreter was restored from a checkpoint older than
+	// the container's last runs (containers.RunResult.Behind).
+	behind  bool
 	changed []containers.File
 	images  []containers.File
 }

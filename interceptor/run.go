@@ -66,7 +66,7 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 		l.log.Warn("container run failed", zap.String("call_id", c.callID), zap.Error(err))
 		return
 	}
-	c.res, c.reset, c.changed, c.images = r.Result, r.Reset, r.Changed, r.Images
+	c.res, c.reset, c.behind, c.changed, c.images = r.Result, r.Reset, r.Behind, r.Changed, r.Images
 	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
 }
 
