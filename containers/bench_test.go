@@ -12,6 +12,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
+	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 )
 
@@ -79,4 +80,40 @@ func BenchmarkWarmRun(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDrain: a server stopping (SIGTERM) with 8 containers' idle
+// interpreters, each holding a 100 000-int list: Close checkpoints all of
+// them before it returns (drain-s; issue 28: ≤ 5 s).
+func BenchmarkDrain(b *testing.B) {
+	const held = 8
+	ctx := context.Background()
+	var took []time.Duration
+	for range b.N {
+		b.StopTimer()
+		f := newFixture(b, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = held, 0 })
+		k := make([]byte, checkpoint.KeySize)
+		_, _ = rand.Read(k)
+		st, err := dir.New(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, _ := checkpoint.NewSealer(k)
+		m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: checkpoint.NewKeeper(s, st, "wasm/bench", 64<<20)}, f.st, f.prov, nil)
+		for range held {
+			c, err := m.Open(ctx, containers.Spec{Owner: "o"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r, err := c.Run(ctx, "x = list(range(100000))"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+				b.Fatalf("%+v %v", r, err)
+			}
+			c.Close()
+		}
+		b.StartTimer()
+		start := time.Now()
+		m.Close()
+		took = append(took, time.Since(start))
+	}
+	b.ReportMetric(sandboxtest.MedianMillis(took)/1000, "drain-s")
 }
