@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +33,8 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		"STEP1": "x = 41\nimport statistics",
 		"STEP2": "x += 1\nprint(x)",
 		"STEP3": "print(x, statistics.mean([x, x]))",
+		"STEP4": "x = 100\nimport time\ntime.sleep(120)",
+		"STEP5": "print(x)",
 	}
 	var m *model
 	m = newModel(t, sh, func(t testing.TB, c *convo) reply {
@@ -94,9 +97,49 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 	// SIGTERM (a rolling deploy): B checkpoints what it holds on its way
 	// down; the replica started after it restores that.
 	pb.stop(t)
-	_, c := start()
+	pc, c := start()
 	if out := turn(c, "STEP3"); !strings.Contains(out, "stdout:\n42 42") {
 		t.Fatalf("after B's SIGTERM, on a new replica: %q, want 42 42", out)
+	}
+	// A replica killed mid-run: its client gets an error, the container
+	// is not bricked, and the next turn elsewhere restores the last
+	// checkpoint (C's idle one, after STEP3) and says it is older than
+	// the call that was running.
+	head := func() string {
+		files, _ := filepath.Glob(filepath.Join(ckpt, "v1", "*", ctr.ID, "head~"))
+		if len(files) != 1 {
+			return ""
+		}
+		b, _ := os.ReadFile(files[0])
+		return string(b)
+	}
+	// STEP3 marked the head running before it ran; C's idle checkpoint
+	// after it clears that.
+	waitFor(t, "replica C's idle checkpoint", func() bool { h := head(); return h != "" && !strings.HasSuffix(h, " running") })
+	failed := make(chan error, 1)
+	go func() {
+		p := ciParams("STEP4", true)
+		p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(ctr.ID)}
+		_, err := c.Responses.New(ctx, p)
+		failed <- err
+	}()
+	waitFor(t, "STEP4 running on replica C", func() bool { return strings.HasSuffix(head(), " running") })
+	if err := pc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-pc.done
+	if err := <-failed; err == nil {
+		t.Fatal("the call running on the killed replica succeeded")
+	}
+	_, d := start()
+	p := ciParams("STEP5", true)
+	p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(ctr.ID)}
+	r, err := d.Responses.New(ctx, p)
+	if err != nil {
+		t.Fatalf("STEP5: %v", err)
+	}
+	if out := r.OutputText(); !strings.Contains(out, "stdout:\n42") || !strings.Contains(out, "restored from the container's last checkpoint") {
+		t.Fatalf("after C was killed mid-run: %q, want x = 42 and the note that the state is older than the last call", out)
 	}
 }
 
