@@ -189,6 +189,17 @@ func (m *Manager) idleCheckpoint(h *held) {
 		m.mu.Unlock()
 		return
 	}
+	// One background checkpoint at a time: each takes a core for tens to
+	// hundreds of milliseconds, which runs are waiting for. A busy one
+	// puts this one off by another CheckpointAfter.
+	select {
+	case m.bgCheckpoint <- struct{}{}:
+	default:
+		m.scheduleCheckpointLocked(h)
+		m.mu.Unlock()
+		return
+	}
+	defer func() { <-m.bgCheckpoint }()
 	h.users++
 	m.unidleLocked(h)
 	m.mu.Unlock()
@@ -236,4 +247,20 @@ func (m *Manager) markRunning(ctx context.Context, h *held) {
 	if err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token); err != nil {
 		m.log.Warn("marking the container's checkpoint as behind failed", zap.String("container_id", h.cid), zap.Error(err))
 	}
+}
+
+// evictionLocked picks the idle interpreter to close for room: the least
+// recently used one whose state is already checkpointed (or that never ran
+// code), which closes at once, else the least recently used, which is
+// checkpointed first while the caller waits. Callers hold m.mu, with the
+// idle list not empty.
+func (m *Manager) evictionLocked() *held {
+	if m.cfg.Checkpoints != nil {
+		for e := m.idle.Front(); e != nil; e = e.Next() {
+			if h := e.Value.(*held); !h.dirty.Load() {
+				return h
+			}
+		}
+	}
+	return m.idle.Front().Value.(*held)
 }

@@ -111,6 +111,8 @@ type Manager struct {
 	// saving marks containers whose interpreter is being checkpointed
 	// before it closes: their next interpreter waits for that checkpoint.
 	saving map[string]chan struct{}
+	// bgCheckpoint admits one background checkpoint at a time.
+	bgCheckpoint chan struct{}
 }
 
 // held is an interpreter this server holds for a container.
@@ -176,7 +178,8 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 		log = zap.NewNop()
 	}
 	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
-		secrets: map[string][]egress.Secret{}, saving: map[string]chan struct{}{}}
+		secrets: map[string][]egress.Secret{}, saving: map[string]chan struct{}{},
+		bgCheckpoint: make(chan struct{}, 1)}
 }
 
 // Open implements interceptor.Containers. The container it returns stays
@@ -413,7 +416,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 	}
 	var evict *held
 	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
-		evict = m.idle.Front().Value.(*held)
+		evict = m.evictionLocked()
 		m.forgetLocked(evict)
 	}
 	m.mu.Unlock()

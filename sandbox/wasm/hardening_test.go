@@ -55,8 +55,11 @@ func TestWorkerHardening(t *testing.T) {
 		}
 		// Descriptors: stdio on /dev/null or the diagnostics pipe, the two
 		// control pipes, the runtime directory (and the stdlib mount in it),
-		// the Go runtime's own epoll/eventfd/pidfd, and the cgroup CPU files
-		// the Go runtime keeps open read-only to size GOMAXPROCS. Nothing
+		// the Go runtime's own epoll/eventfd/pidfd, the cgroup CPU files
+		// the Go runtime keeps open read-only to size GOMAXPROCS, and its own
+		// /proc/self/pagemap, read-only (which of its pages a session wrote,
+		// for checkpoints; without CAP_SYS_ADMIN it holds no frame numbers,
+		// and WASI gives the guest no descriptors of the worker). Nothing
 		// else of the server's leaks in, and nothing is open for writing but
 		// pipes.
 		fds, err := os.ReadDir(proc + "/fd")
@@ -68,7 +71,8 @@ func TestWorkerHardening(t *testing.T) {
 			switch {
 			case target == "/dev/null", strings.HasPrefix(target, "pipe:"), strings.HasPrefix(target, "anon_inode:"):
 			case target == cfg.RuntimeDir || strings.HasPrefix(target, cfg.RuntimeDir+"/"),
-				strings.HasPrefix(target, "/sys/fs/cgroup/") && strings.Contains(target, "/cpu.cfs_"):
+				strings.HasPrefix(target, "/sys/fs/cgroup/") && strings.Contains(target, "/cpu.cfs_"),
+				target == proc+"/pagemap":
 				if !readOnly(t, filepath.Join(proc, "fdinfo", fd.Name())) {
 					t.Errorf("worker %d holds fd %s → %s open for writing", pid, fd.Name(), target)
 				}

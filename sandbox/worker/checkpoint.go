@@ -2,14 +2,17 @@ package worker
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/tetratelabs/wazero/api"
@@ -42,7 +45,7 @@ const (
 const resumeEntry = "_codeinterp_loop(False)\n"
 
 // stateFormat versions the encoding below.
-const stateFormat = 1
+const stateFormat = 2
 
 // maxStateBytes bounds a decoded state (the whole linear memory, 4 GiB,
 // plus /tmp's bound): zstd is told so, so a small blob cannot expand
@@ -51,7 +54,8 @@ const maxStateBytes = 4<<30 + 1<<30
 
 // sessionState is a checkpoint's header. The encoding is zstd of: the
 // header's JSON length (uint32, big endian), the JSON, then the pages
-// listed in Pages, 64 KiB each, in order.
+// listed in Pages, 64 KiB each, in order, each XORed with the snapshot's
+// page (or zero past the snapshot's memory).
 type sessionState struct {
 	Format int `json:"format"`
 	// Snapshot names the snapshot the pages are a delta against (its
@@ -154,7 +158,11 @@ func (w *worker) capture() ([]byte, error) {
 	base := make([]byte, wasmPageSize)
 	zero := make([]byte, wasmPageSize)
 	basePages := uint32(w.snap.size / wasmPageSize)
+	written, known := writtenPages(w.snap.pagemap, cur, st.MemoryPages)
 	for i := range st.MemoryPages {
+		if known && !written[i] {
+			continue // still the image's page (or never touched): equal
+		}
 		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
 		ref := zero
 		if i < basePages {
@@ -195,14 +203,26 @@ func (w *worker) capture() ([]byte, error) {
 		return nil, err
 	}
 	var out bytes.Buffer
-	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}
 	_ = binary.Write(zw, binary.BigEndian, uint32(len(header)))
 	_, _ = zw.Write(header)
+	// Each page goes as its XOR with the snapshot's (zero beyond it): a
+	// page where the code changed a few counters is mostly zeros, which
+	// zstd passes at memory speed and stores in a few bytes.
+	delta := make([]byte, wasmPageSize)
 	for _, i := range st.Pages {
-		if _, err := zw.Write(cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]); err != nil {
+		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
+		copy(delta, page)
+		if i < basePages {
+			if _, err := w.snap.image.ReadAt(base, int64(i)*wasmPageSize); err != nil {
+				return nil, fmt.Errorf("read the snapshot image: %w", err)
+			}
+			subtle.XORBytes(delta, page, base)
+		}
+		if _, err := zw.Write(delta); err != nil {
 			return nil, err
 		}
 	}
@@ -210,6 +230,47 @@ func (w *worker) capture() ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// writtenPages reports, for each wasm page of mem, whether the process
+// wrote any of its OS pages since they were mapped: /proc/self/pagemap
+// shows such a page present and anonymous (the private copy of an image
+// page, or fresh memory), or swapped. A page not written is the
+// snapshot's (or zero past it) and need not be compared. known is false
+// when pagemap cannot be read; then every page is compared.
+func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []bool, known bool) {
+	if pagemap == nil || len(mem) == 0 {
+		return nil, false
+	}
+	const osPage = 4096
+	if os.Getpagesize() != osPage {
+		return nil, false
+	}
+	const perPage = wasmPageSize / osPage
+	entries := make([]byte, int(pages)*perPage*8)
+	addr := uintptr(unsafe.Pointer(&mem[0]))
+	if addr%osPage != 0 {
+		return nil, false
+	}
+	if _, err := pagemap.ReadAt(entries, int64(addr/osPage)*8); err != nil {
+		return nil, false
+	}
+	const (
+		present = 1 << 63
+		swapped = 1 << 62
+		file    = 1 << 61 // file page or shared anonymous
+	)
+	written = make([]bool, pages)
+	for i := range written {
+		for j := range perPage {
+			e := binary.LittleEndian.Uint64(entries[(i*perPage+j)*8:])
+			if e&swapped != 0 || e&present != 0 && e&file == 0 {
+				written[i] = true
+				break
+			}
+		}
+	}
+	return written, true
 }
 
 // decodeState decodes and checks a state against the snapshot this worker
@@ -295,14 +356,18 @@ func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 		return fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages)
 	}
 	defer st.pages.Close()
+	delta := make([]byte, wasmPageSize)
 	for _, p := range st.Pages {
 		view, ok := mem.Read(p*wasmPageSize, wasmPageSize)
 		if !ok {
 			return fmt.Errorf("page %d outside memory", p)
 		}
-		if _, err := io.ReadFull(st.pages, view); err != nil {
+		// The fresh instance holds the snapshot's page (zero beyond
+		// it): the page's XOR with it gives the session's page back.
+		if _, err := io.ReadFull(st.pages, delta); err != nil {
 			return fmt.Errorf("state pages: %w", err)
 		}
+		subtle.XORBytes(view, view, delta)
 	}
 	// The end of the frame is where zstd checks its checksum: a state
 	// cut short or changed fails here, and the instance is thrown away.

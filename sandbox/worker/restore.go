@@ -21,8 +21,12 @@ type restorer struct {
 	meta     *SnapshotMeta
 	compiled wazero.CompiledModule
 	image    *os.File
-	size     int64
-	bin      []byte // the module, mapped (mapModule)
+	// pagemap is /proc/self/pagemap, opened while privileged (nil when it
+	// cannot be): which pages of a session's memory were written
+	// (writtenPages), so a checkpoint compares only those.
+	pagemap *os.File
+	size    int64
+	bin     []byte // the module, mapped (mapModule)
 }
 
 func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages uint32) (*restorer, error) {
@@ -53,13 +57,17 @@ func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages u
 		_ = unix.Munmap(bin)
 		return nil, fmt.Errorf("compile the snapshot module: %w", err)
 	}
-	return &restorer{meta: meta, compiled: compiled, image: img, size: st.Size(), bin: bin}, nil
+	pm, _ := os.Open("/proc/self/pagemap") // nil: checkpoints compare every page
+	return &restorer{meta: meta, compiled: compiled, image: img, size: st.Size(), bin: bin, pagemap: pm}, nil
 }
 
 // close releases the image and the module's mapping; the runtime that
 // compiled the module must be closed first.
 func (r *restorer) close() {
 	_ = r.image.Close()
+	if r.pagemap != nil {
+		_ = r.pagemap.Close()
+	}
 	_ = unix.Munmap(r.bin)
 }
 
