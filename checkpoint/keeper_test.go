@@ -13,20 +13,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/codeinterp/codeinterp/checkpoint"
-	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/checkpoint/checkpointtest"
 )
 
 func newKeeper(t *testing.T, root, origin string, key []byte, maxBytes int) *checkpoint.Keeper {
-	t.Helper()
-	st, err := dir.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := checkpoint.NewSealer(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return checkpoint.NewKeeper(s, st, origin, maxBytes)
+	return checkpointtest.Keeper(t, root, key, origin, maxBytes)
 }
 
 // TestKeeper: what one Keeper saves, another on the same store and key

@@ -2,13 +2,11 @@ package containers_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/codeinterp/codeinterp/checkpoint"
-	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/checkpoint/checkpointtest"
 
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox"
@@ -51,15 +49,8 @@ func BenchmarkWarmRun(b *testing.B) {
 				// The default settings: a checkpoint once idle 2 s (turns
 				// back to back never are), and the head of the store read
 				// before each run (is the interpreter still the newest?).
-				k := make([]byte, checkpoint.KeySize)
-				_, _ = rand.Read(k)
-				st, err := dir.New(b.TempDir())
-				if err != nil {
-					b.Fatal(err)
-				}
-				s, _ := checkpoint.NewSealer(k)
-				f.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: checkpoint.NewKeeper(s, st, "wasm/bench", 64<<20),
-					CheckpointAfter: 2 * time.Second}, f.st, f.prov, nil)
+				k := checkpointtest.Keeper(b, b.TempDir(), checkpointtest.Key(b), "wasm/bench", 64<<20)
+				f.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: 2 * time.Second}, f.st, f.prov, nil)
 				b.Cleanup(func() { f.m.Close() })
 			}
 			owner, hdr := caller("sk-bench")
@@ -92,14 +83,8 @@ func BenchmarkDrain(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		f := newFixture(b, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = held, 0 })
-		k := make([]byte, checkpoint.KeySize)
-		_, _ = rand.Read(k)
-		st, err := dir.New(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		s, _ := checkpoint.NewSealer(k)
-		m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: checkpoint.NewKeeper(s, st, "wasm/bench", 64<<20)}, f.st, f.prov, nil)
+		k := checkpointtest.Keeper(b, b.TempDir(), checkpointtest.Key(b), "wasm/bench", 64<<20)
+		m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: k}, f.st, f.prov, nil)
 		for range held {
 			c, err := m.Open(ctx, containers.Spec{Owner: "o"})
 			if err != nil {

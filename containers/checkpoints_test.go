@@ -2,7 +2,6 @@ package containers_test
 
 import (
 	"context"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/checkpoint"
-	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/checkpoint/checkpointtest"
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
@@ -19,25 +18,10 @@ import (
 // keeper is a checkpoint store in root with key, as every replica of one
 // deployment has it (a shared volume, one Secret).
 func keeper(t *testing.T, root string, key []byte) *checkpoint.Keeper {
-	t.Helper()
-	st, err := dir.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := checkpoint.NewSealer(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return checkpoint.NewKeeper(s, st, "wasm/test", 64<<20)
+	return checkpointtest.Keeper(t, root, key, "wasm/test", 64<<20)
 }
 
-func newKey(t *testing.T) []byte {
-	k := make([]byte, checkpoint.KeySize)
-	if _, err := rand.Read(k); err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func newKey(t *testing.T) []byte { return checkpointtest.Key(t) }
 
 func managerWith(t *testing.T, f *fixture, k containers.Checkpoints, after time.Duration, opts ...func(*pool.Config)) *containers.Manager {
 	t.Helper()

@@ -3,7 +3,6 @@ package wasm_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -12,8 +11,7 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/codeinterp/codeinterp/checkpoint"
-	"github.com/codeinterp/codeinterp/checkpoint/blob/dir"
+	"github.com/codeinterp/codeinterp/checkpoint/checkpointtest"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/sandbox/wasm"
@@ -151,14 +149,7 @@ func TestSessionCheckpointColdStart(t *testing.T) {
 // this one after a restart or a rotation), which fetches the base from
 // Bases; without Bases it is refused, not restored over the wrong memory.
 func TestSessionCheckpointOtherSnapshot(t *testing.T) {
-	key := make([]byte, checkpoint.KeySize)
-	_, _ = rand.Read(key)
-	st, err := dir.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, _ := checkpoint.NewSealer(key)
-	bases := checkpoint.NewKeeper(sealer, st, "wasm/test", 0)
+	bases := checkpointtest.Keeper(t, t.TempDir(), checkpointtest.Key(t), "wasm/test", 0)
 	start := func(b wasm.Bases) *pool.Pool {
 		cfg := sandboxtest.Config(t)
 		cfg.ReuseSnapshot, cfg.SnapshotDir, cfg.Bases = false, t.TempDir(), b
