@@ -27,10 +27,12 @@ type Checkpoints struct {
 	// is checkpointed in the background (0: only before an eviction and on
 	// shutdown). A kill -9 loses at most the turns of the last After.
 	After time.Duration `json:"after"`
-	// TTL is how long a checkpoint is kept after it was written (the
-	// server sweeps its store hourly; with s3, a bucket lifecycle rule
-	// can do it instead). Containers expire long before (20 minutes idle
-	// by default); the margin is for containers.restore_expired.
+	// TTL is how long a checkpoint is kept after it was written, and a
+	// snapshot kept as a checkpoint's base twice that (the server sweeps
+	// its store hourly; with s3, a bucket lifecycle rule can do it
+	// instead). Containers expire long before (20 minutes idle by
+	// default; api.max_expiry at most): a checkpoint older than its
+	// container is never restored.
 	TTL time.Duration `json:"ttl"`
 	// MaxBytes bounds one checkpoint; a larger state is not kept (the next
 	// interpreter starts fresh and the model is told).
@@ -65,7 +67,7 @@ type CheckpointsS3 struct {
 }
 
 func defaultCheckpoints() Checkpoints {
-	return Checkpoints{Enabled: true, After: 2 * time.Second, TTL: 7 * 24 * time.Hour, MaxBytes: 64 << 20, Store: "dir"}
+	return Checkpoints{Enabled: true, After: 2 * time.Second, TTL: 24 * time.Hour, MaxBytes: 64 << 20, Store: "dir"}
 }
 
 func (c *Config) validateCheckpoints(v *validator) {
@@ -76,6 +78,8 @@ func (c *Config) validateCheckpoints(v *validator) {
 	v.check(k.After >= 0, "checkpoints.after", "must not be negative")
 	v.check(k.MaxBytes > 0, "checkpoints.max_bytes", "must be positive")
 	v.check(k.TTL >= time.Hour, "checkpoints.ttl", "%s is less than an hour", k.TTL)
+	// (An api.max_expiry out of its own range is said once, there.)
+	v.check(k.TTL >= c.API.MaxExpiry || c.API.MaxExpiry > 30*24*time.Hour, "checkpoints.ttl", "%s is shorter than api.max_expiry %s: a container idle that long would lose its checkpoint", k.TTL, c.API.MaxExpiry)
 	switch k.Store {
 	case "dir":
 	case "s3":

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateCheckpoints(t *testing.T) {
@@ -30,6 +31,7 @@ func TestValidateCheckpoints(t *testing.T) {
 		}, "checkpoints.s3.prefix"},
 		{"negative after", func(k *Checkpoints) { k.After = -1 }, "checkpoints.after"},
 		{"zero max_bytes", func(k *Checkpoints) { k.MaxBytes = 0 }, "checkpoints.max_bytes"},
+		{"ttl under an hour", func(k *Checkpoints) { k.TTL = time.Minute }, "checkpoints.ttl"},
 		{"a key", func(k *Checkpoints) { k.Key = key }, ""},
 		{"a short key", func(k *Checkpoints) { k.Key = base64.StdEncoding.EncodeToString(make([]byte, 16)) }, "checkpoints.key"},
 	} {

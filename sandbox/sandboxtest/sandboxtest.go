@@ -35,8 +35,10 @@ const LauncherArg = "__sandboxtest-gvisor-launch"
 
 // Main runs the tests, or the worker or launcher when the binary was
 // started as one. The tests run with a canary variable in their
-// environment that no guest may see (the hostile corpus checks).
-func Main(m *testing.M) {
+// environment that no guest may see (the hostile corpus checks). Each
+// setup runs before the tests (never in a worker or launcher), and the
+// function it returns after them.
+func Main(m *testing.M, setup ...func() (cleanup func())) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case workerArg:
@@ -46,7 +48,15 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Setenv(CanaryEnv, canaryValue)
-	os.Exit(m.Run())
+	var cleanups []func()
+	for _, s := range setup {
+		cleanups = append(cleanups, s())
+	}
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 // Providers names the sandbox providers, for tests that run on each.
