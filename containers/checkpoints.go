@@ -36,11 +36,11 @@ const closeCheckpointTimeout = 20 * time.Second
 const checkpointTimeout = 30 * time.Second
 
 // openSession opens the container's interpreter: restored from its
-// checkpoint when there is a usable one (restored), else fresh. A
+// checkpoint when lookup is set and there is a usable one, else fresh. A
 // checkpoint that cannot be used is logged and removed, and the caller's
 // fresh interpreter makes the model be told its variables were reset.
-func (m *Manager) openSession(ctx context.Context, owner, cid string, opts sandbox.SessionOptions) (sandbox.Session, string, bool, error) {
-	if m.cfg.Checkpoints != nil {
+func (m *Manager) openSession(ctx context.Context, owner, cid string, lookup bool, opts sandbox.SessionOptions) (sandbox.Session, string, bool, error) {
+	if m.cfg.Checkpoints != nil && lookup {
 		m.waitSaving(ctx, cid)
 		state, token, err := m.cfg.Checkpoints.Load(ctx, owner, cid)
 		switch {

@@ -220,14 +220,14 @@ func (c *container) hold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol)
+	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, c.fresh && !c.ran)
 	if err != nil {
 		return err
 	}
 	if !opened && c.m.replaceStale(ctx, h) {
 		// Another server ran the container since this one's interpreter
 		// was checkpointed or restored: the next one restores its state.
-		if h, opened, err = c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol); err != nil {
+		if h, opened, err = c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, false); err != nil {
 			return err
 		}
 	}

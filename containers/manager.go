@@ -406,7 +406,10 @@ func (m *Manager) addInput(ctx context.Context, c store.Container, header http.H
 
 // acquire returns the container's held interpreter, opening one (and
 // evicting the least recently used idle one when the sandbox is full).
-func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy) (*held, bool, error) {
+// A container this response made whose code has not run yet (fresh) has
+// no checkpoint to look for: its interpreter is opened without asking the
+// store.
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool) (*held, bool, error) {
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
 		h.users++
@@ -424,7 +427,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
 		m.saveAndClose(ctx, evict)
 	}
-	sess, token, behind, err := m.openSession(ctx, owner, cid, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
 		return nil, false, err
 	}

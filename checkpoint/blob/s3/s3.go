@@ -142,41 +142,8 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) error {
 	if err := blob.CheckPrefix(prefix); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	objects := s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true})
-	var listErr error
-	toRemove := make(chan minio.ObjectInfo)
-	go func() {
-		defer close(toRemove)
-		for o := range objects {
-			if o.Err != nil {
-				listErr = o.Err
-				return
-			}
-			// ListObjects matches the prefix as a string; a key's own
-			// segments end at '/', which the prefix ends with.
-			if !strings.HasPrefix(o.Key, s.prefix+prefix) {
-				continue
-			}
-			select {
-			case toRemove <- o:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var firstErr error
-	for r := range s.c.RemoveObjects(ctx, s.bucket, toRemove, minio.RemoveObjectsOptions{}) {
-		if firstErr == nil {
-			firstErr = r.Err
-		}
-	}
-	if firstErr == nil {
-		firstErr = listErr
-	}
-	if firstErr != nil {
-		return fmt.Errorf("blob s3: delete %s*: %w", prefix, firstErr)
+	if _, err := s.removeListed(ctx, prefix, func(minio.ObjectInfo) bool { return true }); err != nil {
+		return fmt.Errorf("blob s3: delete %s*: %w", prefix, err)
 	}
 	return nil
 }
@@ -188,39 +155,49 @@ func (s *Store) Sweep(ctx context.Context, prefix string, cutoff time.Time, skip
 	if err := blob.CheckPrefix(prefix); err != nil {
 		return 0, err
 	}
+	return s.removeListed(ctx, prefix, func(o minio.ObjectInfo) bool {
+		return o.LastModified.Before(cutoff) && (skip == nil || !skip(strings.TrimPrefix(o.Key, s.prefix)))
+	})
+}
+
+// removeListed lists the objects under prefix, removes in batches those
+// remove selects, and reports how many went.
+func (s *Store) removeListed(ctx context.Context, prefix string, remove func(minio.ObjectInfo) bool) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var listErr error
-	n := 0
-	old := make(chan minio.ObjectInfo)
+	listed := 0 // written by the lister; read after it closed selected
+	selected := make(chan minio.ObjectInfo)
 	go func() {
-		defer close(old)
+		defer close(selected)
 		for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
 			if o.Err != nil {
 				listErr = o.Err
 				return
 			}
-			key := strings.TrimPrefix(o.Key, s.prefix)
-			if !o.LastModified.Before(cutoff) || (skip != nil && skip(key)) {
+			// ListObjects matches the prefix as a string; a key's own
+			// segments end at '/', which the prefix ends with.
+			if !strings.HasPrefix(o.Key, s.prefix+prefix) || !remove(o) {
 				continue
 			}
-			n++
+			listed++
 			select {
-			case old <- o:
+			case selected <- o:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	failed := 0
 	var firstErr error
-	for r := range s.c.RemoveObjects(ctx, s.bucket, old, minio.RemoveObjectsOptions{}) {
+	for r := range s.c.RemoveObjects(ctx, s.bucket, selected, minio.RemoveObjectsOptions{}) {
+		failed++
 		if firstErr == nil {
 			firstErr = r.Err
 		}
-		n--
 	}
 	if firstErr == nil {
 		firstErr = listErr
 	}
-	return n, firstErr
+	return listed - failed, firstErr
 }
