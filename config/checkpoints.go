@@ -101,6 +101,24 @@ func (c *Config) validateCheckpoints(v *validator) {
 	}
 }
 
+// checkpointKey loads (or, on one host, makes) the checkpoint key.
+func (c *Config) checkpointKey(lookupEnv func(string) (string, bool)) ([]byte, error) {
+	k := c.Checkpoints
+	keyFile := k.KeyFile
+	if k.Key == "" && keyFile == "" {
+		root, err := buildcache.Root(lookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoints.key_file: %v; set checkpoints.key or key_file", err)
+		}
+		keyFile = filepath.Join(root, "checkpoint.key")
+	}
+	key, err := checkpoint.LoadKey(k.Key, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	return key, nil
+}
+
 // CheckpointKeeper opens the checkpoint store and key and returns the
 // Keeper of origin's checkpoints, or nil when checkpoints are off.
 // lookupEnv finds the build cache's root for the default paths.
@@ -109,18 +127,11 @@ func (c *Config) CheckpointKeeper(ctx context.Context, origin string, lookupEnv 
 	if !k.Enabled {
 		return nil, nil
 	}
-	root, rootErr := buildcache.Root(lookupEnv)
-	keyFile := k.KeyFile
-	if k.Key == "" && keyFile == "" {
-		if rootErr != nil {
-			return nil, fmt.Errorf("checkpoints.key_file: %v; set checkpoints.key or key_file", rootErr)
-		}
-		keyFile = filepath.Join(root, "checkpoint.key")
-	}
-	key, err := checkpoint.LoadKey(k.Key, keyFile)
+	key, err := c.checkpointKey(lookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
+		return nil, err
 	}
+	root, rootErr := buildcache.Root(lookupEnv)
 	sealer, err := checkpoint.NewSealer(key)
 	if err != nil {
 		return nil, err

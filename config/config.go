@@ -23,6 +23,7 @@ type Config struct {
 	Conversations Conversations `json:"conversations"`
 	Files         Files         `json:"files"`
 	Checkpoints   Checkpoints   `json:"checkpoints"`
+	Cluster       Cluster       `json:"cluster"`
 	Logging       Logging       `json:"logging"`
 	Metrics       Metrics       `json:"metrics"`
 }
@@ -341,6 +342,7 @@ func Default() *Config {
 		Store:         defaultStore(),
 		Responses:     defaultResponses(),
 		Checkpoints:   defaultCheckpoints(),
+		Cluster:       defaultCluster(),
 		Conversations: defaultConversations(),
 		Files:         defaultFiles(),
 		Logging:       Logging{Level: "info", Format: "json"},

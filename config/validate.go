@@ -55,6 +55,7 @@ func (c *Config) Validate() error {
 	c.validateStore(v)
 	c.validateResponses(v)
 	c.validateCheckpoints(v)
+	c.validateCluster(v)
 	c.validateConversations(v)
 	c.validateFiles(v)
 	c.validateLogging(v)

@@ -129,7 +129,8 @@ func (m *Manager) saveAndClose(ctx context.Context, h *held) {
 		m.save(ctx, h)
 		h.runMu.Unlock()
 	}
-	_ = h.sess.Close()
+	h.close()
+	m.released(h.cid)
 }
 
 // save checkpoints h's state if code ran since the last checkpoint.
@@ -142,6 +143,14 @@ func (m *Manager) save(ctx context.Context, h *held) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
+	// Fencing: a server whose lease another replica took writes no
+	// checkpoint over that replica's.
+	if p := m.cfg.Placement; p != nil {
+		if _, mine, err := p.Claim(ctx, h.cid); err == nil && !mine {
+			m.log.Info("not checkpointing an interpreter whose container another replica holds now", zap.String("container_id", h.cid))
+			return
+		}
+	}
 	start := time.Now()
 	state, err := h.sess.Checkpoint(ctx)
 	var token string
@@ -226,7 +235,7 @@ func (m *Manager) replaceStale(ctx context.Context, h *held) bool {
 	m.mu.Unlock()
 	m.log.Info("another server checkpointed the container since: its interpreter here is replaced by that state",
 		zap.String("container_id", h.cid), zap.Bool("unsaved_turns_dropped", h.dirty.Load()))
-	_ = h.sess.Close()
+	h.close()
 	return true
 }
 

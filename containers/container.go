@@ -30,6 +30,8 @@ type container struct {
 	opened bool  // h was opened for this response, not held before
 	ran    bool
 	closed bool
+	// forwarded: another replica sent this run here, the holder.
+	forwarded bool
 }
 
 func (c *container) ID() string { return c.meta.ID }
@@ -99,6 +101,11 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 			return RunResult{}, fmt.Errorf("%w: %s", ErrExpired, c.meta.ID)
 		}
 		return RunResult{}, fmt.Errorf("containers: %w", err)
+	}
+	if m.cfg.Placement != nil && !c.forwarded {
+		if res, done, err := c.place(ctx, code); done {
+			return res, err
+		}
 	}
 	if err := c.hold(ctx); err != nil {
 		return RunResult{}, err

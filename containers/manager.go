@@ -78,6 +78,10 @@ type Config struct {
 	// faster are coalesced into one); 0: only before an eviction and at
 	// Close.
 	CheckpointAfter time.Duration
+	// Placement gives each container one holder among the replicas
+	// sharing the store (cluster.Node), and forwards runs to it; nil:
+	// this server runs every container's code itself.
+	Placement Placement
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -146,7 +150,11 @@ type held struct {
 	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
 	// Manager.mu).
 	idleTimer *time.Timer
+	closeOnce sync.Once
 }
+
+// close closes h's session once, whichever of its ends comes first.
+func (h *held) close() { h.closeOnce.Do(func() { _ = h.sess.Close() }) }
 
 // syncedFile is one container file as an interpreter holds it.
 type syncedFile struct {
@@ -456,7 +464,12 @@ func (m *Manager) release(h *held) {
 	m.mu.Lock()
 	h.users--
 	if h.users > 0 || h.removed {
+		// A removed one (dropped, fenced, lost) closes with its last user.
+		last := h.removed && h.users == 0
 		m.mu.Unlock()
+		if last {
+			h.close()
+		}
 		return
 	}
 	if m.provider.Capacity().Waiting == 0 {
@@ -476,7 +489,8 @@ func (m *Manager) lose(h *held) {
 	m.mu.Lock()
 	m.forgetLocked(h)
 	m.mu.Unlock()
-	_ = h.sess.Close()
+	h.close()
+	m.released(h.cid)
 }
 
 // forgetLocked marks h removed (never to be used again) and takes it out
@@ -512,9 +526,10 @@ func (m *Manager) drop(owner, cid string) {
 	}
 	m.mu.Unlock()
 	if ok && h.users == 0 {
-		_ = h.sess.Close()
+		h.close()
 	}
 	m.dropCheckpoint(context.Background(), owner, cid)
+	m.released(cid)
 }
 
 // Held reports how many interpreters the manager holds (for tests and

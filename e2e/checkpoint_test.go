@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +26,8 @@ import (
 // idle checkpoint: the next turn lands on the other replica, which
 // fetches the snapshot the state was taken over), a SIGTERM (the drain
 // checkpoints) and a restart, and the model is never told its variables
-// were reset.
+// were reset. While a replica holds the container, turns on the other
+// run there (forwarded), concurrent ones too.
 func TestContainerStateAcrossReplicas(t *testing.T) {
 	sh := loadShapes(t)
 	bin := buildExtproc(t)
@@ -35,6 +38,10 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		"STEP3": "print(x, statistics.mean([x, x]))",
 		"STEP4": "x = 100\nimport time\ntime.sleep(120)",
 		"STEP5": "print(x)",
+		// Forwarded and concurrent turns (while A holds the container).
+		"FWD":  "print(x)",
+		"INCR": "n = globals().get('n', 0) + 1",
+		"N":    "print(n)",
 	}
 	var m *model
 	m = newModel(t, sh, func(t testing.TB, c *convo) reply {
@@ -82,6 +89,36 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		return out
 	}
 	turn(a, "STEP1")
+	// A holds the container: a turn on B runs there (forwarded), and
+	// concurrent turns through both replicas reach its one interpreter.
+	if out := turn(b, "FWD"); !strings.Contains(out, "stdout:\n41") {
+		t.Fatalf("a turn on replica B while A holds the container: %q, want x = 41", out)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := ciParams("INCR", true)
+			p.Tools = []responses.ToolUnionParam{responses.ToolParamOfCodeInterpreter(ctr.ID)}
+			r, err := []openai.Client{a, b}[i%2].Responses.New(ctx, p)
+			if err == nil && strings.Contains(r.OutputText(), "fresh") {
+				err = fmt.Errorf("a concurrent turn was told the interpreter is fresh: %q", r.OutputText())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := turn(b, "N"); !strings.Contains(out, "stdout:\n6") {
+		t.Fatalf("after 6 concurrent turns through two replicas: %q, want n = 6", out)
+	}
 	waitFor(t, "replica A's idle checkpoint", func() bool {
 		files, _ := filepath.Glob(filepath.Join(ckpt, "v1", "*", ctr.ID, "state~"))
 		return len(files) == 1

@@ -225,6 +225,7 @@ type app struct {
 	grpc       *grpc.Server
 	health     *health.Server
 	grpcAddr   net.Addr
+	replicas   *replicas // nil: no cluster (one replica)
 	admin      *http.Server
 	adminLis   net.Listener
 	errc       chan error
@@ -326,7 +327,20 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After
 		log.Info("container checkpoints", zap.String("store", cfg.Checkpoints.Store), zap.Duration("after", cfg.Checkpoints.After))
 	}
-	mgr := containers.New(ccfg, st, prov, log.Named("containers"))
+	var mgr *containers.Manager
+	var reps *replicas
+	if cfg.ClusterActive() {
+		if reps, err = newReplicas(ctx, cfg, reg, func() *containers.Manager { return mgr }, log.Named("cluster")); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				reps.close()
+			}
+		}()
+		ccfg.Placement = reps.node
+	}
+	mgr = containers.New(ccfg, st, prov, log.Named("containers"))
 	defer func() {
 		if err != nil {
 			_ = mgr.Close()
@@ -390,6 +404,10 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}
 	}()
 	go a.watchReadiness(actx)
+	if reps != nil {
+		a.replicas = reps
+		reps.start(a.errc)
+	}
 	if keeper != nil {
 		go sweepCheckpoints(actx, keeper, cfg.Checkpoints.TTL, log.Named("checkpoints"))
 	}
@@ -516,6 +534,15 @@ func (a *app) shutdown(timeout time.Duration) {
 			_ = a.api.Close()
 		}
 	}()
+	// Runs other replicas forwarded here finish alongside; new ones wait
+	// for this server to checkpoint and release their containers.
+	repsDone := make(chan struct{})
+	go func() {
+		defer close(repsDone)
+		if a.replicas != nil {
+			a.replicas.drain(timeout)
+		}
+	}()
 	done := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(done) }()
 	select {
@@ -531,7 +558,11 @@ func (a *app) shutdown(timeout time.Duration) {
 		cancel()
 	}
 	<-apiDone
+	<-repsDone
 	_ = a.containers.Close()
+	if a.replicas != nil {
+		a.replicas.close()
+	}
 	if err := a.provider.Close(); err != nil {
 		a.log.Warn("closing the sandbox", zap.Error(err))
 	}

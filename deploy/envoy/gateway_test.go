@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,6 +55,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "node.k8s.io/v1 RuntimeClass":
 		return &nodev1.RuntimeClass{}, nil
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, nil
 	case "gateway.networking.k8s.io/v1 GatewayClass":
 		return &gwapiv1.GatewayClass{}, nil
 	case "gateway.networking.k8s.io/v1 Gateway":
@@ -82,6 +85,7 @@ type manifests struct {
 	routes          []*gwapiv1.HTTPRoute
 	extPolicies     []*egv1a1.EnvoyExtensionPolicy
 	clientPolicies  []*egv1a1.ClientTrafficPolicy
+	netPolicies     []*networkingv1.NetworkPolicy
 	documentsByFile map[string]int
 }
 
@@ -128,6 +132,8 @@ func (m *manifests) add(obj any) {
 		m.extPolicies = append(m.extPolicies, o)
 	case *egv1a1.ClientTrafficPolicy:
 		m.clientPolicies = append(m.clientPolicies, o)
+	case *networkingv1.NetworkPolicy:
+		m.netPolicies = append(m.netPolicies, o)
 	}
 }
 
@@ -333,9 +339,19 @@ var secretEnv = map[string]string{
 // configuration field is an error.
 func containerEnviron(c corev1.Container) ([]string, error) {
 	var env, errs []string
+	// Kubernetes expands $(NAME) of variables defined before: the pod's
+	// IP (downward API) gets a stand-in address.
+	standIns := map[string]string{}
 	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+			standIns[e.Name] = "10.0.0.7"
+			continue
+		}
 		if !strings.HasPrefix(e.Name, config.EnvPrefix) {
 			continue
+		}
+		for n, v := range standIns {
+			e.Value = strings.ReplaceAll(e.Value, "$("+n+")", v)
 		}
 		if standIn, ok := secretEnv[e.Name]; ok && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			env = append(env, e.Name+"="+standIn)
@@ -459,6 +475,7 @@ func checkManifests(m *manifests, provider string) error {
 		fail("sandbox.provider is %s; this manifest is the %s variant", cfg.Sandbox.Provider, provider)
 		return errors.Join(errs...)
 	}
+	checkCluster(m, d, cfg, fail)
 	grpcPort, err := portOf(cfg.Server.Listen)
 	if err != nil {
 		fail("server.listen: %v", err)
@@ -1465,5 +1482,65 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 				t.Fatalf("err = %v\nwant one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// checkCluster: replicas sharing Redis forward runs to each other, so the
+// cluster listener is a container port, advertised at the pod's IP on
+// that port, and only the replicas' own pods may reach it.
+func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, fail func(string, ...any)) {
+	if !cfg.ClusterActive() {
+		fail("cluster is not active: replicas sharing Redis would each run their own interpreter of a container")
+		return
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	port, err := portOf(cfg.Cluster.Listen)
+	if err != nil {
+		fail("cluster.listen: %v", err)
+		return
+	}
+	if _, ok := containerPort(c, intstr.FromInt32(port)); !ok {
+		fail("cluster.listen port %d is not a container port", port)
+	}
+	host, aport, err := net.SplitHostPort(cfg.Cluster.Advertise)
+	if err != nil || host != "10.0.0.7" || aport != fmt.Sprint(port) {
+		fail("cluster.advertise is %q; want the pod's IP (status.podIP) and port %d", cfg.Cluster.Advertise, port)
+	}
+	podLabels := labels.Set(d.Spec.Template.Labels)
+	guarded := false
+	for _, np := range m.netPolicies {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || !sel.Matches(podLabels) {
+			continue
+		}
+		for _, r := range np.Spec.Ingress {
+			opens := len(r.Ports) == 0
+			for _, p := range r.Ports {
+				if p.Port != nil && p.Port.IntValue() == int(port) {
+					opens = true
+				}
+			}
+			if !opens {
+				continue
+			}
+			onlyReplicas := len(r.From) > 0
+			for _, f := range r.From {
+				if f.PodSelector == nil || f.NamespaceSelector != nil || f.IPBlock != nil {
+					onlyReplicas = false
+					continue
+				}
+				fs, err := metav1.LabelSelectorAsSelector(f.PodSelector)
+				if err != nil || fs.Empty() || !fs.Matches(podLabels) {
+					onlyReplicas = false
+				}
+			}
+			if !onlyReplicas {
+				fail("NetworkPolicy %s lets more than the replicas reach the cluster port %d", np.Name, port)
+			}
+			guarded = true
+		}
+	}
+	if !guarded {
+		fail("no NetworkPolicy limits the cluster port %d to the replicas", port)
 	}
 }

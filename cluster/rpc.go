@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// The forwarding service: one unary method whose request and answer are
+// the Handler's bytes (a well-known protobuf wrapper, so no generated
+// code), and whose metadata say who asks and for which lease.
+const (
+	serviceName = "codeinterp.cluster.v1.Cluster"
+	runMethod   = "/" + serviceName + "/Run"
+
+	mdSecret = "authorization"          // "Bearer <secret>"
+	mdKey    = "x-codeinterp-lease-key" // the container
+	mdHolder = "x-codeinterp-holder"    // the holder the caller expects
+	mdToken  = "x-codeinterp-token"     // the lease's token
+
+	// MaxMessageBytes bounds a forwarded run and its answer (its images
+	// and output are bounded far below by the sandbox).
+	MaxMessageBytes = 256 << 20
+)
+
+// runner is the service's handler type (grpc.ServiceDesc.HandlerType).
+type runner interface {
+	serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
+}
+
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: serviceName,
+	HandlerType: (*runner)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Run",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.BytesValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			return srv.(runner).serveRun(ctx, in)
+		},
+	}},
+	Metadata: "codeinterp/cluster/rpc.go",
+}
+
+// NewServer returns a gRPC server with the Node's forwarding service, for
+// the replicas' internal listener (which only replicas may reach: a
+// NetworkPolicy in the manifests).
+func (n *Node) NewServer() *grpc.Server {
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	s.RegisterService(&serviceDesc, n)
+	return s
+}
+
+// Serve serves the forwarding service on lis until it fails or the
+// server stops.
+func (n *Node) Serve(s *grpc.Server, lis net.Listener) error { return s.Serve(lis) }
+
+func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	get := func(k string) string {
+		if v := md.Get(k); len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	want := "Bearer " + n.cfg.Secret
+	if got := get(mdSecret); subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		n.metrics.refused()
+		n.cfg.Log.Warn("a forwarded run with a wrong secret was refused")
+		return nil, status.Error(codes.Unauthenticated, "cluster: wrong secret")
+	}
+	key, holder := get(mdKey), get(mdHolder)
+	token, err := strconv.ParseUint(get(mdToken), 10, 64)
+	if key == "" || err != nil {
+		return nil, status.Error(codes.InvalidArgument, "cluster: no lease named")
+	}
+	n.mu.Lock()
+	draining := n.draining
+	n.mu.Unlock()
+	if draining {
+		return nil, status.Error(codes.Aborted, "cluster: draining")
+	}
+	// Fencing: the run is for the lease as the caller saw it; this Node
+	// runs it only while the store says it still holds exactly that.
+	if holder != n.id {
+		return nil, status.Error(codes.FailedPrecondition, "cluster: not the holder (another process)")
+	}
+	ok, err := n.holds(ctx, key, token)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "cluster: the lease store: %v", err)
+	}
+	if !ok {
+		return nil, status.Error(codes.FailedPrecondition, "cluster: not the holder of that lease")
+	}
+	n.metrics.served()
+	out, err := n.cfg.Handler(ctx, key, in.GetValue())
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return wrapperspb.Bytes(out), nil
+}
+
+// Forward sends a run of l's key to its holder and returns the Handler's
+// answer there. Errors: ErrGone (not started: the holder cannot be
+// reached or does not hold l), ErrDraining (not started), ErrLost (the
+// connection broke during the run), or another error.
+func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte) ([]byte, error) {
+	if l.Holder == n.id {
+		return nil, fmt.Errorf("cluster: forwarding %s to this node itself", key)
+	}
+	conn, err := n.conn(l.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrGone, err)
+	}
+	// Reach the holder before the run is sent: a holder that cannot be
+	// reached has not started it, so the caller may take over; once it
+	// is sent, a broken connection leaves it unknown (ErrLost).
+	if err := n.ready(ctx, conn); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s unreachable: %v", ErrGone, l.Addr, err)
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, mdSecret, "Bearer "+n.cfg.Secret, mdKey, key,
+		mdHolder, l.Holder, mdToken, strconv.FormatUint(l.Token, 10))
+	out := new(wrapperspb.BytesValue)
+	start := time.Now()
+	err = conn.Invoke(ctx, runMethod, wrapperspb.Bytes(payload), out,
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+	err = forwardError(ctx, l.Addr, err)
+	n.metrics.forwarded(err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	return out.GetValue(), nil
+}
+
+// forwardError maps a forwarded call's gRPC error to Forward's.
+func forwardError(ctx context.Context, addr string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	switch status.Code(err) {
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %v", ErrGone, status.Convert(err).Message())
+	case codes.Aborted:
+		return ErrDraining
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %v", ErrLost, err)
+	}
+	return fmt.Errorf("cluster: forwarding to %s: %w", addr, err)
+}
+
+// ready waits until conn is connected, for at most DialTimeout.
+func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
+	defer cancel()
+	conn.Connect()
+	retried := false
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Shutdown:
+			return errors.New(s.String())
+		case connectivity.TransientFailure:
+			// A failure from before (gRPC's backoff keeps it a while)
+			// does not make a live holder gone: one fresh try now.
+			if retried {
+				return errors.New(s.String())
+			}
+			retried = true
+			conn.ResetConnectBackoff()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// conn returns the connection to addr, made once. The internal network
+// is plaintext between replicas: only they can reach the port, and every
+// run carries the shared secret.
+func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, PermitWithoutStream: false}))
+	if err != nil {
+		return nil, err
+	}
+	n.conns[addr] = c
+	n.cfg.Log.Debug("connected to a replica", zap.String("addr", addr))
+	return c, nil
+}
