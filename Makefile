@@ -127,7 +127,7 @@ bench: setup
 	  CODEINTERP_TEST_GVISOR=ptrace,/usr/bin/runsc $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./sandbox/gvisor \
 	    | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/debian-ptrace/' | tee -a bench.out; \
 	else echo "bench: no /usr/bin/runsc (Debian's runsc): the baseline column is not measured"; fi
-	$(GO) test -run '^$$' -bench WarmRun -benchtime 200x -timeout 30m ./containers | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'WarmRun|ForwardedRun' -benchtime 200x -timeout 30m ./containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Drain -benchtime 3x -timeout 30m ./containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./store/memory ./store/redis | tee -a bench.out
 	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./egress | tee -a bench.out

@@ -12,6 +12,7 @@ import (
 	"github.com/codeinterp/codeinterp/sandbox"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/store/redis/redistest"
 )
 
 // BenchmarkWarmRun is one print(25) in a warm interpreter, bare (a
@@ -101,4 +102,48 @@ func BenchmarkDrain(b *testing.B) {
 		took = append(took, time.Since(start))
 	}
 	b.ReportMetric(sandboxtest.MedianMillis(took)/1000, "drain-s")
+}
+
+// BenchmarkForwardedRun is one print(25) turn on a container another
+// replica holds (issue 28: the run forwarded to the holder over the
+// cluster's gRPC, ≤ 5 ms added on wasm), side by side with the same turn
+// on the holder itself. Both replicas share a real Redis for the leases;
+// each run asks it whether this replica still holds the container.
+func BenchmarkForwardedRun(b *testing.B) {
+	f := newFixture(b)
+	url := redistest.Start(b)
+	ctx := context.Background()
+	holder, other := startReplica(b, f, url, nil, 0), startReplica(b, f, url, nil, 0)
+	c, err := holder.m.Open(ctx, containers.Spec{Owner: "o"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r, err := c.Run(ctx, "x = 25"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+		b.Fatalf("%+v %v", r, err)
+	}
+	c.Close()
+	for _, v := range []struct {
+		name string
+		rep  *replica
+	}{{"holder", holder}, {"forwarded", other}} {
+		b.Run(v.name, func(b *testing.B) {
+			c, err := v.rep.m.Open(ctx, containers.Spec{Owner: "o", ID: c.ID()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if r, err := c.Run(ctx, "print(x)"); err != nil || r.Outcome != sandbox.OutcomeCompleted || r.Stdout != "25\n" {
+					b.Fatalf("%+v %v", r, err)
+				}
+				took = append(took, time.Since(start))
+			}
+			b.ReportMetric(sandboxtest.MedianMillis(took), "median-ms")
+		})
+	}
+	if other.m.Held() != 0 {
+		b.Fatalf("the forwarding replica opened %d interpreters", other.m.Held())
+	}
 }

@@ -31,7 +31,7 @@ type replica struct {
 	renew context.CancelFunc
 }
 
-func startReplica(t *testing.T, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration) *replica {
+func startReplica(t testing.TB, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration) *replica {
 	t.Helper()
 	leases, err := redislease.Dial(context.Background(), redisURL)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestDrainHandsOver(t *testing.T) {
 	}
 }
 
-func newProvider(t *testing.T) *pool.Pool { return sandboxtest.New(t) }
+func newProvider(t testing.TB) *pool.Pool { return sandboxtest.New(t) }
 
 // checkpointed reports whether root holds a checkpoint of cid.
 func checkpointed(root, cid string) bool {
