@@ -19,8 +19,10 @@ import (
 // container has been idle After, and when the server stops, sealed with
 // AES-256-GCM and bound to the owner and container (package checkpoint).
 // The next run of the container, on this server after an eviction or a
-// restart, or on a replica sharing the store, restores it. wasm provider
-// only for now; gVisor sessions are not checkpointed.
+// restart, or on a replica sharing the store, restores it. Both
+// providers: on gVisor the whole sandbox (runsc checkpoint), except
+// sessions with a network_policy; After defaults to 10s there
+// (ApplyProviderDefaults).
 type Checkpoints struct {
 	Enabled bool `json:"enabled"`
 	// After is how long an interpreter that ran code stays idle before it

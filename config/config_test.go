@@ -690,6 +690,12 @@ func TestGVisorProviderDefaults(t *testing.T) {
 	if l.GuestMemory != 1*GiB || l.MaxGuestMemory != 4*GiB || l.WorkerOverhead != 256*MiB || l.Pids != 512 || c.Interceptor.MaxMemoryLimit != 4*GiB {
 		t.Errorf("gvisor defaults not applied: %+v, max_memory_limit %s", l, c.Interceptor.MaxMemoryLimit)
 	}
+	if c.Checkpoints.After != 10*time.Second {
+		t.Errorf("gvisor checkpoints.after %s, want 10s", c.Checkpoints.After)
+	}
+	if c, err := LoadEnv(write("sandbox:\n  provider: gvisor\ncheckpoints:\n  after: 3s\n"), nil); err != nil || c.Checkpoints.After != 3*time.Second {
+		t.Errorf("the operator's checkpoints.after not kept: %v %v", c.Checkpoints.After, err)
+	}
 	c, err = LoadEnv(write("sandbox:\n  provider: gvisor\n  limits:\n    guest_memory: 512MiB\n    pids: 300\n"), nil)
 	if err != nil {
 		t.Fatal(err)

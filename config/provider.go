@@ -1,6 +1,10 @@
 package config
 
-import "github.com/codeinterp/codeinterp/sandbox/gvisor"
+import (
+	"time"
+
+	"github.com/codeinterp/codeinterp/sandbox/gvisor"
+)
 
 // The limits a gVisor sandbox needs are sandbox/gvisor's Recommended*
 // constants, measured on a 2-core machine: CPython with numpy, pandas and
@@ -49,4 +53,12 @@ func (c *Config) ApplyProviderDefaults() {
 	if c.Interceptor.MaxMemoryLimit == d.Interceptor.MaxMemoryLimit && l.MaxGuestMemory >= gvisorMaxMemoryLimit {
 		c.Interceptor.MaxMemoryLimit = gvisorMaxMemoryLimit
 	}
+	// A gVisor checkpoint is the whole sandbox (~16 MB compressed, ~1 s):
+	// taken after 10 s idle, not 2.
+	if c.Checkpoints.After == d.Checkpoints.After {
+		c.Checkpoints.After = gvisorCheckpointAfter
+	}
 }
+
+// gvisorCheckpointAfter is checkpoints.after's gVisor default.
+const gvisorCheckpointAfter = 10 * time.Second

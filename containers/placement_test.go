@@ -16,7 +16,6 @@ import (
 	"github.com/codeinterp/codeinterp/cluster"
 	"github.com/codeinterp/codeinterp/cluster/redislease"
 	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/store/redis/redistest"
 )
@@ -32,6 +31,12 @@ type replica struct {
 }
 
 func startReplica(t testing.TB, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration) *replica {
+	t.Helper()
+	return startReplicaOn(t, "wasm", f, redisURL, k, after)
+}
+
+// startReplicaOn is startReplica with the provider's sandbox.
+func startReplicaOn(t testing.TB, provider string, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration) *replica {
 	t.Helper()
 	leases, err := redislease.Dial(context.Background(), redisURL)
 	if err != nil {
@@ -52,7 +57,7 @@ func startReplica(t testing.TB, f *fixture, redisURL string, k containers.Checkp
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: after, Placement: r.node}, f.st, newProvider(t), nil)
+	r.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: after, Placement: r.node}, f.st, sandboxtest.NewProvider(t, provider), nil)
 	r.srv = r.node.NewServer()
 	go func() { _ = r.srv.Serve(lis) }()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,10 +206,39 @@ func TestDrainHandsOver(t *testing.T) {
 	}
 }
 
-func newProvider(t testing.TB) *pool.Pool { return sandboxtest.New(t) }
-
 // checkpointed reports whether root holds a checkpoint of cid.
 func checkpointed(root, cid string) bool {
 	files, _ := filepath.Glob(filepath.Join(root, "v1", "*", cid, "state~"))
 	return len(files) == 1
+}
+
+// TestGVisorContainerAcrossReplicas is the same on the gVisor provider: a
+// turn on the other replica runs in the holder's sandbox; when the holder
+// drains, its sandbox is checkpointed (runsc checkpoint) and the next
+// turn restores it on the other replica — variables, imports, the working
+// directory and /tmp.
+func TestGVisorContainerAcrossReplicas(t *testing.T) {
+	f := newFixture(t)
+	url := redistest.Start(t)
+	root, key := t.TempDir(), newKey(t)
+	a := startReplicaOn(t, "gvisor", f, url, keeper(t, root, key), 0)
+	b := startReplicaOn(t, "gvisor", f, url, keeper(t, root, key), 0)
+	ca := open(t, a.m, containers.Spec{Owner: "o"})
+	run(t, ca, "import pandas as pd, os\ndf = pd.DataFrame({'v': range(1000)})\nos.chdir('/tmp')\nopen('note.txt', 'w').write('kept')")
+	ca.Close()
+	cb := open(t, b.m, containers.Spec{Owner: "o", ID: ca.ID()})
+	if r := run(t, cb, "print(int(df.v.sum()))"); strings.TrimSpace(r.Stdout) != "499500" || r.Reset {
+		t.Fatalf("a turn on B while A holds the sandbox: %q reset=%v", r.Stdout, r.Reset)
+	}
+	cb.Close()
+	if b.m.Held() != 0 {
+		t.Fatalf("B opened %d sandboxes of a container A holds", b.m.Held())
+	}
+	_ = a.m.Close() // SIGTERM: checkpointed and released
+	cb2 := open(t, b.m, containers.Spec{Owner: "o", ID: ca.ID()})
+	defer cb2.Close()
+	r := run(t, cb2, "print(int(df.v.sum()), os.getcwd(), open('note.txt').read())")
+	if strings.TrimSpace(r.Stdout) != "499500 /tmp kept" || r.Reset {
+		t.Fatalf("on B after A's drain: %q reset=%v (stderr %q), want the sandbox restored", r.Stdout, r.Reset, r.Stderr)
+	}
 }

@@ -25,20 +25,24 @@ import (
 // eg is the egress proxy of sessions with a network_policy allowlist (nil:
 // none has a network); only the gVisor provider uses it. bases keeps the
 // wasm snapshots that container checkpoints are taken over (nil: none).
-func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, bases wasm.Bases, log *zap.Logger) (*pool.Pool, error) {
+// origin is what the gVisor provider's session checkpoints are bound to
+// (runsc, the root and the kernel, known once it is prepared); "" for
+// wasm, whose origin is known before (worker.Fingerprint).
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, bases wasm.Bases, log *zap.Logger) (p *pool.Pool, origin string, err error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		wc := cfg.WASMConfig(wasmWorkerCommand(self, log))
 		wc.ReuseSnapshot = oneShot
 		wc.Bases = bases
-		return wasm.New(ctx, wc, log)
+		p, err := wasm.New(ctx, wc, log)
+		return p, "", err
 	case config.ProviderGVisor:
 		return newGVisor(ctx, cfg, self, eg, log)
 	}
-	return nil, fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
+	return nil, "", fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
 }
 
 // gvisorConfig maps the sandbox section onto the gVisor provider's
@@ -65,22 +69,31 @@ func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
 
 // newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
 // or the Python packages are missing, saying what to install.
-func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, error) {
+func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, string, error) {
 	gc := gvisorConfig(cfg, self)
 	pc := cfg.PoolConfig()
 	if eg != nil {
 		_, pem, err := cfg.EgressConfig()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		gc.ExtraCAPEM = pem
 		pc.Egress = eg
 	}
 	k, err := gvisor.New(gc, log)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return pool.New(ctx, pc, k, log)
+	p, err := pool.New(ctx, pc, k, log)
+	if err != nil || !k.RestoresSessions() {
+		return p, "", err
+	}
+	origin, err := k.CheckpointOrigin()
+	if err != nil {
+		_ = p.Close()
+		return nil, "", err
+	}
+	return p, origin, nil
 }
 
 // newEgress starts the egress proxy when sandbox.network.allowed_domains

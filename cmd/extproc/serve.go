@@ -299,7 +299,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			bases = keeper
 		}
 	}
-	p, err := newProvider(ctx, cfg, self, false, eg, bases, log.Named("sandbox"))
+	p, origin, err := newProvider(ctx, cfg, self, false, eg, bases, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +308,18 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = p.Close()
 		}
 	}()
+	// gVisor session checkpoints are bound to runsc, the root and the
+	// kernel, known once the provider is prepared.
+	if keeper == nil && origin != "" {
+		if keeper, err = cfg.CheckpointKeeper(ctx, origin, os.LookupEnv); err != nil {
+			return nil, err
+		}
+		if keeper != nil {
+			if err = keeper.Instrument(reg); err != nil {
+				return nil, err
+			}
+		}
+	}
 	prov, err := metrics.InstrumentProvider(p)
 	if err != nil {
 		return nil, err

@@ -109,6 +109,10 @@ type interp struct {
 	network bool
 	egressL net.Listener
 
+	// ownImage is a session image this sandbox was restored from, removed
+	// with it ("" for none).
+	ownImage string
+
 	killOnce sync.Once
 	diagMu   sync.Mutex
 	diag     string
@@ -127,6 +131,9 @@ const (
 	// restoreStart restores a checkpoint (runsc restore): the kernel
 	// resumes waiting for its begin frame.
 	restoreStart
+	// sessionStart restores a session's checkpoint (session.go): the
+	// kernel resumes past its begin, waiting for the next cell.
+	sessionStart
 )
 
 // start brings up one sandbox. network gives it the egress mount and
@@ -206,10 +213,17 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 	}
 
 	args := it.runscArgs()
-	if mode == restoreStart {
+	switch mode {
+	case restoreStart:
 		args = append(append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle), k.features.restoreFlags()...)
 		args = append(args, it.id)
-	} else {
+	case sessionStart:
+		// The sandbox owns its session image (removed by Kill): with
+		// --background runsc reads pages from it after restore returns.
+		it.ownImage = img.dir
+		args = append(append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle), k.features.restoreFlags()...)
+		args = append(args, it.id)
+	default:
 		args = append(args, "run", "--bundle="+bundle, it.id)
 	}
 
@@ -248,12 +262,21 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 
 	ctx, cancel := context.WithTimeoutCause(ctx, startTimeout, fmt.Errorf("not ready after %s", startTimeout))
 	defer cancel()
-	if mode != restoreStart {
+	if mode == coldStart || mode == templateStart {
 		if err := it.awaitReady(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if mode != templateStart {
+	if mode == sessionStart {
+		// The session's kernel waits for its next cell: nothing to send.
+		// The warm-up (in a namespace the kernel throws away) proves the
+		// restore worked before a session is handed it, and faults in
+		// the pages a first call would wait for.
+		if err := it.warmUp(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if mode == coldStart || mode == restoreStart {
 		as := k.cfg.AddressSpaceBytes
 		if as == 0 {
 			as = o.MemoryBytes + DefaultAddressSpaceSlack
@@ -566,6 +589,9 @@ func (it *interp) Kill() {
 		}
 		if err := os.RemoveAll(it.dir); err != nil {
 			it.k.log.Warn("gvisor: remove interpreter dir", zap.String("dir", it.dir), zap.Error(err))
+		}
+		if it.ownImage != "" {
+			_ = os.RemoveAll(it.ownImage)
 		}
 	})
 }

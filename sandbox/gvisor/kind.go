@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +38,12 @@ type Kind struct {
 	images   *checkpoints      // nil with ColdStart
 	features features          // of the runsc in use, set by Prepare
 	version  string            // runsc's, set by Prepare
+
+	// digest names runsc, the root and the kernel for session
+	// checkpoints (runtimeDigest), computed once.
+	digestOnce sync.Once
+	digest     string
+	digestErr  error
 
 	ctx    context.Context // ends at Close: background rotations
 	cancel context.CancelFunc
@@ -225,6 +232,9 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (pool.Interpreter
 		return nil, errors.New("gvisor: Start before Prepare")
 	}
 	network := o.Egress != nil
+	if o.Restore != nil {
+		return k.startRestored(ctx, o)
+	}
 	if k.images == nil {
 		return k.start(ctx, o, coldStart, nil, network)
 	}

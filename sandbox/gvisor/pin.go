@@ -117,11 +117,14 @@ type features struct {
 	background bool
 	// direct: restore --direct (O_DIRECT reads of the pages file).
 	direct bool
+	// leaveRunning: checkpoint --leave-running (the sandbox goes on
+	// after its image is written): session checkpoints need it.
+	leaveRunning bool
 }
 
 // pinnedFeatures is what the pinned runsc has.
 func pinnedFeatures() features {
-	return features{excludeZeroPages: true, uncompressed: true, background: true, direct: true}
+	return features{excludeZeroPages: true, uncompressed: true, background: true, direct: true, leaveRunning: true}
 }
 
 // probeFeatures reads runsc's help for checkpoint and restore.
@@ -139,6 +142,7 @@ func probeFeatures(ctx context.Context, runsc string) features {
 		excludeZeroPages: strings.Contains(cp, "-exclude-committed-zero-pages"),
 		uncompressed:     strings.Contains(cp, "-compression"),
 		direct:           strings.Contains(rs, "-direct"),
+		leaveRunning:     strings.Contains(cp, "-leave-running"),
 	}
 	f.background = f.uncompressed && strings.Contains(rs, "-background")
 	return f
