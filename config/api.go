@@ -215,7 +215,7 @@ func (c *Config) validateFiles(v *validator) {
 func (c *Config) StoreLimits() store.Limits {
 	l := c.Store.Limits
 	capacity := sandbox.DataCapacity(int64(c.Sandbox.Limits.ScratchBytes), l.ContainerFiles)
-	return store.Limits{
+	s := store.Limits{
 		FileBytes:       min(int64(l.FileBytes), sandbox.MaxFileBytes, capacity),
 		ContainerBytes:  min(int64(l.ContainerBytes), capacity),
 		ContainerFiles:  l.ContainerFiles,
@@ -224,7 +224,20 @@ func (c *Config) StoreLimits() store.Limits {
 		OwnerFiles:      l.OwnerFiles,
 		FileLifetime:    l.FileLifetime,
 		ExpiredMemory:   l.ExpiredMemory,
+		ExpiredKeep:     c.expiredKeep(),
 	}
+	// Remembered as long after its files are gone as without them.
+	s.ExpiredMemory += s.ExpiredKeep
+	return s
+}
+
+// expiredKeep is how long an expired container's files are kept:
+// checkpoints.ttl with containers.restore_expired, else not at all.
+func (c *Config) expiredKeep() time.Duration {
+	if !c.Containers.RestoreExpired {
+		return 0
+	}
+	return c.Checkpoints.TTL
 }
 
 // MaxUploadBytes is api.max_upload_bytes as the API enforces it: at most

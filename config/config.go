@@ -22,6 +22,7 @@ type Config struct {
 	Responses     Responses     `json:"responses"`
 	Conversations Conversations `json:"conversations"`
 	Files         Files         `json:"files"`
+	Containers    Containers    `json:"containers"`
 	Checkpoints   Checkpoints   `json:"checkpoints"`
 	Cluster       Cluster       `json:"cluster"`
 	Logging       Logging       `json:"logging"`

@@ -664,7 +664,7 @@ func TestEnvVarsSorted(t *testing.T) {
 			sections = append(sections, s)
 		}
 	}
-	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "api", "store", "responses", "conversations", "files", "checkpoints", "cluster", "logging", "metrics"}
+	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "api", "store", "responses", "conversations", "files", "containers", "checkpoints", "cluster", "logging", "metrics"}
 	if !reflect.DeepEqual(sections, want) {
 		t.Errorf("sections %v, want %v", sections, want)
 	}

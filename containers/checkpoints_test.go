@@ -2,6 +2,7 @@ package containers_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/codeinterp/codeinterp/containers"
 	"github.com/codeinterp/codeinterp/sandbox/pool"
 	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/store"
+	"github.com/codeinterp/codeinterp/store/memory"
 )
 
 // keeper is a checkpoint store in root with key, as every replica of one
@@ -220,5 +223,46 @@ func TestRestoredBehind(t *testing.T) {
 	}
 	if r := run(t, c3, "print(x)"); r.Behind {
 		t.Fatal("the note is said again on the next run")
+	}
+}
+
+// TestRestoreExpired: with RestoreExpired a container used after its
+// expiry comes back with its files and its variables (the store kept its
+// files ExpiredKeep, the checkpoint store its state), and the model is not
+// told anything was reset; past ExpiredKeep it stays expired, as without
+// the option.
+func TestRestoreExpired(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	l := store.DefaultLimits()
+	l.ExpiredKeep, l.ExpiredMemory = 24*time.Hour, 48*time.Hour
+	st := memory.New(l, clk.now)
+	t.Cleanup(func() { st.Close() })
+	root, key := t.TempDir(), newKey(t)
+	newManager := func() *containers.Manager {
+		m := containers.New(containers.Config{Now: clk.now, Checkpoints: keeper(t, root, key), RestoreExpired: true}, st, sandboxtest.New(t), nil)
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	first := newManager()
+	a := open(t, first, containers.Spec{Owner: "o"})
+	run(t, a, "x = 41\nopen('/mnt/data/keep.txt', 'w').write('kept')")
+	a.Close()
+	first.Close() // its interpreter is checkpointed
+	clk.add(2 * time.Hour)
+
+	next := newManager()
+	a2 := open(t, next, containers.Spec{Owner: "o", ID: a.ID()})
+	r := run(t, a2, "print(x + 1, open('/mnt/data/keep.txt').read())")
+	a2.Close()
+	if strings.TrimSpace(r.Stdout) != "42 kept" || r.Reset {
+		t.Fatalf("an expired container used again: %q reset=%v, want its variables and files", r.Stdout, r.Reset)
+	}
+	got, err := st.GetContainer(context.Background(), "o", a.ID())
+	if err != nil || got.Expired(clk.now()) {
+		t.Fatalf("after the revival: %+v %v, want it live", got, err)
+	}
+	clk.add(20*time.Minute + 25*time.Hour)
+	if _, err := next.Open(context.Background(), containers.Spec{Owner: "o", ID: a.ID()}); !errors.Is(err, containers.ErrExpired) {
+		t.Fatalf("past ExpiredKeep: %v, want ErrExpired", err)
 	}
 }

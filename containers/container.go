@@ -95,7 +95,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		return RunResult{}, sandbox.ErrClosed
 	}
 	m := c.m
-	if _, err := m.st.TouchContainer(ctx, c.meta.Owner, c.meta.ID, m.cfg.Now()); err != nil {
+	if _, err := m.touch(ctx, c.meta.Owner, c.meta.ID, m.cfg.Now()); err != nil {
 		if errors.Is(err, store.ErrExpired) || errors.Is(err, store.ErrNotFound) {
 			m.drop(c.meta.Owner, c.meta.ID)
 			return RunResult{}, fmt.Errorf("%w: %s", ErrExpired, c.meta.ID)

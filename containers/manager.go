@@ -78,6 +78,10 @@ type Config struct {
 	// faster are coalesced into one); 0: only before an eviction and at
 	// Close.
 	CheckpointAfter time.Duration
+	// RestoreExpired revives a container used after its expiry, with its
+	// files and its checkpoint (kept store.Limits.ExpiredKeep), instead of
+	// ErrExpired (OpenAI's "Container is expired."): opt-in.
+	RestoreExpired bool
 	// Placement gives each container one holder among the replicas
 	// sharing the store (cluster.Node), and forwards runs to it; nil:
 	// this server runs every container's code itself.
@@ -355,7 +359,7 @@ func (m *Manager) inUse(cid string) bool {
 
 // use looks a container up for owner and refreshes its expiry.
 func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
-	c, err := m.st.TouchContainer(ctx, owner, id, now)
+	c, err := m.touch(ctx, owner, id, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		m.ForgetSecrets(id)
@@ -367,6 +371,19 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 		return c, fmt.Errorf("containers: %w", err)
 	}
 	return c, nil
+}
+
+// touch refreshes a container's expiry; with RestoreExpired an expired
+// one whose files are kept is revived.
+func (m *Manager) touch(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	c, err := m.st.TouchContainer(ctx, owner, id, now)
+	if !m.cfg.RestoreExpired || !errors.Is(err, store.ErrExpired) {
+		return c, err
+	}
+	if c, err = m.st.ReviveContainer(ctx, owner, id, now); err == nil {
+		m.log.Info("an expired container was used again: restored with its files and checkpoint", zap.String("container_id", id))
+	}
+	return c, err
 }
 
 // copyFile copies a Files API file into c as /mnt/data/<file_id>-<filename>.

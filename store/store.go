@@ -165,6 +165,12 @@ type Store interface {
 	// DeleteContainer removes a container and its files (an expired one
 	// too, while it is remembered).
 	DeleteContainer(ctx context.Context, owner, id string) error
+	// ReviveContainer is TouchContainer for a container that may have
+	// expired: one whose files are still kept (Limits.ExpiredKeep) is
+	// live again from now, with them, counted against the owner's
+	// containers again (a *QuotaError when that is full). ErrExpired once
+	// its files are gone, ErrNotFound once it is forgotten.
+	ReviveContainer(ctx context.Context, owner, id string, now time.Time) (Container, error)
 
 	// PutFile stores a file's metadata and bytes (f.Bytes is set from
 	// data, f.Revision made anew) and returns what it stored. A container
@@ -255,6 +261,11 @@ type Limits struct {
 	// ExpiredMemory is how long an expired container is remembered (so
 	// using it is "Container is expired." rather than "not found").
 	ExpiredMemory time.Duration
+	// ExpiredKeep is how long an expired container's files are kept
+	// after it expired, for ReviveContainer (0: dropped at expiry, as
+	// OpenAI does). They count against the owner's bytes meanwhile, not
+	// its containers. At most ExpiredMemory.
+	ExpiredKeep time.Duration
 }
 
 // DefaultLimits are the documented defaults.

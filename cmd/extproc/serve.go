@@ -331,9 +331,10 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		return nil, err
 	}
 	ccfg := containers.Config{
-		ExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
-		MaxFileBytes:  cfg.StoreLimits().FileBytes,
-		Files:         files,
+		RestoreExpired: cfg.Containers.RestoreExpired,
+		ExpiryMinutes:  int(cfg.API.DefaultExpiry / time.Minute),
+		MaxFileBytes:   cfg.StoreLimits().FileBytes,
+		Files:          files,
 	}
 	if keeper != nil {
 		ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After

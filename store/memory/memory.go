@@ -44,8 +44,11 @@ type container struct {
 	files  map[string]*file  // by id
 	byPath map[string]string // path → id
 	bytes  int64
-	// dropped: expired; the files are gone and the container no longer
-	// counts against the owner, but it is remembered for ExpiredMemory.
+	// expired: it no longer counts against the owner's containers, and is
+	// remembered for ExpiredMemory.
+	expired bool
+	// dropped: its files are gone (at expiry, or Limits.ExpiredKeep
+	// after it).
 	dropped bool
 }
 
@@ -126,12 +129,16 @@ func (s *Store) reapOwner(o *owner, now time.Time) {
 // reapContainer drops c's files if it has expired and forgets it once
 // ExpiredMemory has passed; it reports whether c is still remembered.
 func (s *Store) reapContainer(o *owner, c *container, now time.Time) bool {
-	if !c.dropped && c.c.Expired(now) {
-		o.bytes -= c.bytes
+	if !c.expired && c.c.Expired(now) {
+		c.expired = true
 		o.live--
+	}
+	forgotten := c.expired && storeutil.Forgotten(c.c, s.limits, now)
+	if c.expired && !c.dropped && (forgotten || !now.Before(c.c.ExpiresAt().Add(s.limits.ExpiredKeep))) {
+		o.bytes -= c.bytes
 		c.files, c.byPath, c.bytes, c.dropped = nil, nil, 0, true
 	}
-	if c.dropped && storeutil.Forgotten(c.c, s.limits, now) {
+	if forgotten {
 		delete(o.containers, c.c.ID)
 		return false
 	}
@@ -168,7 +175,7 @@ func (s *Store) liveContainer(o *owner, id string, now time.Time) (*container, e
 	if err != nil {
 		return nil, err
 	}
-	if c.dropped {
+	if c.expired {
 		return nil, fmt.Errorf("container %s: %w", id, store.ErrExpired)
 	}
 	return c, nil
@@ -190,18 +197,21 @@ func (s *Store) PutContainer(ctx context.Context, c store.Container) error {
 	s.reapOwner(o, now)
 	old := o.containers[c.ID]
 	expired := c.Expired(now)
-	if (old == nil || old.dropped) && !expired && s.limits.OwnerContainers > 0 && o.live >= s.limits.OwnerContainers {
+	if (old == nil || old.expired) && !expired && s.limits.OwnerContainers > 0 && o.live >= s.limits.OwnerContainers {
 		return &store.QuotaError{Limit: store.LimitOwnerContainers, Max: int64(s.limits.OwnerContainers)}
 	}
 	switch {
-	case old != nil && !old.dropped:
+	case old != nil && !old.expired:
 		// A replacement keeps the files, unless it is itself expired.
 		old.c = c
 		s.reapContainer(o, old, now)
 	default:
+		if old != nil {
+			o.bytes -= old.bytes // an expired one's kept files go
+		}
 		nc := &container{c: c, files: map[string]*file{}, byPath: map[string]string{}}
 		if expired {
-			nc.files, nc.byPath, nc.dropped = nil, nil, true
+			nc.files, nc.byPath, nc.expired, nc.dropped = nil, nil, true, true
 		} else {
 			o.live++
 		}
@@ -268,7 +278,7 @@ func (s *Store) ListContainers(ctx context.Context, owner string, o store.ListOp
 	// Expired containers stay in the ordering so an After that names one
 	// still has a position; they are filtered out of the page.
 	page, more := paginate(all, func(c *container) (int64, string) { return c.c.CreatedAt, c.c.ID },
-		func(c *container) bool { return !c.dropped && (o.Name == "" || c.c.Name == o.Name) }, o)
+		func(c *container) bool { return !c.expired && (o.Name == "" || c.c.Name == o.Name) }, o)
 	out := make([]store.Container, len(page))
 	for i, c := range page {
 		out[i] = c.c
@@ -289,12 +299,41 @@ func (s *Store) DeleteContainer(ctx context.Context, owner, id string) error {
 	if err != nil {
 		return err
 	}
-	if !c.dropped {
-		o.bytes -= c.bytes
+	if !c.expired {
 		o.live--
 	}
+	o.bytes -= c.bytes
 	delete(o.containers, id)
 	return nil
+}
+
+// ReviveContainer implements store.Store.
+func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Container{}, err
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owner(owner, false)
+	c, err := s.container(o, id, now)
+	if err != nil {
+		return store.Container{}, err
+	}
+	if c.expired {
+		if c.dropped {
+			return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrExpired)
+		}
+		if s.limits.OwnerContainers > 0 && o.live >= s.limits.OwnerContainers {
+			return store.Container{}, &store.QuotaError{Limit: store.LimitOwnerContainers, Max: int64(s.limits.OwnerContainers)}
+		}
+		c.expired = false
+		o.live++
+	}
+	c.c.LastActiveAt = now.Unix()
+	return c.c, nil
 }
 
 // PutFile implements store.Store. It does not touch the container: callers

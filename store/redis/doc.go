@@ -16,6 +16,7 @@
 //	f:<fid>      hash  meta (File JSON), data (bytes), size, path, cid, m    TTL container expiry / file ExpiresAt
 //	containers   zset  members of the owner's containers (listing)          TTL max(expiry) + ExpiredMemory
 //	live         hash  cid → "expiry_ms:bytes": the containers that count    TTL max(expiry)
+//	kept         hash  cid → "keep_until_ms:bytes": expired, files kept      TTL max(keep_until)
 //	files        zset  members of the owner's Files API files (listing)      TTL max(ExpiresAt)
 //	flive        hash  fid → "expiry_ms:bytes:created": the files that count TTL max(ExpiresAt)
 //

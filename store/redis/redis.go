@@ -118,7 +118,7 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 // run runs a script for owner at now and returns its status and details.
 func (s *Store) run(ctx context.Context, sc *goredis.Script, owner string, now time.Time, args ...any) ([]string, error) {
 	kp := s.ownerPrefix(owner)
-	all := append([]any{kp, now.UnixMilli(), ms(s.limits.ExpiredMemory)}, args...)
+	all := append([]any{kp, now.UnixMilli(), fmt.Sprintf("%d:%d", ms(s.limits.ExpiredMemory), ms(s.limits.ExpiredKeep))}, args...)
 	// The one declared key routes the call to the owner's slot.
 	res, err := sc.Run(ctx, s.rdb, []string{kp + "live"}, all...).StringSlice()
 	if err != nil {
@@ -244,6 +244,26 @@ func (s *Store) TouchContainer(ctx context.Context, owner, id string, now time.T
 		now = s.now()
 	}
 	res, err := s.run(ctx, s.scripts.touch, owner, now, id, now.Unix())
+	if err != nil {
+		return store.Container{}, err
+	}
+	if err := status(res, "container "+id); err != nil {
+		return store.Container{}, err
+	}
+	c, _, err := decodeContainer(res[1], nil)
+	c.LastActiveAt = now.Unix()
+	return c, err
+}
+
+// ReviveContainer implements store.Store.
+func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	if !store.ValidID(id) {
+		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	res, err := s.run(ctx, s.scripts.revive, owner, now, id, now.Unix(), s.limits.OwnerContainers)
 	if err != nil {
 		return store.Container{}, err
 	}

@@ -8,7 +8,7 @@ import goredis "github.com/redis/go-redis/v9"
 // Every script gets ARGV[1] = the owner's key prefix (prefix{owner}:),
 // ARGV[2] = now in Unix milliseconds (the store's clock: expiry is the
 // store's decision, TTLs are the backstop), ARGV[3] = Limits.ExpiredMemory
-// in milliseconds. Keys are built from the owner prefix; all of an owner's
+// and Limits.ExpiredKeep in milliseconds, "mem:keep". Keys are built from the owner prefix; all of an owner's
 // keys share the {owner} hash tag, so they live in one Cluster slot.
 //
 // The "#!lua" shebang (Redis >= 7) makes Redis refuse a writing script as
@@ -19,7 +19,8 @@ import goredis "github.com/redis/go-redis/v9"
 const prelude = `
 local kp = ARGV[1]
 local now = tonumber(ARGV[2])
-local mem = tonumber(ARGV[3])
+local memS, keepS = string.match(ARGV[3], '^(%d+):(%d+)$')
+local mem, keep = tonumber(memS), tonumber(keepS)
 
 local function int(x) return string.format('%.0f', x) end
 
@@ -38,18 +39,41 @@ local function containerExp(cid)
   return exp
 end
 
+-- expireAt sets key's TTL to end at the deadline at (ms); PEXPIRE of a
+-- missing key does nothing.
+local function expireAt(key, at)
+  local ttl = at - now
+  if ttl < 1 then ttl = 1 end
+  redis.call('PEXPIRE', key, int(ttl))
+end
+
+-- refresh gives container cid's file keys the container's expiry.
+local function refresh(cid, exp)
+  local cp = kp .. 'cp:' .. cid
+  for _, id in ipairs(redis.call('HVALS', cp)) do expireAt(kp .. 'f:' .. id, exp) end
+  expireAt(cp, exp)
+  expireAt(kp .. 'cl:' .. cid, exp)
+end
+
 -- reap applies expiry at now to the owner's usage entries (dropping what
 -- has expired or vanished) and returns the usage the quotas bound. Its
 -- work is bounded by the owner's live containers and files, which the
 -- quotas bound.
 local function reap()
-  local st = {containers = 0, files = 0, bytes = 0, maxExp = 0, maxFileExp = 0, forever = false, cbytes = {}, fbytes = {}}
+  local st = {containers = 0, files = 0, bytes = 0, maxExp = 0, maxFileExp = 0, maxKeep = 0, forever = false, cbytes = {}, fbytes = {}, kbytes = {}}
   local live = redis.call('HGETALL', kp .. 'live')
   for i = 1, #live, 2 do
     local cid = live[i]
     local e, b = string.match(live[i + 1], '^(%d+):(%d+)$')
     e, b = tonumber(e), tonumber(b)
-    if e <= now or redis.call('EXISTS', kp .. 'c:' .. cid) == 0 then
+    local exists = redis.call('EXISTS', kp .. 'c:' .. cid) == 1
+    if e <= now and exists and e + keep > now and e + mem > now then
+      -- Expired, its files kept ExpiredKeep for ReviveContainer: they
+      -- count against the owner's bytes, not its containers.
+      redis.call('HDEL', kp .. 'live', cid)
+      redis.call('HSET', kp .. 'kept', cid, int(e + keep) .. ':' .. int(b))
+      refresh(cid, math.min(e + keep, e + mem))
+    elseif e <= now or not exists then
       dropFiles(cid)
       redis.call('HDEL', kp .. 'live', cid)
     else
@@ -57,6 +81,20 @@ local function reap()
       st.bytes = st.bytes + b
       st.cbytes[cid] = b
       if e > st.maxExp then st.maxExp = e end
+    end
+  end
+  local kept = redis.call('HGETALL', kp .. 'kept')
+  for i = 1, #kept, 2 do
+    local cid = kept[i]
+    local u, b = string.match(kept[i + 1], '^(%d+):(%d+)$')
+    u, b = tonumber(u), tonumber(b)
+    if u <= now or redis.call('EXISTS', kp .. 'c:' .. cid) == 0 then
+      dropFiles(cid)
+      redis.call('HDEL', kp .. 'kept', cid)
+    else
+      st.bytes = st.bytes + b
+      st.kbytes[cid] = b
+      if u > st.maxKeep then st.maxKeep = u end
     end
   end
   local fl = redis.call('HGETALL', kp .. 'flive')
@@ -78,18 +116,11 @@ local function reap()
   return st
 end
 
--- expireAt sets key's TTL to end at the deadline at (ms); PEXPIRE of a
--- missing key does nothing.
-local function expireAt(key, at)
-  local ttl = at - now
-  if ttl < 1 then ttl = 1 end
-  redis.call('PEXPIRE', key, int(ttl))
-end
-
 -- settle gives the owner's index keys the TTL of the longest-lived thing
 -- they index, so an owner who never comes back leaves nothing behind.
 local function settle(st)
   if st.containers > 0 then expireAt(kp .. 'live', st.maxExp) end
+  if st.maxKeep > 0 then expireAt(kp .. 'kept', st.maxKeep) end
   expireAt(kp .. 'containers', math.max(st.maxExp, now) + mem)
   if st.forever then
     redis.call('PERSIST', kp .. 'files')
@@ -100,13 +131,6 @@ local function settle(st)
   end
 end
 
--- refresh gives container cid's file keys the container's expiry.
-local function refresh(cid, exp)
-  local cp = kp .. 'cp:' .. cid
-  for _, id in ipairs(redis.call('HVALS', cp)) do expireAt(kp .. 'f:' .. id, exp) end
-  expireAt(cp, exp)
-  expireAt(kp .. 'cl:' .. cid, exp)
-end
 `
 
 func script(flags, body string) *goredis.Script {
@@ -116,7 +140,7 @@ func script(flags, body string) *goredis.Script {
 // scripts are immutable once built; each Store builds its own set so the
 // package has no mutable state.
 type scripts struct {
-	putContainer, touch, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
+	putContainer, touch, revive, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
 	readFile                                                                       *goredis.Script
 }
 
@@ -157,6 +181,7 @@ if not isLive or not wasLive then
   -- an expired container (before or after) has no files
   dropFiles(cid)
   redis.call('HDEL', kp .. 'live', cid)
+  redis.call('HDEL', kp .. 'kept', cid)
 end
 if exp + mem <= now then
   redis.call('DEL', ck)
@@ -195,6 +220,35 @@ if nexp > st.maxExp then st.maxExp = nexp end
 settle(st)
 return {'ok', v[1]}
 `),
+		// ARGV[4] cid, [5] new last_active_at (s), [6] max containers. A
+		// live container is touched; an expired one whose files are kept
+		// is live again.
+		revive: script(" flags=allow-oom", `
+local cid = ARGV[4]
+local maxc = tonumber(ARGV[6])
+local st = reap()
+local ck = kp .. 'c:' .. cid
+local v = redis.call('HMGET', ck, 'meta', 'la', 'min')
+if not v[1] then return {'notfound'} end
+local exp = (tonumber(v[2]) + tonumber(v[3]) * 60) * 1000
+if exp + mem <= now then return {'notfound'} end
+local b = st.cbytes[cid]
+if exp <= now or b == nil then
+  b = st.kbytes[cid]
+  if b == nil then return {'expired'} end
+  if maxc > 0 and st.containers >= maxc then return {'quota', 'owner_containers', ARGV[6]} end
+  redis.call('HDEL', kp .. 'kept', cid)
+  st.containers = st.containers + 1
+end
+local nexp = (tonumber(ARGV[5]) + tonumber(v[3]) * 60) * 1000
+redis.call('HSET', ck, 'la', ARGV[5])
+expireAt(ck, nexp + mem)
+redis.call('HSET', kp .. 'live', cid, int(nexp) .. ':' .. int(b))
+refresh(cid, nexp)
+if nexp > st.maxExp then st.maxExp = nexp end
+settle(st)
+return {'ok', v[1]}
+`),
 		// ARGV[4] cid.
 		deleteContainer: script(" flags=allow-oom", `
 local cid = ARGV[4]
@@ -206,6 +260,7 @@ if m then
   redis.call('ZREM', kp .. 'containers', m)
 end
 redis.call('HDEL', kp .. 'live', cid)
+redis.call('HDEL', kp .. 'kept', cid)
 dropFiles(cid)
 settle(reap())
 if not known then return {'notfound'} end

@@ -162,6 +162,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"FilePagination", testFilePagination},
 		{"TouchRefreshesExpiry", testTouch},
 		{"Expiry", testExpiry},
+		{"ExpiredKeptAndRevived", testRevive},
 		{"Files", testFiles},
 		{"FilesAPISeparate", testFilesAPISeparate},
 		{"FileLifetime", testFileLifetime},
@@ -1094,4 +1095,79 @@ func testOrigin(t *testing.T, f Factory) {
 			t.Errorf("ListContainers: %s has origin %q, want %q", c.ID, c.Origin, o)
 		}
 	}
+}
+
+// testRevive: with ExpiredKeep an expired container keeps its files (out
+// of sight, counted against the owner's bytes, not its containers) until
+// ReviveContainer makes it live again with them; past ExpiredKeep they are
+// gone and it stays expired. Without ExpiredKeep nothing is kept.
+func testRevive(t *testing.T, f Factory) {
+	l := store.DefaultLimits()
+	l.OwnerContainers = 1
+	l.OwnerBytes = 15
+	l.ExpiredMemory = 3 * time.Hour
+	l.ExpiredKeep = 2 * time.Hour
+	e := newEnv(t, f, l)
+	c := e.container(alice, "kept")
+	fl := e.file(alice, c.ID, "/mnt/data/data.csv", bytes.Repeat([]byte("x"), 10))
+	e.clock.Advance(time.Hour)
+
+	// Expired: as without ExpiredKeep, except that its bytes still count.
+	_, err := e.s.TouchContainer(e.ctx, alice, c.ID, e.clock.Now())
+	wantErr(t, "TouchContainer of an expired, kept container", err, store.ErrExpired)
+	_, err = e.s.GetFile(e.ctx, alice, c.ID, fl.ID)
+	wantErr(t, "GetFile of an expired, kept container", err, store.ErrExpired)
+	if page, _ := e.listContainers(alice, store.ListOptions{}); len(page) != 0 {
+		t.Errorf("ListContainers shows an expired container: %+v", page)
+	}
+	other := e.container(alice, "other") // its container slot is free
+	_, err = e.s.PutFile(e.ctx, store.File{Owner: alice, ContainerID: other.ID, Path: "/mnt/data/y"}, bytes.Repeat([]byte("y"), 10))
+	wantQuota(t, "a file beside the kept bytes", err, store.LimitOwnerBytes)
+
+	// Revived while the owner's containers are full: refused, nothing lost.
+	_, err = e.s.ReviveContainer(e.ctx, alice, c.ID, e.clock.Now())
+	wantQuota(t, "ReviveContainer with the containers full", err, store.LimitOwnerContainers)
+	if err := e.s.DeleteContainer(e.ctx, alice, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.ReviveContainer(e.ctx, alice, c.ID, e.clock.Now())
+	if err != nil || got.Expired(e.clock.Now()) || got.LastActiveAt != e.clock.Now().Unix() {
+		t.Fatalf("ReviveContainer: %+v, %v; want it live from now", got, err)
+	}
+	data, err := e.s.FileContent(e.ctx, alice, c.ID, fl.ID)
+	if err != nil || !bytes.Equal(data, bytes.Repeat([]byte("x"), 10)) {
+		t.Fatalf("the revived container's file: %q, %v", data, err)
+	}
+	if page, _ := e.listContainers(alice, store.ListOptions{}); len(page) != 1 || page[0].ID != c.ID {
+		t.Errorf("ListContainers after the revival: %+v", page)
+	}
+	if _, err := e.s.TouchContainer(e.ctx, alice, c.ID, e.clock.Now()); err != nil {
+		t.Errorf("TouchContainer of the revived container: %v", err)
+	}
+	// Reviving a live one is a touch.
+	if _, err := e.s.ReviveContainer(e.ctx, alice, c.ID, e.clock.Now()); err != nil {
+		t.Errorf("ReviveContainer of a live container: %v", err)
+	}
+	// Another owner cannot.
+	_, err = e.s.ReviveContainer(e.ctx, bob, c.ID, e.clock.Now())
+	wantErr(t, "ReviveContainer by another owner", err, store.ErrNotFound)
+
+	// Past ExpiredKeep the files are gone: it stays expired, and its bytes
+	// no longer count.
+	e.clock.Advance(20*time.Minute + l.ExpiredKeep)
+	_, err = e.s.ReviveContainer(e.ctx, alice, c.ID, e.clock.Now())
+	wantErr(t, "ReviveContainer past ExpiredKeep", err, store.ErrExpired)
+	c2 := e.container(alice, "after")
+	e.file(alice, c2.ID, "/mnt/data/z", bytes.Repeat([]byte("z"), 15))
+
+	// Without ExpiredKeep (OpenAI's behaviour) nothing is kept.
+	l.ExpiredKeep = 0
+	e2 := newEnv(t, f, l)
+	c3 := e2.container(alice, "gone")
+	e2.file(alice, c3.ID, "/mnt/data/a", []byte("a"))
+	e2.clock.Advance(21 * time.Minute)
+	_, err = e2.s.ReviveContainer(e2.ctx, alice, c3.ID, e2.clock.Now())
+	wantErr(t, "ReviveContainer without ExpiredKeep", err, store.ErrExpired)
+	_, err = e2.s.ReviveContainer(e2.ctx, alice, "cntr_unknown", e2.clock.Now())
+	wantErr(t, "ReviveContainer of an unknown container", err, store.ErrNotFound)
 }
