@@ -110,27 +110,27 @@ GVISOR_SIDE_BENCH = GVisorColdSession$$|GVisorSessionThroughput$$|GVisorWarmPrin
 # fixed count (each iteration starts processes or waits for re-warming).
 bench: setup
 	@mkdir -p docs
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./interceptor ./filter ./sandbox/memfs | tee bench.out
-	$(GO) test -run '^$$' -bench 'Print25|SessionThroughput|ColdSession|SympySession$$|WorkerPeakRSS|NativePython3Subprocess' -benchtime 40x -timeout 30m ./sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/interceptor ./internal/filter ./internal/sandbox/memfs | tee bench.out
+	$(GO) test -run '^$$' -bench 'Print25|SessionThroughput|ColdSession|SympySession$$|WorkerPeakRSS|NativePython3Subprocess' -benchtime 40x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
 	@# A rate: over 200 sessions, so the 2 warm interpreters and the first workers' start do not decide it.
-	$(GO) test -run '^$$' -bench 'FreshSessions' -benchtime 200x -timeout 30m ./sandbox/wasm | tee -a bench.out
-	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./sandbox/worker | tee -a bench.out
-	$(GO) test -run '^$$' -bench SympyImportColdStart -benchtime 3x -timeout 30m ./sandbox/wasm | tee -a bench.out
-	$(GO) test -run '^$$' -bench SessionCheckpoint -benchtime 20x -timeout 30m ./sandbox/wasm | tee -a bench.out
-	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./sandbox/gvisor | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'FreshSessions' -benchtime 200x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./internal/sandbox/worker | tee -a bench.out
+	$(GO) test -run '^$$' -bench SympyImportColdStart -benchtime 3x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench SessionCheckpoint -benchtime 20x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./internal/sandbox/gvisor | tee -a bench.out
 	@# The same on ptrace, and on Debian's runsc (ptrace) as a baseline where
 	@# it is installed (apt-get install runsc; make setup does not), renamed
 	@# GVisor<name>/ptrace and /debian-ptrace for the ratios in the table.
-	CODEINTERP_TEST_GVISOR=ptrace $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./sandbox/gvisor \
+	CODEINTERP_TEST_GVISOR=ptrace $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./internal/sandbox/gvisor \
 	  | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/ptrace/' | tee -a bench.out
 	@if [ -x /usr/bin/runsc ]; then \
-	  CODEINTERP_TEST_GVISOR=ptrace,/usr/bin/runsc $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./sandbox/gvisor \
+	  CODEINTERP_TEST_GVISOR=ptrace,/usr/bin/runsc $(GO) test -run '^$$' -bench '$(GVISOR_SIDE_BENCH)' -benchtime 20x -timeout 30m ./internal/sandbox/gvisor \
 	    | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/debian-ptrace/' | tee -a bench.out; \
 	else echo "bench: no /usr/bin/runsc (Debian's runsc): the baseline column is not measured"; fi
-	$(GO) test -run '^$$' -bench 'WarmRun|ForwardedRun' -benchtime 200x -timeout 30m ./containers | tee -a bench.out
-	$(GO) test -run '^$$' -bench Drain -benchtime 3x -timeout 30m ./containers | tee -a bench.out
-	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./store/memory ./store/redis | tee -a bench.out
-	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./egress | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'WarmRun|ForwardedRun' -benchtime 200x -timeout 30m ./internal/containers | tee -a bench.out
+	$(GO) test -run '^$$' -bench Drain -benchtime 3x -timeout 30m ./internal/containers | tee -a bench.out
+	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./internal/store/memory ./internal/store/redis | tee -a bench.out
+	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./internal/egress | tee -a bench.out
 	$(GO) test -run '^$$' -bench PassThroughOverhead -benchtime 2000x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench CodeInterpreterOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench NewContainerOverhead -benchtime 100x -timeout 30m ./e2e | tee -a bench.out

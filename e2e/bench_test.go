@@ -16,8 +16,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/codeinterp/codeinterp/devproxy"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/devproxy"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 )
 
 // median and p90 of a set of durations, in microseconds.

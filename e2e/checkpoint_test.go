@@ -16,7 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/codeinterp/codeinterp/store/redis/redistest"
+	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
 
 // TestContainerStateAcrossReplicas is issue 28's table, as a user meets

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/codeinterp/codeinterp/devproxy"
-	"github.com/codeinterp/codeinterp/store/redis/redistest"
+	"github.com/codeinterp/codeinterp/internal/devproxy"
+	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
 
 // buildExtproc compiles the real binary once per test.

@@ -18,11 +18,11 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
-	"github.com/codeinterp/codeinterp/filter"
-	"github.com/codeinterp/codeinterp/interceptor"
+	"github.com/codeinterp/codeinterp/internal/filter"
 	"github.com/codeinterp/codeinterp/internal/fixtures"
-	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 )
 
 // ciParams is a Responses request declaring OpenAI's native tool, as a

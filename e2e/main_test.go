@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
 )
 
 // TestMain lets this test binary double as a sandbox worker. The servers

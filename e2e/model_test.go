@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 

@@ -17,13 +17,13 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/codeinterp/codeinterp/egress"
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/egresstest"
-	"github.com/codeinterp/codeinterp/netpolicy"
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
-	"github.com/codeinterp/codeinterp/store"
-	redisstore "github.com/codeinterp/codeinterp/store/redis"
-	"github.com/codeinterp/codeinterp/store/redis/redistest"
+	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/store"
+	redisstore "github.com/codeinterp/codeinterp/internal/store/redis"
+	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
 
 // netSecret is the domain secret of these tests: it must reach

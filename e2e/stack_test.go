@@ -23,19 +23,19 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/codeinterp/codeinterp/api"
-	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/devproxy"
-	"github.com/codeinterp/codeinterp/egress"
-	"github.com/codeinterp/codeinterp/filter"
-	"github.com/codeinterp/codeinterp/interceptor"
-	"github.com/codeinterp/codeinterp/netpolicy"
-	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
-	"github.com/codeinterp/codeinterp/sandbox/sandboxtest"
-	"github.com/codeinterp/codeinterp/store"
-	"github.com/codeinterp/codeinterp/store/memory"
+	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/devproxy"
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/filter"
+	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/store/memory"
 )
 
 // stackOptions tune one test's stack.
@@ -177,7 +177,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		OverrideMessageTimeout: 10 * time.Minute,
 		SyntheticStreams:       o.synthetic,
 		Upstream:               filter.UpstreamConfig{URL: upstream + "/v1/responses"},
-	}, ic, metrics, log.Named("filter"))
+	}, ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {
 		t.Fatal(err)
 	}

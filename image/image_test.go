@@ -32,7 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 )
 
 var (

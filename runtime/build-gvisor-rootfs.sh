@@ -75,7 +75,7 @@ rm -f "$tmp/etc/apt/sources.list"
 rm -rf "$tmp/etc/apt/sources.list.d"
 chmod 0644 "$tmp/etc/hostname" "$tmp/etc/resolv.conf" "$tmp/etc/hosts"
 
-# Mount points of the sandbox's spec (sandbox/gvisor/bundle.go): the root is
+# Mount points of the sandbox's spec (internal/sandbox/gvisor/bundle.go): the root is
 # read-only, so each must exist in the tree.
 mkdir -p "$tmp/mnt/data" "$tmp/run/ci" "$tmp/tmp" "$tmp/proc" "$tmp/dev" "$tmp/sys"
 : >"$tmp/run/ci/in"

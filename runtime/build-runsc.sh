@@ -19,7 +19,7 @@
 # precompile generator, so moving the pin builds into a new directory and a second run returns at once.
 #
 # Moving the pin: in runtime/runsc, `go get gvisor.dev/gvisor@<version>`
-# then `go mod tidy`, and set PinnedRunscVersion in sandbox/gvisor/pin.go
+# then `go mod tidy`, and set PinnedRunscVersion in internal/sandbox/gvisor/pin.go
 # to the same version (TestPinMatchesGoMod checks the two agree).
 #
 # Usage: runtime/build-runsc.sh [--print-path]

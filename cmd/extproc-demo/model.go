@@ -10,7 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/codeinterp/codeinterp/idgen"
+	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/modelstream"
 )
 

@@ -22,11 +22,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/codeinterp/codeinterp/api"
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/devproxy"
-	"github.com/codeinterp/codeinterp/store"
-	"github.com/codeinterp/codeinterp/store/memory"
+	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/devproxy"
+	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/store/memory"
 )
 
 // failingProc fails every ext_proc stream: a request that reaches the

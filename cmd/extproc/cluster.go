@@ -12,10 +12,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/codeinterp/codeinterp/cluster"
-	"github.com/codeinterp/codeinterp/cluster/redislease"
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/containers"
+	"github.com/codeinterp/codeinterp/internal/cluster"
+	"github.com/codeinterp/codeinterp/internal/cluster/redislease"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/containers"
 )
 
 // replicas is this server's part in a cluster of replicas sharing Redis

@@ -13,10 +13,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/sandbox"
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
-	"github.com/codeinterp/codeinterp/sandbox/worker"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/worker"
 )
 
 // runWorker is the hidden worker command's body.

@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 )
 
 // workerCommand is the hidden command the server re-executes itself with to

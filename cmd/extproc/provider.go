@@ -9,11 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/egress"
-	"github.com/codeinterp/codeinterp/sandbox/gvisor"
-	"github.com/codeinterp/codeinterp/sandbox/pool"
-	"github.com/codeinterp/codeinterp/sandbox/wasm"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
 )
 
 // newProvider starts the pool of the configured sandbox provider. self is

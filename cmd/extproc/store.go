@@ -9,14 +9,14 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/api"
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/containers"
-	"github.com/codeinterp/codeinterp/egress"
-	"github.com/codeinterp/codeinterp/netpolicy"
-	"github.com/codeinterp/codeinterp/store"
-	"github.com/codeinterp/codeinterp/store/memory"
-	"github.com/codeinterp/codeinterp/store/redis"
+	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/store/memory"
+	"github.com/codeinterp/codeinterp/internal/store/redis"
 )
 
 // newStore opens the configured store: one per process, shared by the

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/internal/config"
 )
 
 // runValidateConfig checks a configuration file the way `serve` would load

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/internal/config"
 )
 
 func TestValidateConfig(t *testing.T) {

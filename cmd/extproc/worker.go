@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/sandbox/worker"
+	"github.com/codeinterp/codeinterp/internal/sandbox/worker"
 )
 
 // wasmWorkerBinary is the wasm provider's worker (cmd/wasm-worker), looked

@@ -14,7 +14,7 @@ package main
 import (
 	"os"
 
-	"github.com/codeinterp/codeinterp/sandbox/worker"
+	"github.com/codeinterp/codeinterp/internal/sandbox/worker"
 )
 
 func main() { os.Exit(worker.Main(os.Args[1:])) }

@@ -21,7 +21,7 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
 
-	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/internal/config"
 )
 
 // The CustomResourceDefinitions come from the same module versions as the

@@ -31,8 +31,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 
-	"github.com/codeinterp/codeinterp/config"
-	"github.com/codeinterp/codeinterp/filter"
+	"github.com/codeinterp/codeinterp/internal/config"
+	"github.com/codeinterp/codeinterp/internal/filter"
 )
 
 const (

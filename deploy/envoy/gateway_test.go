@@ -33,7 +33,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/codeinterp/codeinterp/config"
+	"github.com/codeinterp/codeinterp/internal/config"
 )
 
 const gatewayDir = "gateway"

@@ -236,7 +236,7 @@ func parse(in io.Reader) ([]row, string, error) {
 			continue
 		}
 		if v, ok := strings.CutPrefix(line, "pkg: "); ok {
-			pkg = strings.TrimPrefix(strings.TrimSpace(v), "github.com/codeinterp/codeinterp/")
+			pkg = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(v), "github.com/codeinterp/codeinterp/"), "internal/")
 			continue
 		}
 		f := strings.Fields(line)

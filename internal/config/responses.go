@@ -1,0 +1,94 @@
+package config
+
+import (
+	"time"
+
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// Responses bounds the responses this server keeps (so that
+// previous_response_id, item_reference and GET /v1/responses/{id} work in
+// front of any model server). They live in the store's backend: in process
+// with store.backend memory, in Redis with store.backend redis.
+type Responses struct {
+	// TTL is how long a response is kept after it was made (OpenAI keeps
+	// them 30 days).
+	TTL time.Duration `json:"ttl"`
+	// MaxResponseBytes bounds one stored response (its object, input and
+	// what the model saw); a larger one is answered but not kept.
+	MaxResponseBytes ByteSize `json:"max_response_bytes"`
+	// MaxHistory bounds the turns of a conversation continued through
+	// previous_response_id.
+	MaxHistory int `json:"max_history"`
+	// MaxCount and MaxBytes bound all responses kept in process (backend
+	// memory), which forgets the oldest to stay within them. Redis relies on
+	// TTL and its own maxmemory.
+	MaxCount int      `json:"max_count"`
+	MaxBytes ByteSize `json:"max_bytes"`
+}
+
+func defaultResponses() Responses {
+	d := store.DefaultResponseLimits()
+	return Responses{
+		TTL:              d.TTL,
+		MaxResponseBytes: ByteSize(d.ResponseBytes),
+		MaxHistory:       d.MaxHistory,
+		MaxCount:         d.Count,
+		MaxBytes:         ByteSize(d.Bytes),
+	}
+}
+
+// ResponseLimits are the bounds of the response store.
+func (c *Config) ResponseLimits() store.ResponseLimits {
+	r := c.Responses
+	return store.ResponseLimits{
+		TTL:           r.TTL,
+		ResponseBytes: int64(r.MaxResponseBytes),
+		MaxHistory:    r.MaxHistory,
+		Count:         r.MaxCount,
+		Bytes:         int64(r.MaxBytes),
+	}
+}
+
+func (c *Config) validateResponses(v *validator) {
+	r := c.Responses
+	v.check(r.TTL > 0, "responses.ttl", "must be positive")
+	v.check(r.MaxResponseBytes > 0, "responses.max_response_bytes", "must be positive")
+	v.check(r.MaxHistory > 0, "responses.max_history", "must be positive")
+	v.check(r.MaxCount > 0, "responses.max_count", "must be positive")
+	v.check(r.MaxBytes >= r.MaxResponseBytes, "responses.max_bytes", "must be at least responses.max_response_bytes")
+	switch c.Interceptor.History {
+	case "auto", "upstream", "expand":
+	default:
+		v.add("interceptor.history", "%q is not one of auto, upstream, expand", c.Interceptor.History)
+	}
+}
+
+// Conversations bounds OpenAI's Conversations this server keeps (in the
+// store's backend, like responses; without a TTL, as OpenAI keeps them).
+type Conversations struct {
+	// MaxItems and MaxBytes bound one conversation; a turn that would pass
+	// them is answered but not appended (the log says so).
+	MaxItems int      `json:"max_items"`
+	MaxBytes ByteSize `json:"max_bytes"`
+	// MaxPerOwner bounds the conversations of one credential.
+	MaxPerOwner int `json:"max_per_owner"`
+}
+
+func defaultConversations() Conversations {
+	d := store.DefaultConversationLimits()
+	return Conversations{MaxItems: d.Items, MaxBytes: ByteSize(d.Bytes), MaxPerOwner: d.Conversations}
+}
+
+// ConversationLimits are the bounds of the conversation store.
+func (c *Config) ConversationLimits() store.ConversationLimits {
+	v := c.Conversations
+	return store.ConversationLimits{Items: v.MaxItems, Bytes: int64(v.MaxBytes), Conversations: v.MaxPerOwner}
+}
+
+func (c *Config) validateConversations(v *validator) {
+	cv := c.Conversations
+	v.check(cv.MaxItems > 0, "conversations.max_items", "must be positive")
+	v.check(cv.MaxBytes > 0, "conversations.max_bytes", "must be positive")
+	v.check(cv.MaxPerOwner > 0, "conversations.max_per_owner", "must be positive")
+}

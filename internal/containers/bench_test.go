@@ -1,0 +1,149 @@
+package containers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/codeinterp/codeinterp/internal/checkpoint/checkpointtest"
+
+	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
+	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
+)
+
+// BenchmarkWarmRun is one print(25) in a warm interpreter, bare (a
+// sandbox session) and in a container (the same run with the mirror before
+// it and the collect after it), side by side: the difference is what
+// keeping /mnt/data equal to the store costs a run, with no files and with
+// 50 container files, and with checkpoints on (issue 28: ≤ 1.1× off).
+func BenchmarkWarmRun(b *testing.B) {
+	p := sandboxtest.New(b)
+	ctx := context.Background()
+	b.Run("session", func(b *testing.B) {
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		for b.Loop() {
+			if r, err := s.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+				b.Fatalf("%+v %v", r, err)
+			}
+		}
+	})
+	for _, v := range []struct {
+		files       int
+		checkpoints bool
+	}{{0, false}, {50, false}, {0, true}} {
+		files := v.files
+		name := fmt.Sprintf("container-%dfiles", files)
+		if v.checkpoints {
+			name += "-checkpoints"
+		}
+		b.Run(name, func(b *testing.B) {
+			f := newFixture(b)
+			if v.checkpoints {
+				// The default settings: a checkpoint once idle 2 s (turns
+				// back to back never are), and the head of the store read
+				// before each run (is the interpreter still the newest?).
+				k := checkpointtest.Keeper(b, b.TempDir(), checkpointtest.Key(b), "wasm/bench", 64<<20)
+				f.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: 2 * time.Second}, f.st, f.prov, nil)
+				b.Cleanup(func() { f.m.Close() })
+			}
+			owner, hdr := caller("sk-bench")
+			c, err := f.m.Open(ctx, containers.Spec{Owner: owner, Header: hdr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if files > 0 {
+				if r, err := c.Run(ctx, fmt.Sprintf("for i in range(%d):\n    open('/mnt/data/f%%d.csv' %% i, 'w').write('a,b\\n1,2\\n')", files)); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+					b.Fatalf("%+v %v", r, err)
+				}
+			}
+			for b.Loop() {
+				if r, err := c.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+					b.Fatalf("%+v %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDrain: a server stopping (SIGTERM) with 8 containers' idle
+// interpreters, each holding a 100 000-int list: Close checkpoints all of
+// them before it returns (drain-s; issue 28: ≤ 5 s).
+func BenchmarkDrain(b *testing.B) {
+	const held = 8
+	ctx := context.Background()
+	var took []time.Duration
+	for range b.N {
+		b.StopTimer()
+		f := newFixture(b, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = held, 0 })
+		k := checkpointtest.Keeper(b, b.TempDir(), checkpointtest.Key(b), "wasm/bench", 64<<20)
+		m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: k}, f.st, f.prov, nil)
+		for range held {
+			c, err := m.Open(ctx, containers.Spec{Owner: "o"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r, err := c.Run(ctx, "x = list(range(100000))"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+				b.Fatalf("%+v %v", r, err)
+			}
+			c.Close()
+		}
+		b.StartTimer()
+		start := time.Now()
+		m.Close()
+		took = append(took, time.Since(start))
+	}
+	b.ReportMetric(sandboxtest.MedianMillis(took)/1000, "drain-s")
+}
+
+// BenchmarkForwardedRun is one print(25) turn on a container another
+// replica holds (issue 28: the run forwarded to the holder over the
+// cluster's gRPC, ≤ 5 ms added on wasm), side by side with the same turn
+// on the holder itself. Both replicas share a real Redis for the leases;
+// each run asks it whether this replica still holds the container.
+func BenchmarkForwardedRun(b *testing.B) {
+	f := newFixture(b)
+	url := redistest.Start(b)
+	ctx := context.Background()
+	holder, other := startReplica(b, f, url, nil, 0), startReplica(b, f, url, nil, 0)
+	c, err := holder.m.Open(ctx, containers.Spec{Owner: "o"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r, err := c.Run(ctx, "x = 25"); err != nil || r.Outcome != sandbox.OutcomeCompleted {
+		b.Fatalf("%+v %v", r, err)
+	}
+	c.Close()
+	for _, v := range []struct {
+		name string
+		rep  *replica
+	}{{"holder", holder}, {"forwarded", other}} {
+		b.Run(v.name, func(b *testing.B) {
+			c, err := v.rep.m.Open(ctx, containers.Spec{Owner: "o", ID: c.ID()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if r, err := c.Run(ctx, "print(x)"); err != nil || r.Outcome != sandbox.OutcomeCompleted || r.Stdout != "25\n" {
+					b.Fatalf("%+v %v", r, err)
+				}
+				took = append(took, time.Since(start))
+			}
+			b.ReportMetric(sandboxtest.MedianMillis(took), "median-ms")
+		})
+	}
+	if other.m.Held() != 0 {
+		b.Fatalf("the forwarding replica opened %d interpreters", other.m.Held())
+	}
+}

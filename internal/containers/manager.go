@@ -1,0 +1,716 @@
+// Package containers keeps OpenAI-style containers alive across responses:
+// a container's files live in a store.Store (so any replica can serve
+// them), and while this server holds the container's interpreter (a
+// sandbox.Session) its variables live on too. It implements
+// interceptor.Containers.
+//
+// The store is the truth for /mnt/data: before each run the interpreter's
+// /mnt/data is made to match the container's files (what the API added,
+// replaced or deleted reaches even a held interpreter); after the run the
+// store takes what the code created, changed or deleted there (source
+// "assistant"), and the run's images as container files too, and what it
+// cannot keep is removed again, named in one note.
+// Interpreters of idle containers count against the sandbox's capacity:
+// when a new one is needed and none is free, the least recently used idle
+// interpreter is closed (its files stay). With Config.Checkpoints its
+// state is checkpointed first, and in the background once it has been idle
+// Config.CheckpointAfter, so the next run there — on this server after an
+// eviction or a restart, or on another sharing the checkpoint store —
+// restores it (checkpoints.go); without a usable checkpoint the next run
+// starts a fresh interpreter and the model is told its variables were
+// reset.
+//
+// A container made with a network_policy allowlist (Spec.Network, or the
+// Containers API's create) keeps it for life: the store holds its domains
+// and its secrets' domains and names (store.NetworkPolicy), the values
+// only this Manager's memory (KeepSecrets), so every interpreter the
+// container gets is opened with the same policy. An auto container is
+// reused only for the same policy. After a restart a container whose
+// secrets are gone fails its runs with ErrSecretsLost until a request
+// resupplies them.
+package containers
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/idgen"
+	"github.com/codeinterp/codeinterp/internal/memlimit"
+	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// DataDir is where a container's files are, for the code.
+const DataDir = "/mnt/data"
+
+// Config tunes the manager.
+type Config struct {
+	// ExpiryMinutes is a new container's expires_after (default 20).
+	ExpiryMinutes int
+	// AutoName is the name of containers made by {"type": "auto"}.
+	AutoName string
+	// MaxFileBytes bounds one file read back from an interpreter.
+	MaxFileBytes int64
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+	// Files resolves file_ids (and input_file file ids) as the caller may
+	// see them, from the caller's request headers: api.NewFetcher's
+	// fetcher for the operator's files.source, so /v1/responses and the
+	// Containers API agree. Nil means file ids are disabled.
+	Files FileFetcher
+	// Checkpoints keeps interpreters' state beyond this process
+	// (checkpoint.Keeper); nil: none is kept.
+	Checkpoints Checkpoints
+	// CheckpointAfter is how long an interpreter that ran code stays idle
+	// before its state is checkpointed in the background (turns that come
+	// faster are coalesced into one); 0: only before an eviction and at
+	// Close.
+	CheckpointAfter time.Duration
+	// RestoreExpired revives a container used after its expiry, with its
+	// files and its checkpoint (kept store.Limits.ExpiredKeep), instead of
+	// ErrExpired (OpenAI's "Container is expired."): opt-in.
+	RestoreExpired bool
+	// Placement gives each container one holder among the replicas
+	// sharing the store (cluster.Node), and forwards runs to it; nil:
+	// this server runs every container's code itself.
+	Placement Placement
+}
+
+// FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
+// A missing or foreign file is an error matching store.ErrNotFound.
+type FileFetcher interface {
+	FetchFile(ctx context.Context, r *http.Request, id string) (name string, data []byte, err error)
+}
+
+// Manager implements interceptor.Containers.
+type Manager struct {
+	cfg      Config
+	st       store.Store
+	provider sandbox.Provider
+	log      *zap.Logger
+
+	mu   sync.Mutex
+	held map[string]*held // container id → its interpreter
+	idle *list.List       // of *held not in use, least recently used first
+	// claims counts the responses that have a container open, from before
+	// it is looked up or created until the response closes it: such a
+	// container is in use even before its first run, and never deleted to
+	// make room (Create).
+	claims map[string]int
+	// secrets are the domain secrets of containers with a network policy,
+	// by container id: only here, in this process's memory, for the
+	// container's life (never in the store, which keeps their domains and
+	// names). A server restart loses them; policy then refuses to open an
+	// interpreter for such a container (ErrSecretsLost) until a request
+	// resupplies them (samePolicy).
+	secrets map[string][]egress.Secret
+	// saving marks containers whose interpreter is being checkpointed
+	// before it closes: their next interpreter waits for that checkpoint.
+	saving map[string]chan struct{}
+	// bgCheckpoint admits one background checkpoint at a time.
+	bgCheckpoint chan struct{}
+}
+
+// held is an interpreter this server holds for a container.
+type held struct {
+	cid    string
+	owner  string
+	memory int64
+	sess   sandbox.Session
+	users  int           // responses using it now
+	elem   *list.Element // in Manager.idle while users == 0
+	runMu  sync.Mutex    // one run (with its file sync) at a time
+	// synced is the session generation files describes: a new one has an
+	// empty /mnt/data, whatever was recorded for the one before.
+	synced uint64
+	// files are the store's files the interpreter holds, by path, as the
+	// last mirror or collect left them.
+	files  map[string]syncedFile
+	ranGen uint64 // the generation that ran code last
+	// removed: closed by eviction or Close, not to be used again.
+	removed bool
+	// dirty: code ran since the last checkpoint.
+	dirty atomic.Bool
+	// token names the checkpoint h's state was restored from or last
+	// saved as ("" for none): another token at the store's head means
+	// another server saved the container since (Manager.stale).
+	tokenMu sync.Mutex
+	token   string
+	// behind: h was restored from a checkpoint older than the container's
+	// last run (its holder died first); the next run says so, once.
+	behind bool
+	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
+	// Manager.mu).
+	idleTimer *time.Timer
+	closeOnce sync.Once
+}
+
+// close closes h's session once, whichever of its ends comes first.
+func (h *held) close() { h.closeOnce.Do(func() { _ = h.sess.Close() }) }
+
+// syncedFile is one container file as an interpreter holds it.
+type syncedFile struct {
+	id, rev string    // the store's file and its revision
+	stamp   fileStamp // the interpreter's size and mtime of it
+	stamped bool      // stamp is known (it is read by the listing after a write)
+}
+
+type fileStamp struct {
+	size int64
+	mod  int64 // Unix nanoseconds
+}
+
+// New returns a manager over st and provider.
+func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger) *Manager {
+	if cfg.ExpiryMinutes <= 0 {
+		cfg.ExpiryMinutes = 20
+	}
+	if cfg.AutoName == "" {
+		cfg.AutoName = "code-interpreter"
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = 64 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
+		secrets: map[string][]egress.Secret{}, saving: map[string]chan struct{}{},
+		bgCheckpoint: make(chan struct{}, 1)}
+}
+
+// Open implements interceptor.Containers. The container it returns stays
+// claimed (in use) until its Close.
+func (m *Manager) Open(ctx context.Context, spec Spec) (Container, error) {
+	var claimed []string
+	claim := func(id string) {
+		m.mu.Lock()
+		m.claims[id]++
+		m.mu.Unlock()
+		claimed = append(claimed, id)
+	}
+	c, err := m.open(ctx, spec, claim)
+	for _, id := range claimed {
+		if c == nil || id != c.meta.ID {
+			m.unclaim(id)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (m *Manager) unclaim(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims[id]--; m.claims[id] <= 0 {
+		delete(m.claims, id)
+	}
+}
+
+// open looks up or makes the container; claim is called with each id
+// before it is looked up or stored, so no other response can delete it
+// meanwhile.
+func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*container, error) {
+	now := m.cfg.Now()
+	var c store.Container
+	fresh := false
+	switch {
+	case spec.ID != "":
+		claim(spec.ID)
+		got, err := m.use(ctx, spec.Owner, spec.ID, now)
+		if err != nil {
+			return nil, err
+		}
+		c = got
+	default:
+		// A container keeps its network policy for life: only one with
+		// the same policy as the spec's (none, or the same domains and
+		// secrets) is reused.
+		for _, id := range spec.Reuse {
+			claim(id)
+			if got, err := m.use(ctx, spec.Owner, id, now); err == nil && m.samePolicy(got, spec.Network) {
+				c = got
+				break
+			}
+		}
+		if c.ID == "" {
+			c = store.Container{
+				ID: idgen.New("cntr_"), Owner: spec.Owner, Name: m.cfg.AutoName, Origin: store.OriginAuto,
+				CreatedAt: now.Unix(), LastActiveAt: now.Unix(), ExpiresAfterMinutes: m.cfg.ExpiryMinutes,
+				MemoryLimit: memoryString(spec.MemoryBytes), Network: netpolicy.Stored(spec.Network),
+			}
+			claim(c.ID)
+			m.KeepSecrets(c.ID, secretsOf(spec.Network))
+			if err := m.Create(ctx, c); err != nil {
+				m.ForgetSecrets(c.ID)
+				return nil, fmt.Errorf("containers: create: %w", err)
+			}
+			fresh = true
+			for _, fid := range spec.FileIDs {
+				if err := m.copyFile(ctx, c, spec.Header, fid); err != nil {
+					_ = m.st.DeleteContainer(ctx, c.Owner, c.ID) // nothing half-made stays
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, in := range spec.Inputs {
+		if err := m.addInput(ctx, c, spec.Header, in); err != nil {
+			if fresh {
+				_ = m.st.DeleteContainer(ctx, c.Owner, c.ID)
+			}
+			return nil, err
+		}
+	}
+	// OpenAI's default size ("1g") is the operator's default session
+	// memory; a container made with a larger memory_limit gets that.
+	mem := spec.MemoryBytes
+	if mem == 0 && c.MemoryLimit != memlimit.Default {
+		mem, _ = memlimit.Parse(c.MemoryLimit)
+	}
+	return &container{m: m, meta: c, fresh: fresh, memory: mem}, nil
+}
+
+// Create stores a new container — an auto one, or one made through the
+// Containers API (api.Config.Create) — making room at the caller's
+// owner_containers quota by deleting its least recently used auto container
+// that no response has in use, as an expiry would have done later.
+// Containers the caller made through the Containers API are never deleted
+// this way: when only those fill the quota, the QuotaError stands. Every
+// response of an auto tool makes a container, so a busy caller (one API
+// key behind a whole application) reaches the quota long before the first
+// ones expire.
+func (m *Manager) Create(ctx context.Context, c store.Container) error {
+	// Responses of one caller create at once: two can pick the same
+	// container to delete, and only one of them then finds room. Whoever
+	// finds none picks again, a bounded number of times.
+	const attempts = 8
+	for range attempts {
+		err := m.st.PutContainer(ctx, c)
+		var qe *store.QuotaError
+		if !errors.As(err, &qe) || qe.Limit != store.LimitOwnerContainers {
+			return err
+		}
+		oldest, lerr := m.leastRecentlyUsedAuto(ctx, c.Owner)
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		if oldest.ID == "" {
+			return err
+		}
+		m.log.Info("deleting the caller's least recently used auto container to make room", zap.String("container_id", oldest.ID))
+		if derr := m.st.DeleteContainer(ctx, c.Owner, oldest.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			return errors.Join(err, derr)
+		}
+		m.drop(c.Owner, oldest.ID)
+	}
+	return m.st.PutContainer(ctx, c)
+}
+
+// leastRecentlyUsedAuto is owner's auto container (one a response made:
+// store.Container.Recyclable, never one that is only named like one) that
+// was used least recently and that no response has in use; none has an
+// empty ID.
+func (m *Manager) leastRecentlyUsedAuto(ctx context.Context, owner string) (store.Container, error) {
+	var oldest store.Container
+	after := ""
+	for {
+		page, more, err := m.st.ListContainers(ctx, owner, store.ListOptions{Limit: 100, Order: "asc", After: after})
+		if err != nil {
+			return store.Container{}, err
+		}
+		for _, o := range page {
+			if o.Recyclable() && (oldest.ID == "" || o.LastActiveAt < oldest.LastActiveAt) && !m.inUse(o.ID) {
+				oldest = o
+			}
+		}
+		if !more || len(page) == 0 {
+			return oldest, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// inUse reports whether a response has the container open or is using
+// its interpreter.
+func (m *Manager) inUse(cid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.held[cid]
+	return m.claims[cid] > 0 || ok && h.users > 0
+}
+
+// use looks a container up for owner and refreshes its expiry.
+func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	c, err := m.touch(ctx, owner, id, now)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		m.ForgetSecrets(id)
+		return c, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case errors.Is(err, store.ErrExpired):
+		m.drop(owner, id)
+		return c, fmt.Errorf("%w: %s", ErrExpired, id)
+	case err != nil:
+		return c, fmt.Errorf("containers: %w", err)
+	}
+	return c, nil
+}
+
+// touch refreshes a container's expiry; with RestoreExpired an expired
+// one whose files are kept is revived.
+func (m *Manager) touch(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	c, err := m.st.TouchContainer(ctx, owner, id, now)
+	if !m.cfg.RestoreExpired || !errors.Is(err, store.ErrExpired) {
+		return c, err
+	}
+	if c, err = m.st.ReviveContainer(ctx, owner, id, now); err == nil {
+		m.log.Info("an expired container was used again: restored with its files and checkpoint", zap.String("container_id", id))
+	}
+	return c, err
+}
+
+// copyFile copies a Files API file into c as /mnt/data/<file_id>-<filename>.
+func (m *Manager) copyFile(ctx context.Context, c store.Container, header http.Header, fileID string) error {
+	filename, data, err := m.fetch(ctx, header, fileID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrFileNotFound, fileID)
+	}
+	if err != nil {
+		return fmt.Errorf("containers: file %s: %w", fileID, err)
+	}
+	name := store.AttachedName(fileID, safeName(filename))
+	_, err = m.st.PutFile(ctx, store.File{
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
+	}, data)
+	if err != nil {
+		return fmt.Errorf("containers: copy %s: %w", fileID, err)
+	}
+	return nil
+}
+
+// fetch reads a Files API file with the caller's credential.
+func (m *Manager) fetch(ctx context.Context, header http.Header, fileID string) (string, []byte, error) {
+	if m.cfg.Files == nil {
+		return "", nil, fmt.Errorf("file ids are disabled on this server (files.source: off): %w", store.ErrNotFound)
+	}
+	return m.cfg.Files.FetchFile(ctx, &http.Request{Header: header}, fileID)
+}
+
+func (m *Manager) addInput(ctx context.Context, c store.Container, header http.Header, in InputFile) error {
+	if in.FileID != "" {
+		return m.copyFile(ctx, c, header, in.FileID)
+	}
+	name := safeName(in.Filename)
+	_, err := m.st.PutFile(ctx, store.File{
+		ID: idgen.New("cfile_"), Owner: c.Owner, ContainerID: c.ID, Path: path.Join(DataDir, name),
+		Filename: name, CreatedAt: m.cfg.Now().Unix(), Source: "user",
+	}, in.Data)
+	if err != nil {
+		return fmt.Errorf("containers: input file %s: %w", name, err)
+	}
+	return nil
+}
+
+// acquire returns the container's held interpreter, opening one (and
+// evicting the least recently used idle one when the sandbox is full).
+// A container this response made whose code has not run yet (fresh) has
+// no checkpoint to look for: its interpreter is opened without asking the
+// store.
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool) (*held, bool, error) {
+	m.mu.Lock()
+	if h, ok := m.held[cid]; ok && !h.removed {
+		h.users++
+		m.unidleLocked(h)
+		m.mu.Unlock()
+		return h, false, nil
+	}
+	var evict *held
+	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
+		evict = m.evictionLocked()
+		m.forgetLocked(evict)
+	}
+	m.mu.Unlock()
+	if evict != nil {
+		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
+		m.saveAndClose(ctx, evict)
+	}
+	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	if err != nil {
+		return nil, false, err
+	}
+	restored := token != ""
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token, behind: behind}
+	m.mu.Lock()
+	if old, ok := m.held[cid]; ok && !old.removed {
+		// Another response opened one meanwhile: use that, drop ours.
+		old.users++
+		m.unidleLocked(old)
+		m.mu.Unlock()
+		_ = sess.Close()
+		return old, false, nil
+	}
+	m.held[cid] = h
+	m.mu.Unlock()
+	return h, !restored, nil
+}
+
+// release marks one response done with h. An interpreter no response
+// uses is kept for its container's next response, unless sessions are
+// queued for capacity: then it is closed at once for them, as an eviction
+// would close it later. Kept, it would hold its slot while they wait:
+// every new container queued behind idle ones and ran out of queue wait.
+func (m *Manager) release(h *held) {
+	m.mu.Lock()
+	h.users--
+	if h.users > 0 || h.removed {
+		// A removed one (dropped, fenced, lost) closes with its last user.
+		last := h.removed && h.users == 0
+		m.mu.Unlock()
+		if last {
+			h.close()
+		}
+		return
+	}
+	if m.provider.Capacity().Waiting == 0 {
+		h.elem = m.idle.PushBack(h)
+		m.scheduleCheckpointLocked(h)
+		m.mu.Unlock()
+		return
+	}
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
+	m.saveAndClose(context.Background(), h)
+}
+
+// lose forgets h after its session failed.
+func (m *Manager) lose(h *held) {
+	m.mu.Lock()
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	h.close()
+	m.released(h.cid)
+}
+
+// forgetLocked marks h removed (never to be used again) and takes it out
+// of held and the idle list. Callers hold m.mu and close its session.
+func (m *Manager) forgetLocked(h *held) {
+	h.removed = true
+	if m.held[h.cid] == h {
+		delete(m.held, h.cid)
+	}
+	m.unidleLocked(h)
+}
+
+// unidleLocked takes h off the idle list if it is on it. Callers hold m.mu.
+func (m *Manager) unidleLocked(h *held) {
+	if h.idleTimer != nil {
+		h.idleTimer.Stop()
+		h.idleTimer = nil
+	}
+	if h.elem != nil {
+		m.idle.Remove(h.elem)
+		h.elem = nil
+	}
+}
+
+// drop closes the interpreter of a container that is gone or expired, and
+// removes its checkpoint.
+func (m *Manager) drop(owner, cid string) {
+	m.mu.Lock()
+	delete(m.secrets, cid)
+	h, ok := m.held[cid]
+	if ok {
+		m.forgetLocked(h)
+	}
+	m.mu.Unlock()
+	if ok && h.users == 0 {
+		h.close()
+	}
+	m.dropCheckpoint(context.Background(), owner, cid)
+	m.released(cid)
+}
+
+// Held reports how many interpreters the manager holds (for tests and
+// metrics).
+func (m *Manager) Held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.held)
+}
+
+// Close closes every held interpreter.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	hs := make([]*held, 0, len(m.held))
+	for _, h := range m.held {
+		h.removed = true
+		hs = append(hs, h)
+	}
+	m.held = map[string]*held{}
+	m.idle.Init()
+	m.mu.Unlock()
+	// A drain: every interpreter's state is checkpointed before it closes
+	// (bounded: a server told to stop has a grace period, not forever).
+	ctx, cancel := context.WithTimeout(context.Background(), closeCheckpointTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.saveAndClose(ctx, h)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// safeName is a file name's base without NUL ("file" when none is left):
+// names are checked where they arrive, this is the last guard.
+func safeName(name string) string {
+	name = strings.ReplaceAll(store.BaseName(name), "\x00", "")
+	if name == "" || name == "." || name == ".." {
+		name = "file"
+	}
+	return name
+}
+
+// memoryString is OpenAI's memory_limit spelling of b ("4g"); the default
+// for 0.
+func memoryString(b int64) string {
+	if b <= 0 {
+		return memlimit.Default
+	}
+	return memlimit.Format(b)
+}
+
+// ErrSecretsLost is matched by a run's error when the container was made
+// with domain secrets that this server does not hold: they live only in
+// the memory of the server that made the container, which has restarted
+// since (or another replica made it). Such a container runs no code until
+// a request resupplies the same policy (an auto container replaying it,
+// as a conversation's next turn does: samePolicy); one named by id cannot
+// carry a policy, so its caller makes a new container. It never runs
+// without its secrets.
+var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
+
+// KeepSecrets holds a container's domain secrets in memory for its life
+// (the Containers API's create, and auto containers).
+func (m *Manager) KeepSecrets(cid string, secrets []egress.Secret) {
+	if len(secrets) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets[cid] = append([]egress.Secret(nil), secrets...)
+}
+
+// ForgetSecrets drops a container's domain secrets (it was deleted).
+func (m *Manager) ForgetSecrets(cid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.secrets, cid)
+}
+
+// policy is the egress policy a container's interpreter gets: its stored
+// domains with the secrets held here, or ErrSecretsLost.
+func (m *Manager) policy(c store.Container) (*egress.Policy, error) {
+	if c.Network == nil {
+		return nil, nil
+	}
+	pol := &egress.Policy{AllowedDomains: append([]string(nil), c.Network.AllowedDomains...)}
+	if len(c.Network.Secrets) == 0 {
+		return pol, nil
+	}
+	m.mu.Lock()
+	kept := m.secrets[c.ID]
+	m.mu.Unlock()
+	if len(kept) != len(c.Network.Secrets) {
+		return nil, fmt.Errorf("%w: %s", ErrSecretsLost, c.ID)
+	}
+	pol.Secrets = kept
+	return pol, nil
+}
+
+func secretsOf(pol *egress.Policy) []egress.Secret {
+	if pol == nil {
+		return nil
+	}
+	return pol.Secrets
+}
+
+// samePolicy reports whether container c has pol (nil: none): the same
+// domains and secrets. A container whose secrets this server lost (a
+// restart) takes them again from a spec that names the same ones: the
+// request resupplied them.
+func (m *Manager) samePolicy(c store.Container, pol *egress.Policy) bool {
+	if c.Network == nil || pol == nil {
+		return c.Network == nil && pol == nil
+	}
+	if !sameSet(c.Network.AllowedDomains, pol.AllowedDomains) {
+		return false
+	}
+	refs := make([]string, 0, len(c.Network.Secrets))
+	for _, r := range c.Network.Secrets {
+		refs = append(refs, r.Domain+"\x00"+r.Name)
+	}
+	want := make([]string, 0, len(pol.Secrets))
+	for _, s := range pol.Secrets {
+		want = append(want, s.Domain+"\x00"+s.Name)
+	}
+	if !sameSet(refs, want) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept := m.secrets[c.ID]
+	if len(kept) == 0 && len(pol.Secrets) > 0 {
+		m.secrets[c.ID] = append([]egress.Secret(nil), pol.Secrets...)
+		return true
+	}
+	values := map[string]string{}
+	for _, s := range kept {
+		values[s.Domain+"\x00"+s.Name] = s.Value
+	}
+	for _, s := range pol.Secrets {
+		if values[s.Domain+"\x00"+s.Name] != s.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		if seen[x]--; seen[x] < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,254 @@
+package containers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/cluster"
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// Placement gives each container one holder among the replicas sharing
+// the store (cluster.Node): the one replica whose interpreter runs its
+// code. Runs arriving elsewhere are forwarded to it.
+type Placement interface {
+	// Claim makes this server the holder of the container unless another
+	// live one is; it is asked before every run.
+	Claim(ctx context.Context, cid string) (cluster.Lease, bool, error)
+	// Steal takes the container from a holder found gone.
+	Steal(ctx context.Context, cid string, gone cluster.Lease) (cluster.Lease, bool, error)
+	// Release gives the container up (its interpreter closed here).
+	Release(ctx context.Context, cid string)
+	// Forward runs payload at the holder (ServeForwarded there).
+	Forward(ctx context.Context, cid string, l cluster.Lease, payload []byte) ([]byte, error)
+}
+
+// forwardedRun is a run sent to the container's holder.
+type forwardedRun struct {
+	Owner     string `json:"owner"`
+	Container string `json:"container"`
+	Code      string `json:"code"`
+	// Fresh and Ran are the forwarding response's view of the container
+	// (made by it; code ran in it already), which decide whether a fresh
+	// interpreter is a reset the model must be told of.
+	Fresh  bool  `json:"fresh"`
+	Ran    bool  `json:"ran"`
+	Memory int64 `json:"memory"`
+	// Secrets are the container's domain secrets when the forwarding
+	// server holds them (they live only in memory): the holder keeps
+	// them if it lacks them.
+	Secrets []egress.Secret `json:"secrets,omitempty"`
+}
+
+// forwardedAnswer is the holder's answer.
+type forwardedAnswer struct {
+	Result RunResult    `json:"result"`
+	Error  *runErrorMsg `json:"error,omitempty"`
+}
+
+// runErrorMsg carries the errors callers branch on across the wire.
+type runErrorMsg struct {
+	Kind    string              `json:"kind"`
+	Message string              `json:"message"`
+	Limit   *sandbox.LimitError `json:"limit,omitempty"`
+}
+
+var runErrorKinds = []struct {
+	kind string
+	err  error
+}{
+	{"expired", ErrExpired},
+	{"not_found", ErrNotFound},
+	{"capacity", sandbox.ErrCapacity},
+	{"secrets_lost", ErrSecretsLost},
+	{"no_network", sandbox.ErrNoNetwork},
+	{"closed", sandbox.ErrClosed},
+}
+
+func encodeRunError(err error) *runErrorMsg {
+	msg := &runErrorMsg{Kind: "other", Message: err.Error()}
+	var le *sandbox.LimitError
+	if errors.As(err, &le) {
+		msg.Kind, msg.Limit = "limit", le
+		return msg
+	}
+	for _, k := range runErrorKinds {
+		if errors.Is(err, k.err) {
+			msg.Kind = k.kind
+			break
+		}
+	}
+	return msg
+}
+
+func (e *runErrorMsg) decode(addr string) error {
+	if e.Kind == "limit" && e.Limit != nil {
+		return e.Limit
+	}
+	for _, k := range runErrorKinds {
+		if e.Kind == k.kind {
+			return fmt.Errorf("%w (on the container's holder %s: %s)", k.err, addr, e.Message)
+		}
+	}
+	return fmt.Errorf("containers: on the container's holder %s: %s", addr, e.Message)
+}
+
+// drainWait bounds how long a run waits for a draining holder to
+// checkpoint and release the container.
+const drainWait = closeCheckpointTimeout + 5*time.Second
+
+// place decides where the run goes: here (done false: the caller runs it,
+// this server holding the lease), or to the container's holder (done:
+// res and err are its). A lease store that cannot be reached leaves the
+// run here: runs work without it, as before there were replicas.
+func (c *container) place(ctx context.Context, code string) (res RunResult, done bool, err error) {
+	m := c.m
+	p := m.cfg.Placement
+	cid := c.meta.ID
+	var payload []byte
+	waitUntil := time.Now().Add(drainWait)
+	for attempt := 0; ; attempt++ {
+		l, mine, err := p.Claim(ctx, cid)
+		if err != nil {
+			m.log.Warn("the container lease store could not be reached; the run stays here", zap.String("container_id", cid), zap.Error(err))
+			return RunResult{}, false, nil
+		}
+		if mine {
+			if c.h != nil && c.h.removed {
+				m.release(c.h)
+				c.h = nil
+			}
+			return RunResult{}, false, nil
+		}
+		// Another replica holds it. An interpreter held here (the lease
+		// was taken from this server) must not run again.
+		m.fence(cid)
+		if c.h != nil {
+			m.release(c.h)
+			c.h = nil
+		}
+		if payload == nil {
+			req := forwardedRun{Owner: c.meta.Owner, Container: cid, Code: code, Fresh: c.fresh, Ran: c.ran, Memory: c.memory}
+			m.mu.Lock()
+			req.Secrets = m.secrets[cid]
+			m.mu.Unlock()
+			if payload, err = json.Marshal(req); err != nil {
+				return RunResult{}, true, fmt.Errorf("containers: %w", err)
+			}
+		}
+		out, err := p.Forward(ctx, cid, l, payload)
+		switch {
+		case err == nil:
+			var a forwardedAnswer
+			if err := json.Unmarshal(out, &a); err != nil {
+				return RunResult{}, true, fmt.Errorf("containers: the holder's answer: %w", err)
+			}
+			if a.Error != nil {
+				return RunResult{}, true, a.Error.decode(l.Addr)
+			}
+			c.ran = true
+			return a.Result, true, nil
+		case errors.Is(err, cluster.ErrGone) && attempt < 8:
+			// The holder is gone (it did not start the run): take the
+			// container over, restoring its last checkpoint here.
+			m.log.Info("the container's holder is gone; taking it over", zap.String("container_id", cid), zap.String("holder", l.Addr), zap.Error(err))
+			if _, _, err := p.Steal(ctx, cid, l); err != nil {
+				m.log.Warn("taking the container over failed; the run stays here", zap.String("container_id", cid), zap.Error(err))
+				return RunResult{}, false, nil
+			}
+		case errors.Is(err, cluster.ErrDraining) && time.Now().Before(waitUntil):
+			// The holder is stopping: it releases the container once
+			// its checkpoint is written.
+			select {
+			case <-ctx.Done():
+				return RunResult{}, true, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		case errors.Is(err, cluster.ErrLost):
+			return RunResult{}, true, fmt.Errorf("containers: the server running the container's code went away during the run (%s): %w", l.Addr, sandbox.ErrClosed)
+		default:
+			return RunResult{}, true, fmt.Errorf("containers: forwarding the run to the container's holder: %w", err)
+		}
+	}
+}
+
+// ServeForwarded runs a run another replica forwarded to this one, the
+// holder of its container (cluster.Config.Handler; the lease was checked
+// by the caller). Its errors travel in the answer.
+func (m *Manager) ServeForwarded(ctx context.Context, cid string, payload []byte) ([]byte, error) {
+	var req forwardedRun
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, fmt.Errorf("containers: a forwarded run: %w", err)
+	}
+	if req.Container != cid {
+		return nil, fmt.Errorf("containers: a forwarded run of %s under the lease of %s", req.Container, cid)
+	}
+	answer := func(res RunResult, err error) ([]byte, error) {
+		a := forwardedAnswer{Result: res}
+		if err != nil {
+			a.Error = encodeRunError(err)
+		}
+		return json.Marshal(a)
+	}
+	m.mu.Lock()
+	m.claims[cid]++ // in use: not deleted for room meanwhile (unclaimed by Close)
+	m.mu.Unlock()
+	meta, err := m.st.GetContainer(ctx, req.Owner, cid)
+	if err != nil {
+		m.unclaim(cid)
+		if errors.Is(err, store.ErrNotFound) {
+			err = fmt.Errorf("%w: %s", ErrNotFound, cid)
+		}
+		return answer(RunResult{}, err)
+	}
+	if len(req.Secrets) > 0 {
+		m.mu.Lock()
+		if _, ok := m.secrets[cid]; !ok {
+			m.secrets[cid] = req.Secrets
+		}
+		m.mu.Unlock()
+	}
+	c := &container{m: m, meta: meta, fresh: req.Fresh, memory: req.Memory, ran: req.Ran, forwarded: true}
+	defer c.Close()
+	return answer(c.Run(ctx, req.Code))
+}
+
+// Fenced drops the interpreter held for cid after another replica took
+// its lease (cluster.Config.OnLost): it must not run again, and its state
+// is not checkpointed over the new holder's.
+func (m *Manager) Fenced(cid string) { m.fence(cid) }
+
+func (m *Manager) fence(cid string) {
+	m.mu.Lock()
+	h, ok := m.held[cid]
+	if ok {
+		m.forgetLocked(h)
+	}
+	idle := ok && h.users == 0
+	m.mu.Unlock()
+	if idle {
+		h.close()
+	}
+	// In use: the last response's release closes it.
+}
+
+// released gives up the container's lease once its interpreter here
+// closed, unless another was opened for it meanwhile.
+func (m *Manager) released(cid string) {
+	if m.cfg.Placement == nil {
+		return
+	}
+	m.mu.Lock()
+	_, again := m.held[cid]
+	m.mu.Unlock()
+	if !again {
+		m.cfg.Placement.Release(context.Background(), cid)
+	}
+}

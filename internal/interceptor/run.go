@@ -1,0 +1,110 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+)
+
+// This file runs a call's code: in the response's container when it has one,
+// else in a sandbox session opened on first use and kept for the response.
+
+func (l *loop) runCall(ctx context.Context, c *call) {
+	if l.x.ctr != nil {
+		l.runInContainer(ctx, c)
+		return
+	}
+	sess, fresh, res, ok := l.session(ctx)
+	if !ok {
+		c.res = res
+		return
+	}
+	r, err := sess.Run(ctx, c.code)
+	if err != nil {
+		outcome := sandbox.OutcomeCrashed
+		if ctx.Err() != nil {
+			outcome = sandbox.OutcomeCancelled
+		}
+		l.log.Warn("sandbox run failed", zap.String("call_id", c.callID), zap.Error(err))
+		c.res = sandbox.Result{Outcome: outcome, Detail: "the sandbox could not run the code"}
+		l.closeSession()
+		return
+	}
+	if fresh {
+		r.StateLost = true
+	}
+	c.res = r
+	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
+}
+
+// runInContainer runs a call in the response's container.
+func (l *loop) runInContainer(ctx context.Context, c *call) {
+	r, err := l.x.ctr.Run(ctx, c.code)
+	if err != nil {
+		var le *sandbox.LimitError
+		switch {
+		case ctx.Err() != nil:
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
+		case errors.Is(err, sandbox.ErrCapacity):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
+		case errors.As(err, &le):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
+		case errors.Is(err, containers.ErrExpired):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
+		case errors.Is(err, containers.ErrSecretsLost):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's domain_secrets were lost when the server restarted " +
+				"(they are kept only in its memory); send the same network_policy again on an auto container, or create a new container"}
+		case errors.Is(err, sandbox.ErrNoNetwork):
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server no longer offers (sandbox.network)"}
+		default:
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
+		}
+		l.log.Warn("container run failed", zap.String("call_id", c.callID), zap.Error(err))
+		return
+	}
+	c.res, c.reset, c.behind, c.changed, c.images = r.Result, r.Reset, r.Behind, r.Changed, r.Images
+	l.log.Debug("code call ran", zap.String("call_id", c.callID), zap.String("outcome", string(r.Outcome)), zap.Duration("duration", r.Duration))
+}
+
+// session returns the response's session, opening it on first use. fresh
+// is set when it replaces an earlier one (whose state is gone). On failure
+// ok is false and res says why, as a run outcome.
+func (l *loop) session(ctx context.Context) (s sandbox.Session, fresh bool, res sandbox.Result, ok bool) {
+	if l.sess != nil {
+		return l.sess, false, res, true
+	}
+	s, err := l.x.ic.provider.Open(ctx, sandbox.SessionOptions{MemoryBytes: l.x.req.memoryBytes, Owner: l.x.owner, Network: l.x.req.network})
+	if err != nil {
+		var le *sandbox.LimitError
+		switch {
+		case ctx.Err() != nil:
+			res = sandbox.Result{Outcome: sandbox.OutcomeCancelled, Detail: "the request was cancelled"}
+		case errors.Is(err, sandbox.ErrCapacity):
+			res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
+		case errors.As(err, &le):
+			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
+		case errors.Is(err, sandbox.ErrNoNetwork):
+			res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server does not offer (sandbox.network)"}
+		default:
+			res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the Python sandbox is unavailable"}
+		}
+		l.log.Warn("sandbox session open failed", zap.Error(err))
+		return nil, false, res, false
+	}
+	fresh = l.opened
+	l.sess, l.opened = s, true
+	return s, fresh, res, true
+}
+
+func (l *loop) closeSession() {
+	if l.sess != nil {
+		if err := l.sess.Close(); err != nil {
+			l.log.Warn("sandbox session close failed", zap.Error(err))
+		}
+		l.sess = nil
+	}
+}

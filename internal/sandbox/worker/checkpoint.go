@@ -1,0 +1,418 @@
+package worker
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"time"
+	"unsafe"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/codeinterp/codeinterp/internal/sandbox/internal/wire"
+)
+
+// Session checkpoints (issue 28). Between runs the kernel loop returns to
+// the host (bootstrap.py, "yield"), so no call is active and the linear
+// memory and globals are the whole of the interpreter's state, as when the
+// snapshot was taken. A checkpoint is then the pages that differ from the
+// snapshot's image, the exported mutable globals, and the files under
+// /tmp; /mnt/data is the store's and is put back by the server. A
+// restored session is the snapshot's instance with those pages, globals
+// and files written back, entering the kernel loop again (resumeEntry)
+// without post_restore.py: the session keeps its own seeds and state.
+//
+// The state is opaque to the server and sealed by it (package checkpoint)
+// before it leaves memory; the worker still checks everything it decodes,
+// and refuses a state made from another snapshot.
+
+// The kernel's answers to a yield (bootstrap.py).
+const (
+	statusYielded   = "yielded"
+	statusOpenFiles = "openfiles"
+)
+
+// resumeEntry enters the kernel loop of a restored session's state, or
+// again after a checkpoint: no warm-up, no reseeding.
+const resumeEntry = "_codeinterp_loop(False)\n"
+
+// stateFormat versions the encoding below.
+const stateFormat = 2
+
+// maxStateBytes bounds a decoded state (the whole linear memory, 4 GiB,
+// plus /tmp's bound): zstd is told so, so a small blob cannot expand
+// without limit.
+const maxStateBytes = 4<<30 + 1<<30
+
+// sessionState is a checkpoint's header. The encoding is zstd of: the
+// header's JSON length (uint32, big endian), the JSON, then the pages
+// listed in Pages, 64 KiB each, in order, each XORed with the snapshot's
+// page (or zero past the snapshot's memory).
+type sessionState struct {
+	Format int `json:"format"`
+	// Snapshot names the snapshot the pages are a delta against (its
+	// module's hash and creation time): restored only over the same one.
+	Snapshot       string            `json:"snapshot"`
+	MemoryPages    uint32            `json:"memory_pages"`
+	Globals        map[string]uint64 `json:"globals"`
+	MonotonicNanos int64             `json:"monotonic_ns"`
+	Pages          []uint32          `json:"pages"` // indexes of the pages that differ
+	Dirs           []stateFile       `json:"dirs"`  // under /tmp, parents first
+	Files          []stateFile       `json:"files"` // under /tmp
+
+	// pages is the decoder positioned at the pages (decodeState), read
+	// by apply straight into the new instance's memory.
+	pages *zstd.Decoder
+}
+
+type stateFile struct {
+	Path string      `json:"path"` // relative to /tmp
+	Mode fs.FileMode `json:"mode"`
+	Data []byte      `json:"data,omitempty"`
+}
+
+func snapshotID(m *SnapshotMeta) string {
+	return m.Module + "@" + m.Created.UTC().Format(time.RFC3339Nano)
+}
+
+// checkpoint takes the current session's state between runs.
+func (w *worker) checkpoint() *wire.Checkpoint {
+	if w.snap == nil || w.mod == nil {
+		return &wire.Checkpoint{Refused: "the worker starts interpreters cold (sandbox.snapshot: false): nothing to restore over"}
+	}
+	w.yielding.Store(true)
+	defer w.yielding.Store(false)
+	status, err := w.yieldGuest()
+	if err != nil {
+		return &wire.Checkpoint{Refused: err.Error()}
+	}
+	if status == statusOpenFiles {
+		return &wire.Checkpoint{Refused: "the session holds open files (a restored session could not have them)"}
+	}
+	select {
+	case <-w.yielded:
+	case err := <-w.exited:
+		w.exited <- err // the run path reports the end
+		return &wire.Checkpoint{Refused: "the interpreter ended"}
+	}
+	st, err := w.capture()
+	w.resume <- struct{}{}
+	if err != nil {
+		return &wire.Checkpoint{Refused: err.Error()}
+	}
+	return &wire.Checkpoint{State: st}
+}
+
+// yieldGuest asks the kernel loop to return to the host and waits for
+// its answer.
+func (w *worker) yieldGuest() (string, error) {
+	nonce := newNonce()
+	done := w.stderr.expect(nonce)
+	go func() { _, _ = w.stdinW.Write([]byte(nonce + " 0 yield\n")) }()
+	timer := time.NewTimer(warmUpTimeout)
+	defer timer.Stop()
+	select {
+	case status := <-done:
+		if status != statusYielded && status != statusOpenFiles {
+			return "", fmt.Errorf("the kernel answered a checkpoint with %q", status)
+		}
+		return status, nil
+	case err := <-w.exited:
+		w.exited <- err
+		return "", errors.New("the interpreter ended")
+	case <-timer.C:
+		return "", errors.New("the kernel did not answer a checkpoint")
+	}
+}
+
+// capture encodes the quiescent session.
+func (w *worker) capture() ([]byte, error) {
+	mem := w.mod.Memory()
+	st := &sessionState{
+		Format: stateFormat, Snapshot: snapshotID(w.snap.meta),
+		MemoryPages: mem.Size() / wasmPageSize, Globals: map[string]uint64{},
+		MonotonicNanos: hostMonotonic(),
+	}
+	for name := range w.snap.meta.Globals {
+		g := w.mod.ExportedGlobal(name)
+		if g == nil {
+			return nil, fmt.Errorf("global %q is not exported", name)
+		}
+		st.Globals[name] = g.Get()
+	}
+	cur, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return nil, errors.New("read linear memory")
+	}
+	// First pass: which pages differ. The pages themselves go straight
+	// from the memory into the compressor below: a copy of tens of MB
+	// would be allocated in the cgroup the guest's memory already fills.
+	base := make([]byte, wasmPageSize)
+	zero := make([]byte, wasmPageSize)
+	basePages := uint32(w.snap.size / wasmPageSize)
+	written, known := writtenPages(w.snap.pagemap, cur, st.MemoryPages)
+	for i := range st.MemoryPages {
+		if known && !written[i] {
+			continue // still the image's page (or never touched): equal
+		}
+		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
+		ref := zero
+		if i < basePages {
+			if _, err := w.snap.image.ReadAt(base, int64(i)*wasmPageSize); err != nil {
+				return nil, fmt.Errorf("read the snapshot image: %w", err)
+			}
+			ref = base
+		}
+		if !bytes.Equal(page, ref) {
+			st.Pages = append(st.Pages, i)
+		}
+	}
+	err := fs.WalkDir(w.scratch.tmp.IOFS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			st.Dirs = append(st.Dirs, stateFile{Path: p, Mode: info.Mode().Perm()})
+		case info.Mode().IsRegular():
+			data, err := fs.ReadFile(w.scratch.tmp.IOFS(), p)
+			if err != nil {
+				return err
+			}
+			st.Files = append(st.Files, stateFile{Path: p, Mode: info.Mode().Perm(), Data: data})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read /tmp: %w", err)
+	}
+	header, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, err
+	}
+	_ = binary.Write(zw, binary.BigEndian, uint32(len(header)))
+	_, _ = zw.Write(header)
+	// Each page goes as its XOR with the snapshot's (zero beyond it): a
+	// page where the code changed a few counters is mostly zeros, which
+	// zstd passes at memory speed and stores in a few bytes.
+	delta := make([]byte, wasmPageSize)
+	for _, i := range st.Pages {
+		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
+		copy(delta, page)
+		if i < basePages {
+			if _, err := w.snap.image.ReadAt(base, int64(i)*wasmPageSize); err != nil {
+				return nil, fmt.Errorf("read the snapshot image: %w", err)
+			}
+			subtle.XORBytes(delta, page, base)
+		}
+		if _, err := zw.Write(delta); err != nil {
+			return nil, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// writtenPages reports, for each wasm page of mem, whether the process
+// wrote any of its OS pages since they were mapped: /proc/self/pagemap
+// shows such a page present and anonymous (the private copy of an image
+// page, or fresh memory), or swapped. A page not written is the
+// snapshot's (or zero past it) and need not be compared. known is false
+// when pagemap cannot be read; then every page is compared.
+func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []bool, known bool) {
+	if pagemap == nil || len(mem) == 0 {
+		return nil, false
+	}
+	const osPage = 4096
+	if os.Getpagesize() != osPage {
+		return nil, false
+	}
+	const perPage = wasmPageSize / osPage
+	entries := make([]byte, int(pages)*perPage*8)
+	addr := uintptr(unsafe.Pointer(&mem[0]))
+	if addr%osPage != 0 {
+		return nil, false
+	}
+	if _, err := pagemap.ReadAt(entries, int64(addr/osPage)*8); err != nil {
+		return nil, false
+	}
+	const (
+		present = 1 << 63
+		swapped = 1 << 62
+		file    = 1 << 61 // file page or shared anonymous
+	)
+	written = make([]bool, pages)
+	for i := range written {
+		for j := range perPage {
+			e := binary.LittleEndian.Uint64(entries[(i*perPage+j)*8:])
+			if e&swapped != 0 || e&present != 0 && e&file == 0 {
+				written[i] = true
+				break
+			}
+		}
+	}
+	return written, true
+}
+
+// decodeState decodes and checks a state against the snapshot this worker
+// restores from.
+func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
+	zr, header, err := openState(b)
+	if err != nil {
+		return nil, err
+	}
+	st := &sessionState{}
+	defer func() {
+		if st.pages == nil {
+			zr.Close()
+		}
+	}()
+	if err := json.Unmarshal(header, st); err != nil {
+		return nil, fmt.Errorf("state header: %w", err)
+	}
+	switch {
+	case st.Format != stateFormat:
+		return nil, fmt.Errorf("state format %d, this worker reads %d", st.Format, stateFormat)
+	case st.Snapshot != snapshotID(meta):
+		return nil, fmt.Errorf("the state was taken over snapshot %s, this worker restores %s", st.Snapshot, snapshotID(meta))
+	case st.MemoryPages < meta.Pages || st.MemoryPages > 65536:
+		return nil, fmt.Errorf("state of %d memory pages (the snapshot has %d)", st.MemoryPages, meta.Pages)
+	case len(st.Globals) != len(meta.Globals):
+		return nil, fmt.Errorf("state with %d globals, the snapshot %d", len(st.Globals), len(meta.Globals))
+	}
+	for name := range st.Globals {
+		if _, ok := meta.Globals[name]; !ok {
+			return nil, fmt.Errorf("state sets global %q, which the snapshot does not have", name)
+		}
+	}
+	last := int64(-1)
+	for _, p := range st.Pages {
+		if int64(p) <= last || p >= st.MemoryPages {
+			return nil, errors.New("state pages out of order or outside its memory")
+		}
+		last = int64(p)
+	}
+	for _, f := range append(append([]stateFile(nil), st.Dirs...), st.Files...) {
+		if !fs.ValidPath(f.Path) || f.Path == "." || path.Clean(f.Path) != f.Path {
+			return nil, fmt.Errorf("state file path %q", f.Path)
+		}
+	}
+	st.pages = zr
+	return st, nil
+}
+
+// openState starts decoding a state: the decompressor, positioned after
+// the header, and the header's JSON.
+func openState(b []byte) (*zstd.Decoder, []byte, error) {
+	zr, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderMaxMemory(maxStateBytes), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	var n uint32
+	if err := binary.Read(zr, binary.BigEndian, &n); err != nil {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header: %w", err)
+	}
+	if n > 64<<20 {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header of %d bytes", n)
+	}
+	header := make([]byte, n)
+	if _, err := io.ReadFull(zr, header); err != nil {
+		zr.Close()
+		return nil, nil, fmt.Errorf("state header: %w", err)
+	}
+	return zr, header, nil
+}
+
+// apply writes the state into a freshly restored instance and its
+// scratch space.
+func (st *sessionState) apply(mod api.Module, sc *scratch) error {
+	mem := mod.Memory()
+	if cur := mem.Size() / wasmPageSize; cur < st.MemoryPages {
+		if _, ok := mem.Grow(st.MemoryPages - cur); !ok {
+			return fmt.Errorf("grow memory to %d pages", st.MemoryPages)
+		}
+	} else if cur > st.MemoryPages {
+		return fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages)
+	}
+	defer st.pages.Close()
+	delta := make([]byte, wasmPageSize)
+	for _, p := range st.Pages {
+		view, ok := mem.Read(p*wasmPageSize, wasmPageSize)
+		if !ok {
+			return fmt.Errorf("page %d outside memory", p)
+		}
+		// The fresh instance holds the snapshot's page (zero beyond
+		// it): the page's XOR with it gives the session's page back.
+		if _, err := io.ReadFull(st.pages, delta); err != nil {
+			return fmt.Errorf("state pages: %w", err)
+		}
+		subtle.XORBytes(view, view, delta)
+	}
+	// The end of the frame is where zstd checks its checksum: a state
+	// cut short or changed fails here, and the instance is thrown away.
+	if n, err := st.pages.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return fmt.Errorf("state pages: %d bytes after them (%v)", n, err)
+	}
+	for name, v := range st.Globals {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+		if !ok {
+			return fmt.Errorf("global %q is not an exported mutable global", name)
+		}
+		g.Set(v)
+	}
+	for _, d := range st.Dirs {
+		if err := sc.tmp.MkdirAll(d.Path, d.Mode|0o700); err != nil {
+			return fmt.Errorf("/tmp/%s: %w", d.Path, err)
+		}
+	}
+	for _, f := range st.Files {
+		if err := sc.tmp.WriteFile(f.Path, f.Data, f.Mode); err != nil {
+			return fmt.Errorf("/tmp/%s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// SnapshotID names the snapshot in dir as a session state names its base
+// (StateSnapshot): states restore only over the same one.
+func SnapshotID(meta *SnapshotMeta) string { return snapshotID(meta) }
+
+// StateSnapshot returns the snapshot a session state was taken over, from
+// its header alone; the server uses it to start the state's worker on
+// that snapshot. The worker checks the whole state again.
+func StateSnapshot(state []byte) (string, error) {
+	zr, header, err := openState(state)
+	if err != nil {
+		return "", err
+	}
+	zr.Close()
+	var st struct {
+		Format   int    `json:"format"`
+		Snapshot string `json:"snapshot"`
+	}
+	if err := json.Unmarshal(header, &st); err != nil || st.Format != stateFormat || st.Snapshot == "" {
+		return "", fmt.Errorf("state header: format %d, snapshot %q (%v)", st.Format, st.Snapshot, err)
+	}
+	return st.Snapshot, nil
+}

@@ -1,0 +1,643 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/store/internal/storeutil"
+)
+
+// DefaultPrefix starts every key the store writes, so one Redis can be
+// shared with other applications (or other codeinterp deployments, each
+// with its own prefix).
+const DefaultPrefix = "codeinterp:"
+
+// putRetries bounds PutFile's optimistic retries when another writer
+// replaces the same path between its read and its script.
+const putRetries = 8
+
+// Store is the Redis store. It is safe for concurrent use, and any number
+// of Stores (replicas) may share one Redis.
+type Store struct {
+	conn
+	limits  store.Limits
+	scripts scripts
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Option configures New and NewClient, NewResponses and
+// NewResponsesClient, and NewConversations and NewConversationsClient: one
+// set of options for the three stores, which may share one Redis (under
+// one prefix their keys — c:, f:, resp:, conv: and the rest — stay apart).
+type Option func(*options)
+
+// options are what Options set.
+type options struct {
+	prefix string
+}
+
+// WithPrefix sets the key prefix (default DefaultPrefix).
+func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// apply returns the options opts set over the defaults.
+func apply(opts []Option) options {
+	o := options{prefix: DefaultPrefix}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// New connects to the Redis at url (redis://[user:pass@]host:port/db, or
+// rediss:// for TLS) and checks it answers PING. limits bound what the
+// store holds; now is the clock (tests), nil means time.Now.
+func New(ctx context.Context, url string, limits store.Limits, now func() time.Time, opts ...Option) (*Store, error) {
+	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Store, error) {
+		return NewClient(ctx, rdb, limits, now, opts...)
+	})
+}
+
+// NewClient is New over a client the caller made (and closes: the
+// Store's Close leaves it open).
+func NewClient(ctx context.Context, rdb goredis.UniversalClient, limits store.Limits, now func() time.Time, opts ...Option) (*Store, error) {
+	c, err := newConn(ctx, rdb, now, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: c, limits: limits, scripts: newScripts()}, nil
+}
+
+// ownerPrefix is the prefix of all of owner's keys.
+func (s *Store) ownerPrefix(owner string) string { return ownerPrefix(s.prefix, owner) }
+
+// ownerPrefix is the prefix of all of owner's keys under prefix, Store's
+// and Responses' alike. The owner is the hash tag (one Cluster slot per
+// owner); an owner that is not a plain token (Owner's hashes are) is
+// hashed, so no owner string can reach into another owner's keys.
+func ownerPrefix(prefix, owner string) string {
+	tag := owner
+	if !plainToken(owner) {
+		sum := sha256.Sum256([]byte(owner))
+		tag = "h_" + hex.EncodeToString(sum[:16])
+	}
+	return prefix + "{" + tag + "}:"
+}
+
+func plainToken(s string) bool {
+	if s == "" || len(s) > 100 || strings.HasPrefix(s, "h_") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// member is an index entry: created_at, fixed-width so that lexical order
+// is numeric order, then the id.
+func member(createdAt int64, id string) string { return padded(createdAt) + ":" + id }
+
+func padded(createdAt int64) string { return fmt.Sprintf("%020d", createdAt) }
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// run runs a script for owner at now and returns its status and details.
+func (s *Store) run(ctx context.Context, sc *goredis.Script, owner string, now time.Time, args ...any) ([]string, error) {
+	kp := s.ownerPrefix(owner)
+	all := append([]any{kp, now.UnixMilli(), fmt.Sprintf("%d:%d", ms(s.limits.ExpiredMemory), ms(s.limits.ExpiredKeep))}, args...)
+	// The one declared key routes the call to the owner's slot.
+	res, err := sc.Run(ctx, s.rdb, []string{kp + "live"}, all...).StringSlice()
+	if err != nil {
+		return nil, s.wrap(ctx, err)
+	}
+	if len(res) == 0 {
+		return nil, errors.New("store/redis: empty script reply")
+	}
+	if res[0] == "quota" && len(res) == 3 {
+		max, _ := strconv.ParseInt(res[2], 10, 64)
+		return res, &store.QuotaError{Limit: res[1], Max: max}
+	}
+	return res, nil
+}
+
+// wrap turns Redis' out-of-memory refusal into a QuotaError (the store is
+// full: a client error to report, not a server fault) that still says what
+// Redis said, and wraps anything else.
+func (s *Store) wrap(ctx context.Context, err error) error { return wrap(ctx, s.rdb, err) }
+
+// wrap is Store.wrap over rdb (Responses' too).
+func wrap(ctx context.Context, rdb goredis.UniversalClient, err error) error {
+	var re goredis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+		q := &store.QuotaError{Limit: store.LimitStoreMemory, Max: maxMemory(ctx, rdb)}
+		return fmt.Errorf("%w (redis: %v)", q, err)
+	}
+	return fmt.Errorf("store/redis: %w", err)
+}
+
+// maxMemory is Redis' maxmemory, best effort (managed Redis may forbid
+// CONFIG): 0 when unknown.
+func maxMemory(ctx context.Context, rdb goredis.UniversalClient) int64 {
+	v, err := rdb.ConfigGet(ctx, "maxmemory").Result()
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v["maxmemory"], 10, 64)
+	return n
+}
+
+func status(res []string, what string) error {
+	switch res[0] {
+	case "ok":
+		return nil
+	case "notfound":
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	case "expired":
+		return fmt.Errorf("%s: %w", what, store.ErrExpired)
+	case "taken":
+		return fmt.Errorf("store/redis: %s: the id is taken", what)
+	}
+	return fmt.Errorf("store/redis: %s: unexpected script reply %q", what, res[0])
+}
+
+// PutContainer implements store.Store.
+func (s *Store) PutContainer(ctx context.Context, c store.Container) error {
+	now := s.now()
+	c, err := storeutil.CheckContainer(c, now)
+	if err != nil {
+		return err
+	}
+	meta, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("store/redis: %w", err)
+	}
+	res, err := s.run(ctx, s.scripts.putContainer, c.Owner, now,
+		c.ID, meta, member(c.CreatedAt, c.ID), c.LastActiveAt, c.ExpiresAfterMinutes, s.limits.OwnerContainers)
+	if err != nil {
+		return err
+	}
+	return status(res, "container "+c.ID)
+}
+
+// decodeContainer reads a container hash's meta and la fields.
+func decodeContainer(meta, la any) (store.Container, bool, error) {
+	ms, ok := meta.(string)
+	if !ok {
+		return store.Container{}, false, nil
+	}
+	var c store.Container
+	if err := json.Unmarshal([]byte(ms), &c); err != nil {
+		return c, false, fmt.Errorf("store/redis: container record: %w", err)
+	}
+	if las, ok := la.(string); ok {
+		if n, err := strconv.ParseInt(las, 10, 64); err == nil {
+			c.LastActiveAt = n // touches update only this field
+		}
+	}
+	return c, true, nil
+}
+
+// GetContainer implements store.Store.
+func (s *Store) GetContainer(ctx context.Context, owner, id string) (store.Container, error) {
+	if !store.ValidID(id) {
+		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	v, err := s.rdb.HMGet(ctx, s.ownerPrefix(owner)+"c:"+id, "meta", "la").Result()
+	if err != nil {
+		return store.Container{}, s.wrap(ctx, err)
+	}
+	return s.container(v[0], v[1], id)
+}
+
+// container decodes a container record and applies ExpiredMemory.
+func (s *Store) container(meta, la any, id string) (store.Container, error) {
+	c, ok, err := decodeContainer(meta, la)
+	if err != nil {
+		return store.Container{}, err
+	}
+	if !ok || storeutil.Forgotten(c, s.limits, s.now()) {
+		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	return c, nil
+}
+
+// TouchContainer implements store.Store.
+func (s *Store) TouchContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	if !store.ValidID(id) {
+		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	res, err := s.run(ctx, s.scripts.touch, owner, now, id, now.Unix())
+	if err != nil {
+		return store.Container{}, err
+	}
+	if err := status(res, "container "+id); err != nil {
+		return store.Container{}, err
+	}
+	c, _, err := decodeContainer(res[1], nil)
+	c.LastActiveAt = now.Unix()
+	return c, err
+}
+
+// ReviveContainer implements store.Store.
+func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	if !store.ValidID(id) {
+		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	res, err := s.run(ctx, s.scripts.revive, owner, now, id, now.Unix(), s.limits.OwnerContainers)
+	if err != nil {
+		return store.Container{}, err
+	}
+	if err := status(res, "container "+id); err != nil {
+		return store.Container{}, err
+	}
+	c, _, err := decodeContainer(res[1], nil)
+	c.LastActiveAt = now.Unix()
+	return c, err
+}
+
+// DeleteContainer implements store.Store.
+func (s *Store) DeleteContainer(ctx context.Context, owner, id string) error {
+	if !store.ValidID(id) {
+		return fmt.Errorf("container %s: %w", id, store.ErrNotFound)
+	}
+	res, err := s.run(ctx, s.scripts.deleteContainer, owner, s.now(), id)
+	if err != nil {
+		return err
+	}
+	return status(res, "container "+id)
+}
+
+// ListContainers implements store.Store.
+func (s *Store) ListContainers(ctx context.Context, owner string, o store.ListOptions) ([]store.Container, bool, error) {
+	o, err := o.Normalize()
+	if err != nil {
+		return nil, false, err
+	}
+	kp := s.ownerPrefix(owner)
+	after := ""
+	if o.After != "" {
+		if !store.ValidID(o.After) {
+			return nil, false, nil
+		}
+		m, err := s.rdb.HGet(ctx, kp+"c:"+o.After, "m").Result()
+		if errors.Is(err, goredis.Nil) {
+			return nil, false, nil // unknown after: an empty page
+		}
+		if err != nil {
+			return nil, false, s.wrap(ctx, err)
+		}
+		after = m
+	}
+	now := s.now()
+	var page []store.Container
+	more, err := s.scan(ctx, kp+"containers", o, after, func(members []string) (int, error) {
+		cmds, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, m := range members {
+				p.HMGet(ctx, kp+"c:"+idOf(m), "meta", "la")
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, s.wrap(ctx, err)
+		}
+		var gone []any
+		n := 0
+		for i, cmd := range cmds {
+			v := cmd.(*goredis.SliceCmd).Val()
+			c, ok, err := decodeContainer(v[0], v[1])
+			if err != nil {
+				return 0, err
+			}
+			switch {
+			case !ok:
+				gone = append(gone, members[i]) // its key expired: prune the index
+			case c.Expired(now) || (o.Name != "" && c.Name != o.Name):
+			default:
+				if len(page) <= o.Limit {
+					page = append(page, c)
+				}
+				n++
+			}
+		}
+		if len(gone) > 0 {
+			if err := s.rdb.ZRem(ctx, kp+"containers", gone...).Err(); err != nil {
+				return 0, s.wrap(ctx, err)
+			}
+		}
+		return n, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if more || len(page) > o.Limit {
+		return page[:min(len(page), o.Limit)], true, nil
+	}
+	return page, false, nil
+}
+
+func idOf(member string) string {
+	_, id, _ := strings.Cut(member, ":")
+	return id
+}
+
+// scan walks the index zset key in o.Order from after (a member, "" for
+// the start), handing chunks of members to take, which returns how many
+// of them it kept, until o.Limit+1 are kept (then more is true) or the
+// index ends. The cursor is the last member seen, never an offset, so
+// writes between chunks neither skip nor repeat items.
+func (s *Store) scan(ctx context.Context, key string, o store.ListOptions, after string, take func([]string) (int, error)) (bool, error) {
+	chunk := int64(o.Limit + 1)
+	kept := 0
+	for {
+		z := goredis.ZRangeArgs{Key: key, ByLex: true, Count: chunk}
+		switch {
+		case o.Order == "asc":
+			z.Start, z.Stop = "-", "+"
+			if after != "" {
+				z.Start = "(" + after
+			}
+		default:
+			z.Start, z.Stop, z.Rev = "+", "-", true
+			if after != "" {
+				z.Start = "(" + after
+			}
+		}
+		members, err := s.rdb.ZRangeArgs(ctx, z).Result()
+		if err != nil {
+			return false, s.wrap(ctx, err)
+		}
+		if len(members) == 0 {
+			return false, nil
+		}
+		n, err := take(members)
+		if err != nil {
+			return false, err
+		}
+		kept += n
+		if kept > o.Limit {
+			return true, nil
+		}
+		if int64(len(members)) < chunk {
+			return false, nil
+		}
+		after = members[len(members)-1]
+	}
+}
+
+// fileRecord is what one HMGET of a file hash returns.
+type fileRecord struct {
+	f    store.File
+	data []byte
+}
+
+// getFile reads owner's file id in containerID ("" for the Files API),
+// with its bytes when withData, checking the container (in the same
+// MULTI, so the answer is one consistent view).
+func (s *Store) getFile(ctx context.Context, owner, containerID, id string, withData bool) (fileRecord, error) {
+	notFound := fmt.Errorf("file %s: %w", id, store.ErrNotFound)
+	if !store.ValidID(id) {
+		return fileRecord{}, notFound
+	}
+	if containerID != "" && !store.ValidID(containerID) {
+		return fileRecord{}, fmt.Errorf("container %s: %w", containerID, store.ErrNotFound)
+	}
+	kp := s.ownerPrefix(owner)
+	ck, data := "", "0"
+	if containerID != "" {
+		ck = kp + "c:" + containerID
+	}
+	if withData {
+		data = "1"
+	}
+	// The one declared key routes the call to the owner's slot.
+	v, err := s.scripts.readFile.Run(ctx, s.rdb, []string{kp + "live"}, ck, kp+"f:"+id, data).Slice()
+	if err != nil {
+		return fileRecord{}, s.wrap(ctx, err)
+	}
+	if len(v) != 5 {
+		return fileRecord{}, fmt.Errorf("store/redis: read reply of %d values", len(v))
+	}
+	now := s.now()
+	if containerID != "" {
+		c, err := s.container(v[0], v[1], containerID)
+		if err != nil {
+			return fileRecord{}, err
+		}
+		if c.Expired(now) {
+			return fileRecord{}, fmt.Errorf("container %s: %w", containerID, store.ErrExpired)
+		}
+	}
+	meta, ok := v[2].(string)
+	if !ok || v[3] != containerID {
+		return fileRecord{}, notFound
+	}
+	var r fileRecord
+	if err := json.Unmarshal([]byte(meta), &r.f); err != nil {
+		return fileRecord{}, fmt.Errorf("store/redis: file record: %w", err)
+	}
+	if containerID == "" && storeutil.FileExpired(r.f, now) {
+		return fileRecord{}, notFound
+	}
+	if withData {
+		d, _ := v[4].(string)
+		r.data = []byte(d)
+	}
+	return r, nil
+}
+
+// PutFile implements store.Store. It does not touch the container: callers
+// that count an upload as use call TouchContainer.
+func (s *Store) PutFile(ctx context.Context, f store.File, data []byte) (store.File, error) {
+	now := s.now()
+	f, err := storeutil.PrepareFile(f, data, s.limits, now)
+	if err != nil {
+		return store.File{}, err
+	}
+	if f.ContainerID == "" {
+		return s.putAPIFile(ctx, f, data, now)
+	}
+	kp := s.ownerPrefix(f.Owner)
+	for range putRetries {
+		// A replacement keeps the id and creation time of the file at its
+		// path; the script checks the path still holds what was read here.
+		g := f
+		cur, err := s.rdb.HGet(ctx, kp+"cp:"+f.ContainerID, f.Path).Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			cur = ""
+		case err != nil:
+			return store.File{}, s.wrap(ctx, err)
+		default:
+			old, err := s.rdb.HGet(ctx, kp+"f:"+cur, "meta").Result()
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return store.File{}, s.wrap(ctx, err)
+			}
+			var of store.File
+			if json.Unmarshal([]byte(old), &of) == nil {
+				g.CreatedAt = of.CreatedAt
+			}
+			g.ID = cur
+		}
+		meta, err := json.Marshal(g)
+		if err != nil {
+			return store.File{}, fmt.Errorf("store/redis: %w", err)
+		}
+		res, err := s.run(ctx, s.scripts.putContainerFile, f.Owner, now,
+			f.ContainerID, g.ID, g.Path, meta, data, g.Bytes, member(g.CreatedAt, g.ID), cur,
+			s.limits.ContainerBytes, s.limits.ContainerFiles, s.limits.OwnerBytes, storeutil.DataDir)
+		if err != nil {
+			return store.File{}, err
+		}
+		switch {
+		case res[0] == "retry":
+			continue
+		case res[0] == "conflict" && len(res) == 2:
+			return store.File{}, &store.PathConflictError{Path: g.Path, Other: res[1]}
+		}
+		if err := status(res, "container "+f.ContainerID); err != nil {
+			return store.File{}, err
+		}
+		return g, nil
+	}
+	return store.File{}, fmt.Errorf("store/redis: file %s: too many concurrent writers", f.Path)
+}
+
+func (s *Store) putAPIFile(ctx context.Context, f store.File, data []byte, now time.Time) (store.File, error) {
+	meta, err := json.Marshal(f)
+	if err != nil {
+		return store.File{}, fmt.Errorf("store/redis: %w", err)
+	}
+	var exp int64
+	if f.ExpiresAt != 0 {
+		exp = f.ExpiresAt * 1000
+	}
+	res, err := s.run(ctx, s.scripts.putAPIFile, f.Owner, now,
+		f.ID, meta, data, f.Bytes, member(f.CreatedAt, f.ID), padded(f.CreatedAt), exp,
+		s.limits.OwnerFiles, s.limits.OwnerBytes)
+	if err != nil {
+		return store.File{}, err
+	}
+	if err := status(res, "file "+f.ID); err != nil {
+		return store.File{}, err
+	}
+	return f, nil
+}
+
+// GetFile implements store.Store. A file of an expired container is
+// ErrExpired (the container is remembered, its files are gone).
+func (s *Store) GetFile(ctx context.Context, owner, containerID, id string) (store.File, error) {
+	r, err := s.getFile(ctx, owner, containerID, id, false)
+	return r.f, err
+}
+
+// FileContent implements store.Store.
+func (s *Store) FileContent(ctx context.Context, owner, containerID, id string) ([]byte, error) {
+	r, err := s.getFile(ctx, owner, containerID, id, true)
+	return r.data, err
+}
+
+// ListFiles implements store.Store (ErrExpired for an expired container).
+func (s *Store) ListFiles(ctx context.Context, owner, containerID string, o store.ListOptions) ([]store.File, bool, error) {
+	o, err := o.Normalize()
+	if err != nil {
+		return nil, false, err
+	}
+	kp := s.ownerPrefix(owner)
+	index := kp + "files"
+	if containerID != "" {
+		c, err := s.GetContainer(ctx, owner, containerID)
+		if err != nil {
+			return nil, false, err
+		}
+		if c.Expired(s.now()) {
+			return nil, false, fmt.Errorf("container %s: %w", containerID, store.ErrExpired)
+		}
+		index = kp + "cl:" + containerID
+	}
+	after := ""
+	if o.After != "" {
+		if !store.ValidID(o.After) {
+			return nil, false, nil
+		}
+		v, err := s.rdb.HMGet(ctx, kp+"f:"+o.After, "m", "cid").Result()
+		if err != nil {
+			return nil, false, s.wrap(ctx, err)
+		}
+		m, ok := v[0].(string)
+		if !ok || v[1] != containerID {
+			return nil, false, nil // unknown after: an empty page
+		}
+		after = m
+	}
+	now := s.now()
+	var page []store.File
+	more, err := s.scan(ctx, index, o, after, func(members []string) (int, error) {
+		cmds, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, m := range members {
+				p.HGet(ctx, kp+"f:"+idOf(m), "meta")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return 0, s.wrap(ctx, err)
+		}
+		n := 0
+		for _, cmd := range cmds {
+			meta, err := cmd.(*goredis.StringCmd).Result()
+			if err != nil {
+				continue // vanished (expired) between the index and the read
+			}
+			var f store.File
+			if err := json.Unmarshal([]byte(meta), &f); err != nil {
+				return 0, fmt.Errorf("store/redis: file record: %w", err)
+			}
+			if containerID == "" && storeutil.FileExpired(f, now) {
+				continue
+			}
+			if len(page) <= o.Limit {
+				page = append(page, f)
+			}
+			n++
+		}
+		return n, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if more || len(page) > o.Limit {
+		return page[:min(len(page), o.Limit)], true, nil
+	}
+	return page, false, nil
+}
+
+// DeleteFile implements store.Store.
+func (s *Store) DeleteFile(ctx context.Context, owner, containerID, id string) error {
+	if !store.ValidID(id) || (containerID != "" && !store.ValidID(containerID)) {
+		return fmt.Errorf("file %s: %w", id, store.ErrNotFound)
+	}
+	res, err := s.run(ctx, s.scripts.deleteFile, owner, s.now(), containerID, id)
+	if err != nil {
+		return err
+	}
+	return status(res, "file "+id)
+}
