@@ -238,20 +238,7 @@ func (s *Store) GetContainer(ctx context.Context, owner, id string) (store.Conta
 // TouchContainer implements store.Store. The container's files need no
 // refresh here: they live exactly as long as their container.
 func (s *Store) TouchContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
-	if err := ctx.Err(); err != nil {
-		return store.Container{}, err
-	}
-	if now.IsZero() {
-		now = s.now()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.liveContainer(s.owner(owner, false), id, now)
-	if err != nil {
-		return store.Container{}, err
-	}
-	c.c.LastActiveAt = now.Unix()
-	return c.c, nil
+	return s.touch(ctx, owner, id, now, false)
 }
 
 // ListContainers implements store.Store.
@@ -309,6 +296,12 @@ func (s *Store) DeleteContainer(ctx context.Context, owner, id string) error {
 
 // ReviveContainer implements store.Store.
 func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	return s.touch(ctx, owner, id, now, true)
+}
+
+// touch sets the container's last use to now; revive lets it bring an
+// expired container whose files are kept back.
+func (s *Store) touch(ctx context.Context, owner, id string, now time.Time, revive bool) (store.Container, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Container{}, err
 	}
@@ -323,7 +316,7 @@ func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.
 		return store.Container{}, err
 	}
 	if c.expired {
-		if c.dropped {
+		if !revive || c.dropped {
 			return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrExpired)
 		}
 		if s.limits.OwnerContainers > 0 && o.live >= s.limits.OwnerContainers {

@@ -237,33 +237,28 @@ func (s *Store) container(meta, la any, id string) (store.Container, error) {
 
 // TouchContainer implements store.Store.
 func (s *Store) TouchContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
-	if !store.ValidID(id) {
-		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
-	}
-	if now.IsZero() {
-		now = s.now()
-	}
-	res, err := s.run(ctx, s.scripts.touch, owner, now, id, now.Unix())
-	if err != nil {
-		return store.Container{}, err
-	}
-	if err := status(res, "container "+id); err != nil {
-		return store.Container{}, err
-	}
-	c, _, err := decodeContainer(res[1], nil)
-	c.LastActiveAt = now.Unix()
-	return c, err
+	return s.touch(ctx, owner, id, now, false)
 }
 
 // ReviveContainer implements store.Store.
 func (s *Store) ReviveContainer(ctx context.Context, owner, id string, now time.Time) (store.Container, error) {
+	return s.touch(ctx, owner, id, now, true)
+}
+
+// touch sets the container's last use to now; revive lets it bring an
+// expired container whose files are kept back.
+func (s *Store) touch(ctx context.Context, owner, id string, now time.Time, revive bool) (store.Container, error) {
 	if !store.ValidID(id) {
 		return store.Container{}, fmt.Errorf("container %s: %w", id, store.ErrNotFound)
 	}
 	if now.IsZero() {
 		now = s.now()
 	}
-	res, err := s.run(ctx, s.scripts.revive, owner, now, id, now.Unix(), s.limits.OwnerContainers)
+	flag := "0"
+	if revive {
+		flag = "1"
+	}
+	res, err := s.run(ctx, s.scripts.touch, owner, now, id, now.Unix(), s.limits.OwnerContainers, flag)
 	if err != nil {
 		return store.Container{}, err
 	}

@@ -140,7 +140,7 @@ func script(flags, body string) *goredis.Script {
 // scripts are immutable once built; each Store builds its own set so the
 // package has no mutable state.
 type scripts struct {
-	putContainer, touch, revive, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
+	putContainer, touch, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
 	readFile                                                                               *goredis.Script
 }
 
@@ -201,29 +201,11 @@ end
 settle(st)
 return {'ok'}
 `),
-		// ARGV[4] cid, [5] new last_active_at (s). now is the touch's time.
+		// ARGV[4] cid, [5] new last_active_at (s), [6] max containers,
+		// [7] "1" to revive. A live container is touched (its new expiry
+		// counts from ARGV[5]; now is the touch's time); with [7], an
+		// expired one whose files are kept is live again.
 		touch: script(" flags=allow-oom", `
-local cid = ARGV[4]
-local st = reap()
-local ck = kp .. 'c:' .. cid
-local v = redis.call('HMGET', ck, 'meta', 'la', 'min')
-if not v[1] then return {'notfound'} end
-local exp = (tonumber(v[2]) + tonumber(v[3]) * 60) * 1000
-if exp + mem <= now then return {'notfound'} end
-if exp <= now or st.cbytes[cid] == nil then return {'expired'} end
-local nexp = (tonumber(ARGV[5]) + tonumber(v[3]) * 60) * 1000
-redis.call('HSET', ck, 'la', ARGV[5])
-expireAt(ck, nexp + mem)
-redis.call('HSET', kp .. 'live', cid, int(nexp) .. ':' .. int(st.cbytes[cid]))
-refresh(cid, nexp)
-if nexp > st.maxExp then st.maxExp = nexp end
-settle(st)
-return {'ok', v[1]}
-`),
-		// ARGV[4] cid, [5] new last_active_at (s), [6] max containers. A
-		// live container is touched; an expired one whose files are kept
-		// is live again.
-		revive: script(" flags=allow-oom", `
 local cid = ARGV[4]
 local maxc = tonumber(ARGV[6])
 local st = reap()
@@ -235,7 +217,7 @@ if exp + mem <= now then return {'notfound'} end
 local b = st.cbytes[cid]
 if exp <= now or b == nil then
   b = st.kbytes[cid]
-  if b == nil then return {'expired'} end
+  if b == nil or ARGV[7] ~= '1' then return {'expired'} end
   if maxc > 0 and st.containers >= maxc then return {'quota', 'owner_containers', ARGV[6]} end
   redis.call('HDEL', kp .. 'kept', cid)
   st.containers = st.containers + 1
