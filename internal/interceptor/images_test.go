@@ -387,7 +387,7 @@ func TestSSEImageOutputs(t *testing.T) {
 		`,{"id":"msg_s","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"logprobs":[],"text":"Here it is."}]}]}`
 	body := sse.EventStream([]byte(final), true)
 	evs := parseSSE(t, string(body))
-	checkStreamInvariants(t, evs)
+	fixtures.CheckStreamInvariants(t, evs)
 	var names []string
 	for _, e := range evs {
 		if strings.Contains(e.Name, "image") {

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/fixtures"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
@@ -56,11 +57,11 @@ func accumulate(t *testing.T, evs []sseEvent) *responses.Response {
 func checkLive(t *testing.T, body []byte) []sseEvent {
 	t.Helper()
 	evs := parseSSE(t, string(body))
-	checkStreamInvariants(t, evs)
+	fixtures.CheckStreamInvariants(t, evs)
 	if n := len(decodeStream(t, body)); n != len(evs) {
 		t.Fatalf("openai-go decoded %d of %d events", n, len(evs))
 	}
-	final := gjson.Parse(finalResponse(t, evs))
+	final := gjson.Parse(fixtures.FinalResponse(t, evs))
 	acc := accumulate(t, evs)
 	if id := evs[0].Data.Get("response.id").Str; final.Get("id").Str != id {
 		t.Errorf("terminal response id %s, response.created announced %s", final.Get("id").Str, id)
@@ -251,7 +252,7 @@ func TestLiveMatchesBuffered(t *testing.T) {
 				t.Fatal(err)
 			}
 			evs := checkLive(t, w.body())
-			if got := finalResponse(t, evs); !reflect.DeepEqual(normalized(t, got), normalized(t, string(want))) {
+			if got := fixtures.FinalResponse(t, evs); !reflect.DeepEqual(normalized(t, got), normalized(t, string(want))) {
 				t.Errorf("live final response differs from the buffered one\n live %s\n buffered %s", got, want)
 			}
 			u.running.Wait()

@@ -744,7 +744,7 @@ func TestLoopBodyShapeMatchesOpenAI(t *testing.T) {
 		t.Run(src.Name, func(t *testing.T) {
 			ref := gjson.Parse(src.Turns[0].Response)
 			refStream := parseSSE(t, streams[i].Turns[0].SSE)
-			refCI := gjson.Get(finalResponse(t, refStream), "output.0")
+			refCI := gjson.Get(fixtures.FinalResponse(t, refStream), "output.0")
 			up := newScriptedUpstream(t,
 				step{items: []string{fcItem("c1", `print(f"CODE_INTERPRETER_OK={sum(i*i for i in range(1, 11))}")`)}},
 				step{items: []string{msgItem("CODE_INTERPRETER_OK=385")}},

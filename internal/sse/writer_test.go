@@ -50,44 +50,6 @@ func shape(e sseEvent) string {
 	return s
 }
 
-// finalResponse is the response object of a stream's terminal event.
-func finalResponse(t *testing.T, evs []sseEvent) string {
-	t.Helper()
-	last := evs[len(evs)-1]
-	if !strings.HasPrefix(last.Name, "response.") || !last.Data.Get("response").IsObject() {
-		t.Fatalf("stream ends with %s, not a terminal response event", last.Name)
-	}
-	return last.Data.Get("response").Raw
-}
-
-// checkStreamInvariants checks what every stream we produce must satisfy:
-// contiguous sequence numbers from 0, and item ids that match the items at
-// their output_index in the final response.
-func checkStreamInvariants(t *testing.T, evs []sseEvent) {
-	t.Helper()
-	final := gjson.Parse(finalResponse(t, evs))
-	items := final.Get("output").Array()
-	for i, e := range evs {
-		if got := e.Data.Get("sequence_number"); got.Type != gjson.Number || got.Int() != int64(i) {
-			t.Fatalf("event %d (%s): sequence_number %s", i, e.Name, got.Raw)
-		}
-		oi := e.Data.Get("output_index")
-		if !oi.Exists() {
-			continue
-		}
-		if oi.Int() < 0 || int(oi.Int()) >= len(items) {
-			t.Fatalf("event %d (%s): output_index %d outside output (%d items)", i, e.Name, oi.Int(), len(items))
-		}
-		want := items[oi.Int()].Get("id").Str
-		if id := e.Data.Get("item_id"); id.Exists() && id.Str != want {
-			t.Fatalf("event %d (%s): item_id %q, output[%d] has id %q", i, e.Name, id.Str, oi.Int(), want)
-		}
-		if it := e.Data.Get("item"); it.Exists() && it.Get("id").Str != want {
-			t.Fatalf("event %d (%s): item id %q, output[%d] has id %q", i, e.Name, it.Get("id").Str, oi.Int(), want)
-		}
-	}
-}
-
 // TestSSEMatchesOpenAIStreams replays the final response of each OpenAI
 // stream through our synthesiser and compares the lifecycle (event order,
 // with delta runs merged) and the field sets of every event type: the
@@ -115,7 +77,7 @@ func TestSSEMatchesOpenAIStreams(t *testing.T) {
 // testSSEMatchesStream checks our synthesis of ref's final response
 // against ref.
 func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
-	ours := parseSSE(t, string(EventStream([]byte(finalResponse(t, ref)), true)))
+	ours := parseSSE(t, string(EventStream([]byte(fixtures.FinalResponse(t, ref)), true)))
 
 	if got, want := mergeRuns(ours), mergeRuns(ref); !slices.Equal(got, want) {
 		t.Fatalf("event lifecycle differs\n got: %v\nwant: %v", got, want)
@@ -129,8 +91,8 @@ func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
 			t.Errorf("event shape not in the OpenAI stream: %s", shape(e))
 		}
 	}
-	checkStreamInvariants(t, ours)
-	checkStreamInvariants(t, ref) // the checker itself agrees with OpenAI
+	fixtures.CheckStreamInvariants(t, ours)
+	fixtures.CheckStreamInvariants(t, ref) // the checker itself agrees with OpenAI
 
 	// A code_interpreter_call is added exactly as OpenAI adds it
 	// (outputs null, or [] when the request included them).
@@ -159,7 +121,7 @@ func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
 			args.WriteString(e.Data.Get("delta").Str)
 		}
 	}
-	final := gjson.Parse(finalResponse(t, ref))
+	final := gjson.Parse(fixtures.FinalResponse(t, ref))
 	var wantCode, wantText, wantArgs string
 	for _, it := range final.Get("output").Array() {
 		switch it.Get("type").Str {
@@ -176,7 +138,7 @@ func testSSEMatchesStream(t *testing.T, ref []sseEvent) {
 			code.String(), wantCode, text.String(), wantText, args.String(), wantArgs)
 	}
 	// The terminal event carries the response unchanged.
-	if got := finalResponse(t, ours); got != final.Raw {
+	if got := fixtures.FinalResponse(t, ours); got != final.Raw {
 		t.Fatalf("terminal response changed:\n got %s\nwant %s", got, final.Raw)
 	}
 	// The opening events show the response in progress, empty.
@@ -215,7 +177,7 @@ func TestSSEDecodesWithOpenAIGo(t *testing.T) {
 		`],"usage":{"input_tokens":3,"output_tokens":4,"total_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":1}}}`
 	body := EventStream([]byte(final), true)
 	evs := parseSSE(t, string(body))
-	checkStreamInvariants(t, evs)
+	fixtures.CheckStreamInvariants(t, evs)
 
 	events := decodeStream(t, body)
 	if len(events) != len(evs) {

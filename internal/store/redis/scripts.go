@@ -141,7 +141,7 @@ func script(flags, body string) *goredis.Script {
 // package has no mutable state.
 type scripts struct {
 	putContainer, touch, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
-	readFile                                                                               *goredis.Script
+	readFile                                                                       *goredis.Script
 }
 
 func newScripts() scripts {
