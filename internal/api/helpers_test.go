@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/apierror"
 	"github.com/codeinterp/codeinterp/internal/store"
 	"github.com/codeinterp/codeinterp/internal/store/memory"
 )
@@ -117,14 +118,7 @@ func (e *env) rawDo(method, path string, h http.Header, contentType string, body
 }
 
 // apiError is the decoded OpenAI error body.
-type apiError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+type apiError = apierror.Envelope
 
 // checkError asserts an OpenAI-shaped error with status and param (""
 // means null) and a message containing msg.

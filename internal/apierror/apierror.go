@@ -1,6 +1,7 @@
 package apierror
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,26 +37,47 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message)
 }
 
-// Body is the error as the JSON body OpenAI sends:
-// {"error":{"message":…,"type":…,"param":…,"code":…}}, an empty Param or
-// Code as null.
-func (e *Error) Body() []byte {
-	type inner struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
+// Envelope is OpenAI's error body as it travels:
+// {"error":{"message":…,"type":…,"param":…,"code":…}}, a null param or
+// code as nil.
+type Envelope struct {
+	Error Detail `json:"error"`
+}
+
+// Detail is the envelope's error.
+type Detail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// ParseBody reads an error body strictly, as OpenAI's clients decode it:
+// exactly the envelope's fields, a message and a type.
+func ParseBody(body []byte) (Envelope, error) {
+	var env Envelope
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return env, fmt.Errorf("apierror: %w", err)
 	}
-	in := inner{Message: e.Message, Type: e.Type}
+	if env.Error.Message == "" || env.Error.Type == "" {
+		return env, fmt.Errorf("apierror: no message or type in %s", body)
+	}
+	return env, nil
+}
+
+// Body is the error as the JSON body OpenAI sends (Envelope), an empty
+// Param or Code as null.
+func (e *Error) Body() []byte {
+	in := Detail{Message: e.Message, Type: e.Type}
 	if e.Param != "" {
 		in.Param = &e.Param
 	}
 	if e.Code != "" {
 		in.Code = &e.Code
 	}
-	b, err := json.Marshal(struct {
-		Error inner `json:"error"`
-	}{in})
+	b, err := json.Marshal(Envelope{in})
 	if err != nil { // cannot happen: strings only
 		return []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}`)
 	}

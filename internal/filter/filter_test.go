@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/codeinterp/codeinterp/internal/apierror"
 	"github.com/codeinterp/codeinterp/internal/interceptor"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
@@ -328,15 +329,8 @@ func TestRejectedRequests(t *testing.T) {
 			if ct := setHeaders(ir.GetHeaders())["content-type"]; ct != "application/json" {
 				t.Errorf("content-type %q", ct)
 			}
-			var eb struct {
-				Error struct {
-					Message string  `json:"message"`
-					Type    string  `json:"type"`
-					Param   *string `json:"param"`
-					Code    *string `json:"code"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(ir.GetBody(), &eb); err != nil || eb.Error.Message == "" || eb.Error.Type == "" {
+			eb, err := apierror.ParseBody(ir.GetBody())
+			if err != nil {
 				t.Fatalf("body %s is not an OpenAI error: %v", ir.GetBody(), err)
 			}
 			if tc.wantParam != "" && (eb.Error.Param == nil || *eb.Error.Param != tc.wantParam) {

@@ -551,17 +551,8 @@ func TestRejections(t *testing.T) {
 // checkErrorBody decodes an error body the way OpenAI's clients do.
 func checkErrorBody(t *testing.T, body []byte, want *apierror.Error) {
 	t.Helper()
-	var env struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
+	env, err := apierror.ParseBody(body)
+	if err != nil {
 		t.Fatalf("error body %s: %v", body, err)
 	}
 	e := env.Error

@@ -27,12 +27,13 @@ import (
 
 // Timing bounds.
 const (
-	startTimeout = 60 * time.Second // sandbox boot + heavy imports; ≈2 s here
-	killGrace    = 1 * time.Second  // past a run's timeout before the host kills the sandbox
-	markerWait   = 2 * time.Second  // for the end markers once the result frame is in
-	eofWait      = 2 * time.Second  // for the output pipes to end once the sandbox died
-	diagTail     = 4 << 10          // bytes of runsc's log kept for Diagnostics
-	frameSlack   = 1 << 20          // frame bytes beyond the images' base64
+	startTimeout  = 60 * time.Second       // sandbox boot + heavy imports; ≈2 s here
+	killGrace     = 1 * time.Second        // past a run's timeout before the host kills the sandbox
+	markerWait    = 2 * time.Second        // for the end markers once the result frame is in
+	exitFrameWait = 200 * time.Millisecond // for a result frame sent just before the sandbox exited
+	eofWait       = 2 * time.Second        // for the output pipes to end once the sandbox died
+	diagTail      = 4 << 10                // bytes of runsc's log kept for Diagnostics
+	frameSlack    = 1 << 20                // frame bytes beyond the images' base64
 )
 
 // frame is one control message, in wire's framing (wire.ReadFrame with this
@@ -446,6 +447,22 @@ func (it *interp) run(ctx context.Context, runID uint64, code []byte, timeout ti
 		}
 		return r, nil
 	case <-it.proc.Exited():
+		// A kernel ends itself right after the result of a run whose code
+		// closed fd 1 or 2: its frame may be read after the exit is seen.
+		// It is that run's result, and the interpreter is gone.
+		select {
+		case f, ok := <-it.frames.C():
+			if !ok {
+				break
+			}
+			if res, err := it.check(f, runID); err == nil {
+				it.waitEOF()
+				r := result(res.Status, true, res.Detail)
+				r.Images, r.ImagesDropped = res.Images, res.ImagesDropped
+				return r, nil
+			}
+		case <-time.After(exitFrameWait):
+		}
 		it.waitEOF()
 		return result(wire.StatusExited, true, fmt.Sprintf("the sandbox exited (%v)", it.proc.Err())), nil
 	case <-hard.C:
