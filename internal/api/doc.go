@@ -75,7 +75,9 @@
 //	api.go            Config, New and the defaults; the file fetcher for the files source
 //	routes.go         the ServeMux patterns, the credential check, the 404 and 405 answers
 //	containers.go     the Containers API, and the JSON and list-parameter decoding the endpoints share
-//	files.go          container files and the Files API: uploads, multipart forms, downloads
+//	container_files.go  a container's files: upload, list, get, delete, content
+//	files.go          the Files API: upload, list, get, delete, content
+//	transfer.go       multipart upload forms, upload names, downloads (Content-Disposition, Content-Type)
 //	conversations.go  the Conversations API
 //	responses.go      stored responses, and the pass-through of the others to the model server
 //	fetch.go          FileFetcher: file ids from the store or from the upstream's Files API

@@ -1,11 +1,8 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,14 +11,12 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
-	"golang.org/x/sys/unix"
 
 	"github.com/codeinterp/codeinterp/internal/sandbox/internal/cellrunner"
 	"github.com/codeinterp/codeinterp/internal/sandbox/internal/wire"
@@ -73,51 +68,6 @@ func Main(args []string) int {
 	return 0
 }
 
-// Precompile compiles python.wasm into the compilation cache at cacheDir so
-// that workers only ever load it. It executes no guest code.
-func Precompile(ctx context.Context, runtimeDir, cacheDir string) error {
-	wasm, err := os.ReadFile(filepath.Join(runtimeDir, "python.wasm"))
-	if err != nil {
-		return err
-	}
-	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
-	if err != nil {
-		return fmt.Errorf("compilation cache: %w", err)
-	}
-	defer cache.Close(ctx)
-	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig(false).WithCompilationCache(cache))
-	defer rt.Close(ctx)
-	if _, err := rt.CompileModule(ctx, wasm); err != nil {
-		return fmt.Errorf("compile python.wasm: %w", err)
-	}
-	return nil
-}
-
-// trustCache lets a worker's CompileModule skip validating function bodies
-// whose compiled code is in the cache (validated when it was compiled):
-// two thirds of loading a module into a new process. The cache is written
-// only by the trusted precompile and snapshot steps, into a directory the
-// workers read before they drop privileges, and a cache entry is native
-// code run as is, so validating the wasm again would guard nothing.
-func trustCache(ctx context.Context) context.Context {
-	return experimental.WithCompilationCacheTrusted(ctx)
-}
-
-// compilerConfig is the runtime configuration of everything that compiles
-// or loads a module; interruptible is wire.Init.Interruptible. It must be
-// the same in the trusted step that fills the cache and in workers:
-// wazero's cache key covers the binary and whether the code checks for
-// context cancellation (WithCloseOnContextDone), so a mismatch makes every
-// worker miss the cache and compile (seconds) itself. The trusted steps
-// compile what workers load in both variants. The checks are a load and a
-// branch at every call and loop header of the guest: CPython ran half as
-// fast with them (sum(range(1000)) 138 µs against 71, compile() of a line
-// 70 µs against 38), so only workers that may need to stop a guest in
-// the process have them.
-func compilerConfig(interruptible bool) wazero.RuntimeConfig {
-	return wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(interruptible)
-}
-
 // serve is the worker's life: one interpreter, many runs, then exit.
 func serve() error {
 	ctlIn := os.NewFile(wire.FDControlIn, "control-in")
@@ -142,51 +92,6 @@ func serve() error {
 		return err
 	}
 	return w.loop(ctlIn)
-}
-
-// hardenEarly applies what needs no configuration, before anything is read
-// from the server.
-func hardenEarly() error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
-		return fmt.Errorf("rlimit core: %w", err)
-	}
-	return nil
-}
-
-// dropPrivileges switches to cred and re-arms what a credential change
-// clears. After it, other processes of the same uid cannot ptrace us.
-func dropPrivileges(cred *wire.Credential, parentPID int) error {
-	if cred != nil {
-		if err := syscall.Setgroups(nil); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
-		}
-		if err := syscall.Setgid(int(cred.GID)); err != nil {
-			return fmt.Errorf("setgid: %w", err)
-		}
-		if err := syscall.Setuid(int(cred.UID)); err != nil {
-			return fmt.Errorf("setuid: %w", err)
-		}
-		if os.Getuid() != int(cred.UID) || os.Geteuid() != int(cred.UID) || os.Getgid() != int(cred.GID) {
-			return errors.New("credentials did not change")
-		}
-		if err := syscall.Setuid(0); err == nil {
-			return errors.New("could regain root after dropping it")
-		}
-	}
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("dumpable: %w", err)
-	}
-	// A credential change clears the parent-death signal.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("pdeathsig: %w", err)
-	}
-	if parentPID != 0 && os.Getppid() != parentPID {
-		return errors.New("server exited before the worker was ready")
-	}
-	return nil
 }
 
 type worker struct {
@@ -531,103 +436,4 @@ func exitDetail(err error) string {
 		return "the interpreter exited"
 	}
 	return "the interpreter stopped: " + err.Error()
-}
-
-// readyReader signals the first time the guest asks for input: the
-// interpreter has started and is waiting for its first program.
-type readyReader struct {
-	r     io.Reader
-	ready chan struct{}
-	once  sync.Once
-}
-
-func (r *readyReader) Read(p []byte) (int, error) {
-	r.once.Do(func() { close(r.ready) })
-	return r.r.Read(p)
-}
-
-// boundedWriter keeps at most limit bytes and counts the rest. It never
-// fails a write: the guest must not learn where the bound is by errors.
-type boundedWriter struct {
-	mu      sync.Mutex
-	limit   int
-	buf     bytes.Buffer
-	dropped int64
-}
-
-func newBoundedWriter(limit int) *boundedWriter { return &boundedWriter{limit: limit} }
-
-func (b *boundedWriter) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.limit - b.buf.Len()
-	if room >= len(p) {
-		b.buf.Write(p)
-		return len(p), nil
-	}
-	if room > 0 {
-		b.buf.Write(p[:room])
-	}
-	b.dropped += int64(len(p) - max(room, 0))
-	return len(p), nil
-}
-
-func (b *boundedWriter) take() ([]byte, int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := bytes.Clone(b.buf.Bytes())
-	d := b.dropped
-	b.buf.Reset()
-	b.dropped = 0
-	return out, d
-}
-
-func (b *boundedWriter) bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-func (b *boundedWriter) reset() { b.take() }
-
-// markerWriter is the guest's stderr: bounded output, except the single
-// write that ends a run, which it recognises by the run's nonce.
-type markerWriter struct {
-	out    *boundedWriter
-	mu     sync.Mutex
-	prefix []byte
-	done   chan string
-}
-
-func (m *markerWriter) expect(nonce string) <-chan string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.out.reset()
-	m.prefix = []byte("\x00CI:" + nonce + ":")
-	m.done = make(chan string, 1)
-	return m.done
-}
-
-func (m *markerWriter) Write(p []byte) (int, error) {
-	m.mu.Lock()
-	if m.prefix != nil && len(p) < 64 && bytes.HasPrefix(p, m.prefix) && bytes.HasSuffix(p, []byte("\n")) {
-		status := string(p[len(m.prefix) : len(p)-1])
-		switch status {
-		case wire.StatusOK, wire.StatusError, wire.StatusMemory, statusYielded, statusOpenFiles:
-			m.done <- status
-			m.prefix = nil
-			m.mu.Unlock()
-			return len(p), nil
-		}
-	}
-	m.mu.Unlock()
-	return m.out.Write(p)
-}
-
-// newNonce names one exchange with the kernel (a run, a warm-up cell, a
-// yield): its end marker carries it.
-func newNonce() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -1,0 +1,218 @@
+package containers
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+)
+
+// held is an interpreter this server holds for a container.
+type held struct {
+	cid    string
+	owner  string
+	memory int64
+	sess   sandbox.Session
+	users  int           // responses using it now
+	elem   *list.Element // in Manager.idle while users == 0
+	runMu  sync.Mutex    // one run (with its file sync) at a time
+	// synced is the session generation files describes: a new one has an
+	// empty /mnt/data, whatever was recorded for the one before.
+	synced uint64
+	// files are the store's files the interpreter holds, by path, as the
+	// last mirror or collect left them.
+	files  map[string]syncedFile
+	ranGen uint64 // the generation that ran code last
+	// removed: closed by eviction or Close, not to be used again.
+	removed bool
+	// dirty: code ran since the last checkpoint.
+	dirty atomic.Bool
+	// token names the checkpoint h's state was restored from or last
+	// saved as ("" for none): another token at the store's head means
+	// another server saved the container since (Manager.stale).
+	tokenMu sync.Mutex
+	token   string
+	// behind: h was restored from a checkpoint older than the container's
+	// last run (its holder died first); the next run says so, once.
+	behind bool
+	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
+	// Manager.mu).
+	idleTimer *time.Timer
+	closeOnce sync.Once
+}
+
+// close closes h's session once, whichever of its ends comes first.
+func (h *held) close() { h.closeOnce.Do(func() { _ = h.sess.Close() }) }
+
+// syncedFile is one container file as an interpreter holds it.
+type syncedFile struct {
+	id, rev string    // the store's file and its revision
+	stamp   fileStamp // the interpreter's size and mtime of it
+	stamped bool      // stamp is known (it is read by the listing after a write)
+}
+
+type fileStamp struct {
+	size int64
+	mod  int64 // Unix nanoseconds
+}
+
+// acquire returns the container's held interpreter, opening one (and
+// evicting the least recently used idle one when the sandbox is full).
+// A container this response made whose code has not run yet (fresh) has
+// no checkpoint to look for: its interpreter is opened without asking the
+// store.
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool) (*held, bool, error) {
+	m.mu.Lock()
+	if h, ok := m.held[cid]; ok && !h.removed {
+		h.users++
+		m.unidleLocked(h)
+		m.mu.Unlock()
+		return h, false, nil
+	}
+	var evict *held
+	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
+		evict = m.evictionLocked()
+		m.forgetLocked(evict)
+	}
+	m.mu.Unlock()
+	if evict != nil {
+		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
+		m.saveAndClose(ctx, evict)
+	}
+	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
+	if err != nil {
+		return nil, false, err
+	}
+	restored := token != ""
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token, behind: behind}
+	m.mu.Lock()
+	if old, ok := m.held[cid]; ok && !old.removed {
+		// Another response opened one meanwhile: use that, drop ours.
+		old.users++
+		m.unidleLocked(old)
+		m.mu.Unlock()
+		_ = sess.Close()
+		return old, false, nil
+	}
+	m.held[cid] = h
+	m.mu.Unlock()
+	return h, !restored, nil
+}
+
+// release marks one response done with h. An interpreter no response
+// uses is kept for its container's next response, unless sessions are
+// queued for capacity: then it is closed at once for them, as an eviction
+// would close it later. Kept, it would hold its slot while they wait:
+// every new container queued behind idle ones and ran out of queue wait.
+func (m *Manager) release(h *held) {
+	m.mu.Lock()
+	h.users--
+	if h.users > 0 || h.removed {
+		// A removed one (dropped, fenced, lost) closes with its last user.
+		last := h.removed && h.users == 0
+		m.mu.Unlock()
+		if last {
+			h.close()
+		}
+		return
+	}
+	if m.provider.Capacity().Waiting == 0 {
+		h.elem = m.idle.PushBack(h)
+		m.scheduleCheckpointLocked(h)
+		m.mu.Unlock()
+		return
+	}
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
+	m.saveAndClose(context.Background(), h)
+}
+
+// lose forgets h after its session failed.
+func (m *Manager) lose(h *held) {
+	m.mu.Lock()
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	h.close()
+	m.released(h.cid)
+}
+
+// forgetLocked marks h removed (never to be used again) and takes it out
+// of held and the idle list. Callers hold m.mu and close its session.
+func (m *Manager) forgetLocked(h *held) {
+	h.removed = true
+	if m.held[h.cid] == h {
+		delete(m.held, h.cid)
+	}
+	m.unidleLocked(h)
+}
+
+// unidleLocked takes h off the idle list if it is on it. Callers hold m.mu.
+func (m *Manager) unidleLocked(h *held) {
+	if h.idleTimer != nil {
+		h.idleTimer.Stop()
+		h.idleTimer = nil
+	}
+	if h.elem != nil {
+		m.idle.Remove(h.elem)
+		h.elem = nil
+	}
+}
+
+// drop closes the interpreter of a container that is gone or expired, and
+// removes its checkpoint.
+func (m *Manager) drop(owner, cid string) {
+	m.mu.Lock()
+	delete(m.secrets, cid)
+	h, ok := m.held[cid]
+	if ok {
+		m.forgetLocked(h)
+	}
+	m.mu.Unlock()
+	if ok && h.users == 0 {
+		h.close()
+	}
+	m.dropCheckpoint(context.Background(), owner, cid)
+	m.released(cid)
+}
+
+// Held reports how many interpreters the manager holds (for tests and
+// metrics).
+func (m *Manager) Held() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.held)
+}
+
+// Close closes every held interpreter.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	hs := make([]*held, 0, len(m.held))
+	for _, h := range m.held {
+		h.removed = true
+		hs = append(hs, h)
+	}
+	m.held = map[string]*held{}
+	m.idle.Init()
+	m.mu.Unlock()
+	// A drain: every interpreter's state is checkpointed before it closes
+	// (bounded: a server told to stop has a grace period, not forever).
+	ctx, cancel := context.WithTimeout(context.Background(), closeCheckpointTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.saveAndClose(ctx, h)
+		}()
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,121 @@
+package containers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// ErrSecretsLost is matched by a run's error when the container was made
+// with domain secrets that this server does not hold: they live only in
+// the memory of the server that made the container, which has restarted
+// since (or another replica made it). Such a container runs no code until
+// a request resupplies the same policy (an auto container replaying it,
+// as a conversation's next turn does: samePolicy); one named by id cannot
+// carry a policy, so its caller makes a new container. It never runs
+// without its secrets.
+var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
+
+// KeepSecrets holds a container's domain secrets in memory for its life
+// (the Containers API's create, and auto containers).
+func (m *Manager) KeepSecrets(cid string, secrets []egress.Secret) {
+	if len(secrets) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets[cid] = append([]egress.Secret(nil), secrets...)
+}
+
+// ForgetSecrets drops a container's domain secrets (it was deleted).
+func (m *Manager) ForgetSecrets(cid string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.secrets, cid)
+}
+
+// policy is the egress policy a container's interpreter gets: its stored
+// domains with the secrets held here, or ErrSecretsLost.
+func (m *Manager) policy(c store.Container) (*egress.Policy, error) {
+	if c.Network == nil {
+		return nil, nil
+	}
+	pol := &egress.Policy{AllowedDomains: append([]string(nil), c.Network.AllowedDomains...)}
+	if len(c.Network.Secrets) == 0 {
+		return pol, nil
+	}
+	m.mu.Lock()
+	kept := m.secrets[c.ID]
+	m.mu.Unlock()
+	if len(kept) != len(c.Network.Secrets) {
+		return nil, fmt.Errorf("%w: %s", ErrSecretsLost, c.ID)
+	}
+	pol.Secrets = kept
+	return pol, nil
+}
+
+func secretsOf(pol *egress.Policy) []egress.Secret {
+	if pol == nil {
+		return nil
+	}
+	return pol.Secrets
+}
+
+// samePolicy reports whether container c has pol (nil: none): the same
+// domains and secrets. A container whose secrets this server lost (a
+// restart) takes them again from a spec that names the same ones: the
+// request resupplied them.
+func (m *Manager) samePolicy(c store.Container, pol *egress.Policy) bool {
+	if c.Network == nil || pol == nil {
+		return c.Network == nil && pol == nil
+	}
+	if !sameSet(c.Network.AllowedDomains, pol.AllowedDomains) {
+		return false
+	}
+	refs := make([]string, 0, len(c.Network.Secrets))
+	for _, r := range c.Network.Secrets {
+		refs = append(refs, r.Domain+"\x00"+r.Name)
+	}
+	want := make([]string, 0, len(pol.Secrets))
+	for _, s := range pol.Secrets {
+		want = append(want, s.Domain+"\x00"+s.Name)
+	}
+	if !sameSet(refs, want) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept := m.secrets[c.ID]
+	if len(kept) == 0 && len(pol.Secrets) > 0 {
+		m.secrets[c.ID] = append([]egress.Secret(nil), pol.Secrets...)
+		return true
+	}
+	values := map[string]string{}
+	for _, s := range kept {
+		values[s.Domain+"\x00"+s.Name] = s.Value
+	}
+	for _, s := range pol.Secrets {
+		if values[s.Domain+"\x00"+s.Name] != s.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		if seen[x]--; seen[x] < 0 {
+			return false
+		}
+	}
+	return true
+}
