@@ -532,36 +532,11 @@ func TestGzipUpstreamBody(t *testing.T) {
 }
 
 // recordingProvider tells the test when a run starts and how it ended.
-type recordingProvider struct {
-	sandbox.Provider
-	started chan struct{}
-	ended   chan sandbox.Result
-}
-
-func (p *recordingProvider) Open(ctx context.Context, o sandbox.SessionOptions) (sandbox.Session, error) {
-	s, err := p.Provider.Open(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	return &recordingSession{Session: s, p: p}, nil
-}
-
-type recordingSession struct {
-	sandbox.Session
-	p *recordingProvider
-}
-
-func (s *recordingSession) Run(ctx context.Context, code string) (sandbox.Result, error) {
-	s.p.started <- struct{}{}
-	res, err := s.Session.Run(ctx, code)
-	s.p.ended <- res
-	return res, err
-}
-
 // Envoy resetting the stream (the client went away) cancels the run at
 // once and no follow-up is made.
 func TestStreamEndCancelsRun(t *testing.T) {
-	rp := &recordingProvider{Provider: sandboxtest.New(t), started: make(chan struct{}, 1), ended: make(chan sandbox.Result, 1)}
+	started, ended := make(chan struct{}, 1), make(chan sandbox.Result, 1)
+	rp := &sandboxtest.Observed{Provider: sandboxtest.New(t), Started: func() { started <- struct{}{} }, Ended: func(r sandbox.Result) { ended <- r }}
 	e := startFilter(t, Config{}, rp, modelTurn("resp_2", messageItem("unexpected")))
 	es := e.open(t)
 	es.requestHeaders("POST", "/v1/responses", false)
@@ -569,14 +544,14 @@ func TestStreamEndCancelsRun(t *testing.T) {
 	es.responseHeaders(200)
 	es.sendResponseBody([]byte(modelTurn("resp_1", callItem("call_a", "import time\nprint('start', flush=True)\ntime.sleep(600)"))))
 	select {
-	case <-rp.started:
+	case <-started:
 	case <-time.After(time.Minute):
 		t.Fatal("the run never started")
 	}
 	es.cancel()
 	var res sandbox.Result
 	select {
-	case res = <-rp.ended:
+	case res = <-ended:
 	case <-time.After(time.Minute):
 		t.Fatal("the run was not cancelled after the stream ended")
 	}

@@ -380,10 +380,8 @@ func (i *Interceptor) resolveItems(ctx context.Context, owner string, input gjso
 // store.ErrNotFound.
 func cachedItem(found []store.Response, id string) (store.Response, error) {
 	for _, r := range found {
-		for _, it := range r.Items {
-			if it.ID == id {
-				return r, nil
-			}
+		if r.HasItem(id) {
+			return r, nil
 		}
 	}
 	return store.Response{}, store.ErrNotFound

@@ -284,41 +284,6 @@ func normalized(t *testing.T, doc string) any {
 	return v
 }
 
-// recordingProvider wraps a provider to see every run's outcome.
-type recordingProvider struct {
-	sandbox.Provider
-	mu       sync.Mutex
-	outcomes []sandbox.Outcome
-	started  chan struct{} // gets a value when a run starts
-}
-
-func (p *recordingProvider) Open(ctx context.Context, o sandbox.SessionOptions) (sandbox.Session, error) {
-	s, err := p.Provider.Open(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	return &recordingSession{Session: s, p: p}, nil
-}
-
-type recordingSession struct {
-	sandbox.Session
-	p *recordingProvider
-}
-
-func (s *recordingSession) Run(ctx context.Context, code string) (sandbox.Result, error) {
-	if s.p.started != nil {
-		select {
-		case s.p.started <- struct{}{}:
-		default:
-		}
-	}
-	r, err := s.Session.Run(ctx, code)
-	s.p.mu.Lock()
-	s.p.outcomes = append(s.p.outcomes, r.Outcome)
-	s.p.mu.Unlock()
-	return r, err
-}
-
 // fakeContainers keeps each response's container in one real sandbox
 // session and reports a file the code writes to /mnt/data/out.csv, enough
 // for the citations of the splice.

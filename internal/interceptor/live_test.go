@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,7 +363,18 @@ func TestLiveFailures(t *testing.T) {
 // context's error; a client whose writes fail ends it too.
 func TestLiveCancelled(t *testing.T) {
 	base := sandboxtest.New(t, func(c *pool.Config) { c.Limits.RunTimeout = 60 * time.Second })
-	p := &recordingProvider{Provider: base, started: make(chan struct{}, 1)}
+	var mu sync.Mutex
+	var ran []sandbox.Outcome
+	started := make(chan struct{}, 1)
+	p := &sandboxtest.Observed{Provider: base,
+		Started: func() {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		},
+		Ended: func(r sandbox.Result) { mu.Lock(); ran = append(ran, r.Outcome); mu.Unlock() },
+	}
 	ic := newLoopInterceptor(t, p, nil)
 	t.Run("during a run", func(t *testing.T) {
 		w := newRecWriter()
@@ -372,7 +384,7 @@ func TestLiveCancelled(t *testing.T) {
 		go func() {
 			// The run started (the sandbox says so, and the client saw
 			// interpreting): the client disconnects.
-			<-p.started
+			<-started
 			if w.waitFor(isEvent("response.code_interpreter_call.interpreting"), 10*time.Second) {
 				cancel()
 			}
@@ -387,9 +399,9 @@ func TestLiveCancelled(t *testing.T) {
 		case <-time.After(30 * time.Second): // a hang guard, far below the 60 s run timeout
 			t.Fatal("StreamResponse did not return after the client left")
 		}
-		p.mu.Lock()
-		outcomes := append([]sandbox.Outcome(nil), p.outcomes...)
-		p.mu.Unlock()
+		mu.Lock()
+		outcomes := append([]sandbox.Outcome(nil), ran...)
+		mu.Unlock()
 		if len(outcomes) != 1 || outcomes[0] != sandbox.OutcomeCancelled {
 			t.Errorf("run outcomes %v, want [cancelled]", outcomes)
 		}

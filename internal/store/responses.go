@@ -148,3 +148,13 @@ const (
 	LimitResponseBytes = "response_bytes"
 	LimitHistory       = "history"
 )
+
+// HasItem reports whether itemID is the id of one of r's items.
+func (r Response) HasItem(itemID string) bool {
+	for _, it := range r.Items {
+		if it.ID == itemID {
+			return true
+		}
+	}
+	return false
+}

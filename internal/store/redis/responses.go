@@ -344,7 +344,7 @@ func (s *Responses) FindItem(ctx context.Context, owner, itemID string) (store.R
 		return store.Response{}, wrap(ctx, s.rdb, err)
 	}
 	r, err := s.get(ctx, owner, id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !storeutil.HasItem(r, itemID) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !r.HasItem(itemID) {
 		return store.Response{}, notFound
 	}
 	return r, err

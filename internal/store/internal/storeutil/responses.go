@@ -67,13 +67,3 @@ func ItemIDs(r store.Response) []string {
 	}
 	return out
 }
-
-// HasItem reports whether itemID is the id of one of r's items.
-func HasItem(r store.Response, itemID string) bool {
-	for _, it := range r.Items {
-		if it.ID == itemID {
-			return true
-		}
-	}
-	return false
-}
