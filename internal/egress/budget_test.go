@@ -210,7 +210,7 @@ func TestSlowLorisOrigin(t *testing.T) {
 		c.Resolve["slowtls.test"] = slowOrigin(t, &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, "slowtls.test")}})
 		c.AllowedDomains = append(c.AllowedDomains, "slowtls.test")
 		p.AllowedDomains = append(p.AllowedDomains, "slowtls.test")
-		p.Secrets = append(p.Secrets, Secret{"slowtls.test", "SLOW", "x"})
+		p.Secrets = append(p.Secrets, Secret{Domain: "slowtls.test", Name: "SLOW", Value: "x"})
 	})
 	for _, u := range []string{"http://slow.test/", "https://slowtls.test/"} {
 		t.Run(u, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/codeinterp/codeinterp/internal/allowlist"
 )
 
 // Defaults for the zero values of Config.
@@ -47,15 +49,12 @@ type Config struct {
 	Resolver *net.Resolver
 }
 
-// Secret is one of a policy's domain_secrets: Value replaces the
-// placeholder "$"+Name in request headers sent to Domain, and nowhere else.
-type Secret struct{ Domain, Name, Value string }
-
-// Policy is one session's network_policy of type allowlist.
-type Policy struct {
-	AllowedDomains []string
-	Secrets        []Secret
-}
+// Secret and Policy are package allowlist's: the proxy enforces what the
+// sandbox interface and the containers carry.
+type (
+	Secret = allowlist.Secret
+	Policy = allowlist.Policy
+)
 
 // PolicyError is a policy the operator's bound refuses; Param is the JSON
 // path suffix (e.g. "allowed_domains[2]"), Message says why in OpenAI's

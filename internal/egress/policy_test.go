@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"ok", Policy{AllowedDomains: []string{"pypi.org"}}, "", ""},
 		{"case and trailing dot", Policy{AllowedDomains: []string{"PyPI.org.", "api.example.com"}}, "", ""},
-		{"secret of max length", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "TOKEN", long}}}, "", ""},
+		{"secret of max length", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "TOKEN", Value: long}}}, "", ""},
 		{"empty list", Policy{}, "allowed_domains", "at least one"},
 		{"too many", Policy{AllowedDomains: []string{"pypi.org", "pypi.org", "pypi.org", "pypi.org"}}, "allowed_domains", "at most 3"},
 		{"off the operator's list", Policy{AllowedDomains: []string{"pypi.org", "evil.test"}}, "allowed_domains[1]", "not in this server's list"},
@@ -33,14 +33,14 @@ func TestCheck(t *testing.T) {
 		{"ipv6", Policy{AllowedDomains: []string{"[::1]"}}, "allowed_domains[0]", "IP address"},
 		{"decimal ip", Policy{AllowedDomains: []string{"2130706433"}}, "allowed_domains[0]", "IP address"},
 		{"blank", Policy{AllowedDomains: []string{" "}}, "allowed_domains[0]", "non-empty"},
-		{"secret domain not in policy", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"files.pythonhosted.org", "K", "v"}}}, "domain_secrets[0].domain", "not in this policy"},
-		{"secret name empty", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "", "v"}}}, "domain_secrets[0].name", "non-empty"},
-		{"secret name not an identifier", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "API-KEY", "v"}}}, "domain_secrets[0].name", "identifier"},
-		{"secret name starts with digit", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "1KEY", "v"}}}, "domain_secrets[0].name", "identifier"},
-		{"duplicate names", Policy{AllowedDomains: []string{"pypi.org", "api.example.com"}, Secrets: []Secret{{"pypi.org", "K", "a"}, {"api.example.com", "K", "b"}}}, "domain_secrets[1].name", "unique"},
-		{"empty value", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "K", ""}}}, "domain_secrets[0].value", "non-empty"},
-		{"value too long", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "K", long + "v"}}}, "domain_secrets[0].value", "at most"},
-		{"value with newline", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{"pypi.org", "K", "abc\r\nX-Injected: 1"}}}, "domain_secrets[0].value", "control characters"},
+		{"secret domain not in policy", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "files.pythonhosted.org", Name: "K", Value: "v"}}}, "domain_secrets[0].domain", "not in this policy"},
+		{"secret name empty", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "", Value: "v"}}}, "domain_secrets[0].name", "non-empty"},
+		{"secret name not an identifier", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "API-KEY", Value: "v"}}}, "domain_secrets[0].name", "identifier"},
+		{"secret name starts with digit", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "1KEY", Value: "v"}}}, "domain_secrets[0].name", "identifier"},
+		{"duplicate names", Policy{AllowedDomains: []string{"pypi.org", "api.example.com"}, Secrets: []Secret{{Domain: "pypi.org", Name: "K", Value: "a"}, {Domain: "api.example.com", Name: "K", Value: "b"}}}, "domain_secrets[1].name", "unique"},
+		{"empty value", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "K", Value: ""}}}, "domain_secrets[0].value", "non-empty"},
+		{"value too long", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "K", Value: long + "v"}}}, "domain_secrets[0].value", "at most"},
+		{"value with newline", Policy{AllowedDomains: []string{"pypi.org"}, Secrets: []Secret{{Domain: "pypi.org", Name: "K", Value: "abc\r\nX-Injected: 1"}}}, "domain_secrets[0].value", "control characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := append([]string(nil), tc.pol.AllowedDomains...)

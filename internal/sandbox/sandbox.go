@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/allowlist"
 )
 
 // Provider hands out isolated Python sessions. One Session serves one
@@ -149,7 +149,7 @@ type SessionOptions struct {
 	// one always gets an interpreter of its own, started for it (never a
 	// warm or recycled one) and never reused. A provider whose
 	// Environment().Network is false fails the Open with ErrNoNetwork.
-	Network *egress.Policy
+	Network *allowlist.Policy
 	// Restore is a state a session of this provider returned from
 	// Checkpoint: the session starts from it (its variables, imports and
 	// /tmp) rather than a fresh interpreter. It must be the provider's own
