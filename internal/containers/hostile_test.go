@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/containers"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
@@ -459,9 +460,9 @@ func hostileContainerCases() []hostileCase {
 				e.t.Fatalf("files %+v %v", files, err)
 			}
 			for _, f := range files {
-				q := containers.QuotePath(f.Path)
+				q := containerapi.QuotePath(f.Path)
 				if strings.ContainsAny(q, "\u202e\u2028") || !strings.Contains(q, `\u`) {
-					e.t.Errorf("QuotePath(%q) = %q: the character reaches the model", f.Path, q)
+					e.t.Errorf("containerapi.QuotePath(%q) = %q: the character reaches the model", f.Path, q)
 				}
 			}
 		}},

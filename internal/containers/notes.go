@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
@@ -64,7 +65,7 @@ func (k *notKept) note() string {
 			}
 			b.WriteString(why)
 		}
-		b.WriteString("); first: " + QuotePath(clip(k.first, 200)))
+		b.WriteString("); first: " + containerapi.QuotePath(clip(k.first, 200)))
 	}
 	if k.truncated {
 		if b.Len() > 0 {
@@ -89,19 +90,19 @@ func keepReason(err error) string {
 		case store.LimitContainerFiles:
 			return fmt.Sprintf("the container holds at most %d files", qe.Max)
 		case store.LimitContainerBytes:
-			return "the container holds at most " + HumanBytes(qe.Max)
+			return "the container holds at most " + containerapi.HumanBytes(qe.Max)
 		case store.LimitFileBytes:
-			return "a file is at most " + HumanBytes(qe.Max)
+			return "a file is at most " + containerapi.HumanBytes(qe.Max)
 		case store.LimitOwnerBytes:
-			return "the caller's files hold at most " + HumanBytes(qe.Max) + " in all"
+			return "the caller's files hold at most " + containerapi.HumanBytes(qe.Max) + " in all"
 		case store.LimitStoreMemory:
 			return "the store is full"
 		}
 		return "over the " + qe.Limit + " limit"
 	case errors.Is(err, sandbox.ErrTooLarge):
-		return "a file is at most " + HumanBytes(sandbox.MaxFileBytes)
+		return "a file is at most " + containerapi.HumanBytes(sandbox.MaxFileBytes)
 	case errors.As(err, &pc):
-		return "the container has " + QuotePath(pc.Other) + " in its way"
+		return "the container has " + containerapi.QuotePath(pc.Other) + " in its way"
 	case errors.Is(err, sandbox.ErrNotExist):
 		return "it was gone before it could be read"
 	}

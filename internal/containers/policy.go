@@ -1,22 +1,11 @@
 package containers
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
-
-// ErrSecretsLost is matched by a run's error when the container was made
-// with domain secrets that this server does not hold: they live only in
-// the memory of the server that made the container, which has restarted
-// since (or another replica made it). Such a container runs no code until
-// a request resupplies the same policy (an auto container replaying it,
-// as a conversation's next turn does: samePolicy); one named by id cannot
-// carry a policy, so its caller makes a new container. It never runs
-// without its secrets.
-var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
 
 // KeepSecrets holds a container's domain secrets in memory for its life
 // (the Containers API's create, and auto containers).

@@ -11,7 +11,7 @@ package interceptor
 import (
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/store"
@@ -62,7 +62,7 @@ func (i *Interceptor) Config() Config { return i.cfg }
 type Exchange struct {
 	ic  *Interceptor
 	req request
-	ctr containers.Container // the response's container (NewExchange with Containers)
+	ctr containerapi.Container // the response's container (NewExchange with Containers)
 	// owner is the caller's owner hash (NewExchange): sessions of one
 	// owner may share an interpreter process (sandbox.sessions_per_worker).
 	owner string

@@ -3,7 +3,7 @@ package interceptor
 import (
 	"context"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 )
 
 // Containers is where a response's code runs when the server keeps
@@ -12,10 +12,7 @@ import (
 // sandbox session, and container ids and file_ids are refused.
 type Containers interface {
 	// Open returns the container a response uses, as spec declares it.
-	// Errors matching containers.ErrNotFound, ErrExpired and
+	// Errors matching containerapi.ErrNotFound, ErrExpired and
 	// ErrFileNotFound become the client's 404 and 400 answers.
-	Open(ctx context.Context, spec containers.Spec) (containers.Container, error)
+	Open(ctx context.Context, spec containerapi.Spec) (containerapi.Container, error)
 }
-
-// The server's implementation.
-var _ Containers = (*containers.Manager)(nil)

@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
@@ -28,7 +28,7 @@ type containerDecl struct {
 	id      string
 	fileIDs []string
 	reuse   []string // containers of replayed code_interpreter_call items, newest first
-	inputs  []containers.InputFile
+	inputs  []containerapi.InputFile
 }
 
 // maxFileIDs is OpenAI's bound on container file_ids.
@@ -90,7 +90,7 @@ func replayedContainers(input gjson.Result) []string {
 // set (interceptor.input_files: note) each part is replaced by a text part
 // saying where the file is, for models that reject file parts; otherwise
 // the input is unchanged.
-func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, newInput string, changed bool, apiErr *apierror.Error) {
+func inputFiles(input gjson.Result, note bool) (files []containerapi.InputFile, newInput string, changed bool, apiErr *apierror.Error) {
 	if !input.IsArray() || !strings.Contains(input.Raw, "input_file") {
 		return nil, input.Raw, false, nil
 	}
@@ -152,9 +152,9 @@ func inputFiles(input gjson.Result, note bool) (files []containers.InputFile, ne
 
 // decodeInputFile reads one input_file part: file_data (a data URL or bare
 // base64) with filename, or file_id. A file_url part gives nil.
-func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *apierror.Error) {
+func decodeInputFile(param string, p gjson.Result) (*containerapi.InputFile, *apierror.Error) {
 	if id := p.Get("file_id"); id.Type == gjson.String && id.Str != "" {
-		return &containers.InputFile{FileID: id.Str, Filename: p.Get("filename").Str}, nil
+		return &containerapi.InputFile{FileID: id.Str, Filename: p.Get("filename").Str}, nil
 	}
 	data := p.Get("file_data")
 	if data.Type != gjson.String {
@@ -185,18 +185,18 @@ func decodeInputFile(param string, p gjson.Result) (*containers.InputFile, *apie
 	if err != nil {
 		return nil, apierror.Invalid(param+".file_data", "invalid_value", "Invalid value for '%s.file_data': the base64 data does not decode.", param)
 	}
-	return &containers.InputFile{Filename: base, Data: b}, nil
+	return &containerapi.InputFile{Filename: base, Data: b}, nil
 }
 
-func inputFileNote(f containers.InputFile) string {
+func inputFileNote(f containerapi.InputFile) string {
 	name := f.Filename
 	if f.FileID != "" {
 		if name == "" {
 			name = f.FileID
 		}
-		return "[The file " + containers.QuotePath(name) + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
+		return "[The file " + containerapi.QuotePath(name) + " (" + f.FileID + ") is in the code interpreter's /mnt/data.]"
 	}
-	return "[The file " + containers.QuotePath(name) + " is in the code interpreter's /mnt/data as " + containers.QuotePath("/mnt/data/"+name) + ".]"
+	return "[The file " + containerapi.QuotePath(name) + " is in the code interpreter's /mnt/data as " + containerapi.QuotePath("/mnt/data/"+name) + ".]"
 }
 
 // NewExchange is RewriteRequest for a caller: when the request uses the
@@ -233,7 +233,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	}
 	d := x.req.container
 	d.reuse = append(h.reuse, d.reuse...)
-	c, err := i.containers.Open(ctx, containers.Spec{
+	c, err := i.containers.Open(ctx, containerapi.Spec{
 		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
 		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs, Network: x.req.network,
 	})
@@ -259,13 +259,13 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 
 func containerError(param, id string, err error) *apierror.Error {
 	switch {
-	case errors.Is(err, containers.ErrNotFound):
+	case errors.Is(err, containerapi.ErrNotFound):
 		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param, Code: "container_not_found",
 			Message: "Container with id '" + id + "' not found."}
-	case errors.Is(err, containers.ErrExpired):
+	case errors.Is(err, containerapi.ErrExpired):
 		return apierror.ContainerExpired(param)
-	case errors.Is(err, containers.ErrFileNotFound):
-		msg := strings.TrimPrefix(err.Error(), containers.ErrFileNotFound.Error()+": ")
+	case errors.Is(err, containerapi.ErrFileNotFound):
+		msg := strings.TrimPrefix(err.Error(), containerapi.ErrFileNotFound.Error()+": ")
 		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param + ".file_ids", Code: "file_not_found",
 			Message: "File with id '" + msg + "' not found."}
 	}
@@ -299,7 +299,7 @@ func developerNote(text string) string {
 }
 
 // filesNote tells the model which files the code can open.
-func filesNote(cid string, files []containers.File) string {
+func filesNote(cid string, files []containerapi.File) string {
 	var b strings.Builder
 	b.WriteString("Files in /mnt/data of the code interpreter (container " + cid + "):\n")
 	for k, f := range files {
@@ -307,7 +307,7 @@ func filesNote(cid string, files []containers.File) string {
 			b.WriteString("… and " + strconv.Itoa(len(files)-50) + " more\n")
 			break
 		}
-		b.WriteString("- " + containers.QuotePath(f.Path) + " (" + containers.HumanBytes(f.Bytes) + ")\n")
+		b.WriteString("- " + containerapi.QuotePath(f.Path) + " (" + containerapi.HumanBytes(f.Bytes) + ")\n")
 	}
 	b.WriteString("Link a file for the user as sandbox:/mnt/data/<name>.")
 	return b.String()
@@ -317,7 +317,7 @@ func filesNote(cid string, files []containers.File) string {
 // files and returns OpenAI's container_file_citation annotations, with
 // start_index and end_index counting characters (code points) and
 // spanning exactly the URL.
-func citations(cid, text string, files map[string]containers.File) []string {
+func citations(cid, text string, files map[string]containerapi.File) []string {
 	const scheme = "sandbox:"
 	var out []string
 	pos, chars := 0, 0 // byte offset and its character offset
@@ -343,7 +343,7 @@ func citations(cid, text string, files map[string]containers.File) []string {
 }
 
 // citation renders one container_file_citation in OpenAI's field order.
-func citation(cid string, f containers.File, start, end int) string {
+func citation(cid string, f containerapi.File, start, end int) string {
 	return `{"type":"container_file_citation","container_id":` + jsonx.Quote(cid) + `,"end_index":` + strconv.Itoa(end) +
 		`,"file_id":` + jsonx.Quote(f.ID) + `,"filename":` + jsonx.Quote(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
 }

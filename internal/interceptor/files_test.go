@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/containers"
 	"github.com/tidwall/gjson"
 )
@@ -143,8 +144,8 @@ func TestQuotePath(t *testing.T) {
 		{"/mnt/data/a\nb", `"/mnt/data/a\nb"`},
 		{"/mnt/data/zero\u200bwidth", `"/mnt/data/zero\u200bwidth"`},
 	} {
-		if got := containers.QuotePath(tc.in); got != tc.want {
-			t.Errorf("containers.QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
+		if got := containerapi.QuotePath(tc.in); got != tc.want {
+			t.Errorf("containerapi.QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 	note := filesNote("cntr_x", []containers.File{{Path: "/mnt/data/a\u2028b.txt", Bytes: 1}})

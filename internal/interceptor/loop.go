@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
@@ -23,7 +23,7 @@ type loop struct {
 	log         *zap.Logger
 	up          Upstream
 	containerID string
-	files       map[string]containers.File // the container's files by path, for citations
+	files       map[string]containerapi.File // the container's files by path, for citations
 	sess        sandbox.Session
 	opened      bool // a session existed before: a new one means lost state
 	budget      int  // code calls still allowed
@@ -231,7 +231,7 @@ func (l *loop) learnFiles(ctx context.Context) {
 	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
 	if ctr := l.x.ctr; ctr != nil {
 		if files, err := ctr.Files(ctx); err == nil {
-			l.files = make(map[string]containers.File, len(files))
+			l.files = make(map[string]containerapi.File, len(files))
 			for _, f := range files {
 				l.files[f.Path] = f
 			}

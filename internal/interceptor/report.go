@@ -3,7 +3,7 @@ package interceptor
 import (
 	"strings"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
 
@@ -65,7 +65,7 @@ func modelOutput(c *call, imagesShown bool) string {
 	if len(c.changed) > 0 {
 		b.WriteString("files written:")
 		for _, f := range c.changed {
-			b.WriteString(" " + containers.QuotePath("sandbox:"+f.Path) + " (" + containers.HumanBytes(f.Bytes) + ")")
+			b.WriteString(" " + containerapi.QuotePath("sandbox:"+f.Path) + " (" + containerapi.HumanBytes(f.Bytes) + ")")
 		}
 		b.WriteByte('\n')
 	}

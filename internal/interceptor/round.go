@@ -6,7 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
@@ -31,10 +31,10 @@ type call struct {
 	// container files.
 	reset bool
 	// behind: the interpreter was restored from a checkpoint older than
-	// the container's last runs (containers.RunResult.Behind).
+	// the container's last runs (containerapi.RunResult.Behind).
 	behind  bool
-	changed []containers.File
-	images  []containers.File
+	changed []containerapi.File
+	images  []containerapi.File
 }
 
 // round is one upstream response and the calls it asked for.

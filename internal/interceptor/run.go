@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
 
@@ -53,9 +53,9 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "no Python interpreter was free in time; try again later"}
 		case errors.As(err, &le):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's memory_limit is above the sandbox's maximum"}
-		case errors.Is(err, containers.ErrExpired):
+		case errors.Is(err, containerapi.ErrExpired):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container has expired"}
-		case errors.Is(err, containers.ErrSecretsLost):
+		case errors.Is(err, containerapi.ErrSecretsLost):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's domain_secrets were lost when the server restarted " +
 				"(they are kept only in its memory); send the same network_policy again on an auto container, or create a new container"}
 		case errors.Is(err, sandbox.ErrNoNetwork):

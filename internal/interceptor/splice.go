@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codeinterp/codeinterp/internal/containers"
+	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -18,7 +18,7 @@ import (
 func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	first, last := rounds[0], rounds[len(rounds)-1]
 	var items []string
-	var shownImages []containers.File // images not yet cited by a message
+	var shownImages []containerapi.File // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
 			if c := rd.callAt[idx]; c != nil {
@@ -91,7 +91,7 @@ func (l *loop) echoEdits(edits []jsonx.Edit, first, last gjson.Result) []jsonx.E
 // output_text parts: first a start_index = end_index = 0 citation for each
 // image the calls before it displayed (on its first text part), then one
 // for each sandbox:/mnt/data/<name> link to a file of the container.
-func (l *loop) annotate(msg gjson.Result, images []containers.File) string {
+func (l *loop) annotate(msg gjson.Result, images []containerapi.File) string {
 	content := msg.Get("content")
 	if !content.IsArray() {
 		return msg.Raw
