@@ -102,7 +102,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = cs.Close()
 		}
 	}()
-	eg, err := newEgress(cfg, reg, log.Named("egress"))
+	eg, caPEM, err := newEgress(cfg, reg, log.Named("egress"))
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	var keeper *checkpoint.Keeper
 	var bases wasm.Bases
 	if cfg.Sandbox.Provider == config.ProviderWASM {
-		if keeper, err = cfg.CheckpointKeeper(ctx, "wasm/"+worker.Fingerprint(), os.LookupEnv); err != nil {
+		if keeper, err = checkpointKeeper(ctx, cfg, "wasm/"+worker.Fingerprint(), os.LookupEnv); err != nil {
 			return nil, err
 		}
 		if keeper != nil {
@@ -128,7 +128,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			bases = keeper
 		}
 	}
-	p, origin, err := newProvider(ctx, cfg, self, false, eg, bases, log.Named("sandbox"))
+	p, origin, err := newProvider(ctx, cfg, self, false, eg, caPEM, bases, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	// gVisor session checkpoints are bound to runsc, the root and the
 	// kernel, known once the provider is prepared.
 	if keeper == nil && origin != "" {
-		if keeper, err = cfg.CheckpointKeeper(ctx, origin, os.LookupEnv); err != nil {
+		if keeper, err = checkpointKeeper(ctx, cfg, origin, os.LookupEnv); err != nil {
 			return nil, err
 		}
 		if keeper != nil {

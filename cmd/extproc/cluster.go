@@ -45,7 +45,7 @@ func newReplicas(ctx context.Context, cfg *config.Config, reg prometheus.Registe
 			_ = leases.Close()
 		}
 	}()
-	secret, err := cfg.ClusterSecret(os.LookupEnv)
+	secret, err := clusterSecret(cfg, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("cluster.secret: %w", err)
 	}

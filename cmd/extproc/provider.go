@@ -28,19 +28,19 @@ import (
 // origin is what the gVisor provider's session checkpoints are bound to
 // (runsc, the root and the kernel, known once it is prepared); "" for
 // wasm, whose origin is known before (worker.Fingerprint).
-func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, bases wasm.Bases, log *zap.Logger) (p *pool.Pool, origin string, err error) {
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, caPEM []byte, bases wasm.Bases, log *zap.Logger) (p *pool.Pool, origin string, err error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
-		if err := cfg.ResolvePaths(os.LookupEnv); err != nil {
+		if err := resolvePaths(cfg, os.LookupEnv); err != nil {
 			return nil, "", err
 		}
-		wc := cfg.WASMConfig(wasmWorkerCommand(self, log))
+		wc := wasmConfig(cfg, wasmWorkerCommand(self, log))
 		wc.ReuseSnapshot = oneShot
 		wc.Bases = bases
 		p, err := wasm.New(ctx, wc, log)
 		return p, "", err
 	case config.ProviderGVisor:
-		return newGVisor(ctx, cfg, self, eg, log)
+		return newGVisor(ctx, cfg, self, eg, caPEM, log)
 	}
 	return nil, "", fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
 }
@@ -69,15 +69,11 @@ func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
 
 // newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
 // or the Python packages are missing, saying what to install.
-func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, log *zap.Logger) (*pool.Pool, string, error) {
+func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, caPEM []byte, log *zap.Logger) (*pool.Pool, string, error) {
 	gc := gvisorConfig(cfg, self)
 	pc := cfg.PoolConfig()
 	if eg != nil {
-		_, pem, err := cfg.EgressConfig()
-		if err != nil {
-			return nil, "", err
-		}
-		gc.ExtraCAPEM = pem
+		gc.ExtraCAPEM = caPEM
 		pc.Egress = eg
 	}
 	k, err := gvisor.New(gc, log)
@@ -99,13 +95,14 @@ func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.
 // newEgress starts the egress proxy when sandbox.network.allowed_domains
 // is set (config validation has made sure the provider is gVisor), its
 // metrics on reg; nil when the feature is off.
-func newEgress(cfg *config.Config, reg prometheus.Registerer, log *zap.Logger) (*egress.Proxy, error) {
+func newEgress(cfg *config.Config, reg prometheus.Registerer, log *zap.Logger) (*egress.Proxy, []byte, error) {
 	if !cfg.Sandbox.Network.Enabled() || cfg.Sandbox.Provider != config.ProviderGVisor {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ec, _, err := cfg.EgressConfig()
+	ec, caPEM, err := egressConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return egress.New(ec, log, reg)
+	p, err := egress.New(ec, log, reg)
+	return p, caPEM, err
 }

@@ -1,17 +1,11 @@
 package config
 
 import (
-	"context"
-	"fmt"
 	"net/url"
-	"path/filepath"
 	"time"
 
-	"github.com/codeinterp/codeinterp/internal/buildcache"
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
-	"github.com/codeinterp/codeinterp/internal/checkpoint/blob/dir"
-	"github.com/codeinterp/codeinterp/internal/checkpoint/blob/s3"
 )
 
 // Checkpoints keeps containers' interpreter state (variables, imports,
@@ -101,60 +95,4 @@ func (c *Config) validateCheckpoints(v *validator) {
 		_, err := checkpoint.LoadKey(k.Key, "")
 		v.check(err == nil, "checkpoints.key", "%v", err)
 	}
-}
-
-// checkpointKey loads (or, on one host, makes) the checkpoint key.
-func (c *Config) checkpointKey(lookupEnv func(string) (string, bool)) ([]byte, error) {
-	k := c.Checkpoints
-	keyFile := k.KeyFile
-	if k.Key == "" && keyFile == "" {
-		root, err := buildcache.Root(lookupEnv)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoints.key_file: %v; set checkpoints.key or key_file", err)
-		}
-		keyFile = filepath.Join(root, "checkpoint.key")
-	}
-	key, err := checkpoint.LoadKey(k.Key, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	return key, nil
-}
-
-// CheckpointKeeper opens the checkpoint store and key and returns the
-// Keeper of origin's checkpoints, or nil when checkpoints are off.
-// lookupEnv finds the build cache's root for the default paths.
-func (c *Config) CheckpointKeeper(ctx context.Context, origin string, lookupEnv func(string) (string, bool)) (*checkpoint.Keeper, error) {
-	k := c.Checkpoints
-	if !k.Enabled {
-		return nil, nil
-	}
-	key, err := c.checkpointKey(lookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	root, rootErr := buildcache.Root(lookupEnv)
-	sealer, err := checkpoint.NewSealer(key)
-	if err != nil {
-		return nil, err
-	}
-	var st blob.Store
-	switch k.Store {
-	case "s3":
-		st, err = s3.New(ctx, s3.Config{Endpoint: k.S3.Endpoint, Bucket: k.S3.Bucket, Prefix: k.S3.Prefix, Region: k.S3.Region,
-			AccessKey: k.S3.AccessKey, SecretKey: k.S3.SecretKey, PathStyle: k.S3.PathStyle})
-	default:
-		d := k.Dir
-		if d == "" {
-			if rootErr != nil {
-				return nil, fmt.Errorf("checkpoints.dir: %v; set it", rootErr)
-			}
-			d = filepath.Join(root, "checkpoints")
-		}
-		st, err = dir.New(d)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	return checkpoint.NewKeeper(sealer, st, origin, int(k.MaxBytes)), nil
 }

@@ -1,10 +1,7 @@
 package config
 
 import (
-	"context"
 	"encoding/base64"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,31 +43,5 @@ func TestValidateCheckpoints(t *testing.T) {
 				t.Fatalf("Validate: %v, want an error naming %s", err, tc.want)
 			}
 		})
-	}
-}
-
-// TestCheckpointKeeperDefaults: with nothing set, the key file and the
-// store are made in the build cache's root; off, there is no Keeper.
-func TestCheckpointKeeperDefaults(t *testing.T) {
-	root := t.TempDir()
-	env := func(k string) (string, bool) {
-		if k == "XDG_CACHE_HOME" {
-			return root, true
-		}
-		return "", false
-	}
-	c := Default()
-	k, err := c.CheckpointKeeper(context.Background(), "wasm/x", env)
-	if err != nil || k == nil {
-		t.Fatalf("CheckpointKeeper: %v", err)
-	}
-	for _, p := range []string{"codeinterp/checkpoint.key", "codeinterp/checkpoints"} {
-		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
-	}
-	c.Checkpoints.Enabled = false
-	if k, err := c.CheckpointKeeper(context.Background(), "wasm/x", env); k != nil || err != nil {
-		t.Fatalf("checkpoints off: %v, %v", k, err)
 	}
 }

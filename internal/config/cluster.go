@@ -1,9 +1,6 @@
 package config
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"time"
 )
@@ -59,25 +56,4 @@ func (c *Config) validateCluster(v *validator) {
 	}
 	v.check(k.Secret == "" || len(k.Secret) >= 16, "cluster.secret", "is shorter than 16 characters")
 	v.check(k.LeaseTTL >= time.Second && k.LeaseTTL <= 5*time.Minute, "cluster.lease_ttl", "%s is not between 1s and 5m", k.LeaseTTL)
-}
-
-// ClusterSecret returns the secret forwarded runs are authenticated with:
-// cluster.secret, else one derived from checkpoints.key (every replica
-// has that key), else "" (the caller keeps one in Redis).
-func (c *Config) ClusterSecret(lookupEnv func(string) (string, bool)) (string, error) {
-	if c.Cluster.Secret != "" {
-		return c.Cluster.Secret, nil
-	}
-	// Only a key given to every replica (a Secret): a key file is each
-	// pod's own in Kubernetes.
-	if !c.Checkpoints.Enabled || c.Checkpoints.Key == "" {
-		return "", nil
-	}
-	key, err := c.checkpointKey(lookupEnv)
-	if err != nil {
-		return "", err
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("codeinterp cluster secret v1"))
-	return hex.EncodeToString(mac.Sum(nil)), nil
 }

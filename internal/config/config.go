@@ -136,7 +136,7 @@ type Sandbox struct {
 	// RuntimeDir (wasm) holds python.wasm and lib/python3.13. "" means: the
 	// directory in $CODEINTERP_RUNTIME_DIR if set (the build script's own
 	// variable), else the newest complete cpython-3.13.5-* directory under
-	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp (see ResolvePaths).
+	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp (cmd/extproc resolves them).
 	RuntimeDir string `json:"runtime_dir"`
 	// CacheDir (wasm) holds wazero's compilation cache. "" means
 	// ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/wazero.

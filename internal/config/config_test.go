@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
-	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
 	"sigs.k8s.io/yaml"
 )
 
@@ -547,16 +546,7 @@ func TestParseByteSize(t *testing.T) {
 // mapping must produce a config the pool accepts.
 func TestPoolConfig(t *testing.T) {
 	c := Default()
-	c.Sandbox.RuntimeDir = "/rt"
-	c.Sandbox.CacheDir = "/cache"
-	got := c.WASMConfig([]string{"/bin/extproc", "__sandbox-worker"})
-	want := wasm.DefaultConfig()
-	want.RuntimeDir, want.CacheDir = "/rt", "/cache"
-	want.WorkerCommand = []string{"/bin/extproc", "__sandbox-worker"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("WASMConfig(Default()) =\n%+v\nwant wasm.DefaultConfig()\n%+v", got, want)
-	}
-	if err := got.Validate(); err != nil {
+	if err := c.PoolConfig().Validate(); err != nil {
 		t.Fatal(err)
 	}
 	c.Sandbox.Limits.CPUs = 0.5
@@ -574,84 +564,6 @@ func TestPoolConfig(t *testing.T) {
 	c.Sandbox.Provider = ProviderGVisor
 	if p := c.PoolConfig(); p.Limits.WorkerOverheadCPUs != gvisor.RecommendedOverheadCPUs || p.Limits.CPUs != 0.5 {
 		t.Errorf("gvisor: CPUs %v + WorkerOverheadCPUs %v, want 0.5 + %v", p.Limits.CPUs, p.Limits.WorkerOverheadCPUs, gvisor.RecommendedOverheadCPUs)
-	}
-}
-
-func TestResolvePaths(t *testing.T) {
-	cache := t.TempDir()
-	root := filepath.Join(cache, "codeinterp")
-	mk := func(name string, complete bool, age time.Duration) string {
-		d := filepath.Join(root, name)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "python.wasm"), []byte("\x00asm"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if complete {
-			m := filepath.Join(d, "MANIFEST")
-			if err := os.WriteFile(m, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			at := time.Now().Add(-age)
-			if err := os.Chtimes(m, at, at); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d
-	}
-	older := mk("cpython-3.13.5-aaaaaaaaaaaa", true, 2*time.Hour)
-	newer := mk("cpython-3.13.5-bbbbbbbbbbbb", true, time.Hour)
-	mk("cpython-3.13.5-cccccccccccc", false, 0) // still building
-	mk("cpython-3.12.0-dddddddddddd", true, 0)  // another version
-	explicit := mk("elsewhere", true, 0)
-	home := t.TempDir()
-	root = filepath.Join(home, ".cache", "codeinterp")
-	homeRuntime := mk("cpython-3.13.5-eeeeeeeeeeee", true, 0)
-	root = filepath.Join(cache, "codeinterp")
-
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	tests := []struct {
-		name              string
-		runtime, cacheDir string
-		env               func(string) (string, bool)
-		wantRuntime       string
-		wantCache         string
-		wantErr           error
-	}{
-		{"newest complete under XDG", "", "", env("XDG_CACHE_HOME", cache, "HOME", "/nonexistent"), newer, filepath.Join(root, "wazero"), nil},
-		{"HOME/.cache fallback", "", "", env("HOME", home), homeRuntime, filepath.Join(home, ".cache", "codeinterp", "wazero"), nil},
-		{"empty XDG falls back to HOME", "", "", env("XDG_CACHE_HOME", "", "HOME", home), homeRuntime, filepath.Join(home, ".cache", "codeinterp", "wazero"), nil},
-		{"build script variable", "", "", env("XDG_CACHE_HOME", cache, "CODEINTERP_RUNTIME_DIR", older), older, filepath.Join(root, "wazero"), nil},
-		{"explicit wins", explicit, "/c", env("CODEINTERP_RUNTIME_DIR", older), explicit, "/c", nil},
-		{"explicit without python.wasm", root, "/c", env(), "", "", ErrNoRuntime},
-		{"nothing built", "", "", env("XDG_CACHE_HOME", t.TempDir()), "", "", ErrNoRuntime},
-		{"no home at all", "", "", env(), "", "", ErrNoRuntime},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Default()
-			c.Sandbox.RuntimeDir, c.Sandbox.CacheDir = tt.runtime, tt.cacheDir
-			err := c.ResolvePaths(tt.env)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Sandbox.RuntimeDir != tt.wantRuntime || c.Sandbox.CacheDir != tt.wantCache {
-				t.Errorf("got %q, %q; want %q, %q", c.Sandbox.RuntimeDir, c.Sandbox.CacheDir, tt.wantRuntime, tt.wantCache)
-			}
-		})
 	}
 }
 

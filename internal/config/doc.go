@@ -36,7 +36,7 @@
 // comma-separated, maps are name=value pairs). Unrecognised CODEINTERP_*
 // variables are ignored by Load and reported by UnknownEnv (validate-config
 // prints them), except CODEINTERP_RUNTIME_DIR, which the runtime build
-// script and ResolvePaths share, and CODEINTERP_FIXTURES, used by tests.
+// script and cmd/extproc's resolvePaths share, and CODEINTERP_FIXTURES, used by tests.
 //
 // # Pairing with Envoy
 //
@@ -60,7 +60,7 @@
 //
 // # Sandbox paths
 //
-// sandbox.runtime_dir and sandbox.cache_dir may be left empty; ResolvePaths
+// sandbox.runtime_dir and sandbox.cache_dir may be left empty; cmd/extproc (resolvePaths)
 // then finds the build script's output (see its documentation). Validate
 // does not touch the file system, so a file can be checked on any machine.
 package config
