@@ -118,13 +118,10 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	var keeper *checkpoint.Keeper
 	var bases wasm.Bases
 	if cfg.Sandbox.Provider == config.ProviderWASM {
-		if keeper, err = checkpointKeeper(ctx, cfg, "wasm/"+worker.Fingerprint(), os.LookupEnv); err != nil {
+		if keeper, err = checkpointKeeper(ctx, cfg, "wasm/"+worker.Fingerprint(), reg); err != nil {
 			return nil, err
 		}
 		if keeper != nil {
-			if err = keeper.Instrument(reg); err != nil {
-				return nil, err
-			}
 			bases = keeper
 		}
 	}
@@ -140,13 +137,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	// gVisor session checkpoints are bound to runsc, the root and the
 	// kernel, known once the provider is prepared.
 	if keeper == nil && origin != "" {
-		if keeper, err = checkpointKeeper(ctx, cfg, origin, os.LookupEnv); err != nil {
+		if keeper, err = checkpointKeeper(ctx, cfg, origin, reg); err != nil {
 			return nil, err
-		}
-		if keeper != nil {
-			if err = keeper.Instrument(reg); err != nil {
-				return nil, err
-			}
 		}
 	}
 	prov, err := metrics.InstrumentProvider(p)
@@ -385,14 +377,8 @@ func (a *app) shutdown(timeout time.Duration) {
 			a.replicas.drain(timeout)
 		}
 	}()
-	done := make(chan struct{})
-	go func() { a.grpc.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		a.log.Warn("drain timed out; closing remaining streams", zap.Duration("timeout", timeout))
-		a.grpc.Stop()
-		<-done
+	if !stopGracefully(a.grpc, timeout) {
+		a.log.Warn("drain timed out; closed the remaining streams", zap.Duration("timeout", timeout))
 	}
 	if a.admin != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -456,4 +442,19 @@ func checker(eg *egress.Proxy) netpolicy.Checker {
 		return nil
 	}
 	return eg
+}
+
+// stopGracefully stops srv, letting its calls under way finish within
+// timeout and cutting the rest; it reports whether they all finished.
+func stopGracefully(srv *grpc.Server, timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		srv.Stop()
+		<-done
+		return false
+	}
 }

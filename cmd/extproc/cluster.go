@@ -69,8 +69,8 @@ func newReplicas(ctx context.Context, cfg *config.Config, reg prometheus.Registe
 	}
 	node, err := cluster.NewNode(cluster.Config{
 		Addr: addr, Secret: secret, Leases: leases, TTL: cfg.Cluster.LeaseTTL,
-		Handler: func(ctx context.Context, key string, payload []byte) ([]byte, error) {
-			return mgr().ServeForwarded(ctx, key, payload)
+		Handler: func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error) {
+			return mgr().ServeForwarded(ctx, key, token, payload)
 		},
 		OnLost: func(key string) { mgr().Fenced(key) },
 		Log:    log,
@@ -112,14 +112,8 @@ func (r *replicas) start(errc chan<- error) {
 // under way: the callers wait for this server to release its containers.
 func (r *replicas) drain(timeout time.Duration) {
 	r.node.Drain()
-	done := make(chan struct{})
-	go func() { r.srv.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		r.log.Warn("forwarded runs did not finish in time; stopping them")
-		r.srv.Stop()
-		<-done
+	if !stopGracefully(r.srv, timeout) {
+		r.log.Warn("forwarded runs did not finish in time; stopped them")
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/codeinterp/codeinterp/internal/buildcache"
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
@@ -142,10 +144,20 @@ func checkpointKey(cfg *config.Config, lookupEnv func(string) (string, bool)) ([
 	return key, nil
 }
 
-// checkpointKeeper opens the checkpoint store and key and returns the
-// Keeper of origin's checkpoints, or nil when checkpoints are off.
-// lookupEnv finds the build cache's root for the default paths.
-func checkpointKeeper(ctx context.Context, cfg *config.Config, origin string, lookupEnv func(string) (string, bool)) (*checkpoint.Keeper, error) {
+// checkpointKeeper is openKeeper with the process's environment and its
+// metrics registered on reg.
+func checkpointKeeper(ctx context.Context, cfg *config.Config, origin string, reg prometheus.Registerer) (*checkpoint.Keeper, error) {
+	k, err := openKeeper(ctx, cfg, origin, os.LookupEnv)
+	if err != nil || k == nil {
+		return k, err
+	}
+	return k, k.Instrument(reg)
+}
+
+// openKeeper opens the checkpoint store and key and returns the Keeper of
+// origin's checkpoints, or nil when checkpoints are off. lookupEnv finds
+// the build cache's root for the default paths.
+func openKeeper(ctx context.Context, cfg *config.Config, origin string, lookupEnv func(string) (string, bool)) (*checkpoint.Keeper, error) {
 	k := cfg.Checkpoints
 	if !k.Enabled {
 		return nil, nil

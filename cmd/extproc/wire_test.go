@@ -26,7 +26,7 @@ func TestCheckpointKeeperDefaults(t *testing.T) {
 		return "", false
 	}
 	c := config.Default()
-	k, err := checkpointKeeper(context.Background(), c, "wasm/x", env)
+	k, err := openKeeper(context.Background(), c, "wasm/x", env)
 	if err != nil || k == nil {
 		t.Fatalf("CheckpointKeeper: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestCheckpointKeeperDefaults(t *testing.T) {
 		}
 	}
 	c.Checkpoints.Enabled = false
-	if k, err := checkpointKeeper(context.Background(), c, "wasm/x", env); k != nil || err != nil {
+	if k, err := openKeeper(context.Background(), c, "wasm/x", env); k != nil || err != nil {
 		t.Fatalf("checkpoints off: %v, %v", k, err)
 	}
 }

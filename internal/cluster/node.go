@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -29,9 +28,9 @@ type Config struct {
 	// takes it without having found the holder gone. Leases are renewed
 	// every TTL/3.
 	TTL time.Duration
-	// Handler runs a forwarded run of key here, the lease being this
-	// Node's. Its answer is returned to the forwarding replica.
-	Handler func(ctx context.Context, key string, payload []byte) ([]byte, error)
+	// Handler runs a forwarded run of key here, under this Node's lease
+	// with token. Its answer is returned to the forwarding replica.
+	Handler func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error)
 	// OnLost is called (from the renewal loop) with a key whose lease
 	// another replica took: the interpreter held for it must not run
 	// again here.
@@ -245,5 +244,3 @@ func (n *Node) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-func (n *Node) String() string { return fmt.Sprintf("node %s at %s", n.id, n.cfg.Addr) }

@@ -41,7 +41,7 @@ func startReplica(t *testing.T, url, sec string, ttl time.Duration) *replica {
 	r := &replica{lost: make(chan string, 8)}
 	r.node, err = cluster.NewNode(cluster.Config{
 		Addr: lis.Addr().String(), Secret: sec, Leases: leases, TTL: ttl,
-		Handler: func(_ context.Context, key string, payload []byte) ([]byte, error) {
+		Handler: func(_ context.Context, key string, _ uint64, payload []byte) ([]byte, error) {
 			r.mu.Lock()
 			r.ran = append(r.ran, key+":"+string(payload))
 			r.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
@@ -68,10 +67,6 @@ func (n *Node) NewServer() *grpc.Server {
 	return s
 }
 
-// Serve serves the forwarding service on lis until it fails or the
-// server stops.
-func (n *Node) Serve(s *grpc.Server, lis net.Listener) error { return s.Serve(lis) }
-
 func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	get := func(k string) string {
@@ -110,7 +105,7 @@ func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrappe
 		return nil, status.Error(codes.FailedPrecondition, "cluster: not the holder of that lease")
 	}
 	n.metrics.served()
-	out, err := n.cfg.Handler(ctx, key, in.GetValue())
+	out, err := n.cfg.Handler(ctx, key, token, in.GetValue())
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

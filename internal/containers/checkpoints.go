@@ -80,8 +80,18 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, lookup boo
 // h's state was restored or saved here: its turns ran there, and h's
 // variables are older than the container's. A store that cannot be read
 // says nothing (h goes on).
-func (m *Manager) stale(ctx context.Context, h *held) bool {
+//
+// lease is the container's lease this server holds now (0: no cluster):
+// the same lease as when h's state was last known newest means no other
+// server held the container since, and the store is not read.
+func (m *Manager) stale(ctx context.Context, h *held, lease uint64) bool {
 	if m.cfg.Checkpoints == nil {
+		return false
+	}
+	h.tokenMu.Lock()
+	same := lease != 0 && h.lease == lease
+	h.tokenMu.Unlock()
+	if same {
 		return false
 	}
 	head, _, err := m.cfg.Checkpoints.Head(ctx, h.owner, h.cid)
@@ -90,7 +100,13 @@ func (m *Manager) stale(ctx context.Context, h *held) bool {
 	}
 	h.tokenMu.Lock()
 	defer h.tokenMu.Unlock()
-	return head != h.token
+	if head != h.token {
+		return true
+	}
+	if lease != 0 {
+		h.lease = lease
+	}
+	return false
 }
 
 // waitSaving waits until a checkpoint of cid being taken before its
@@ -222,8 +238,8 @@ func (m *Manager) idleCheckpoint(h *held) {
 // response uses it, so that the caller's next acquire restores the
 // container's latest state. h's own unsaved turns (if any) lose to the
 // store's newer state: the last checkpoint written wins.
-func (m *Manager) replaceStale(ctx context.Context, h *held) bool {
-	if !m.stale(ctx, h) {
+func (m *Manager) replaceStale(ctx context.Context, h *held, lease uint64) bool {
+	if !m.stale(ctx, h, lease) {
 		return false
 	}
 	m.mu.Lock()

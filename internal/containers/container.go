@@ -32,6 +32,9 @@ type container struct {
 	closed bool
 	// forwarded: another replica sent this run here, the holder.
 	forwarded bool
+	// lease is the token of the container's lease this server holds for
+	// the run (cluster; 0: none).
+	lease uint64
 }
 
 func (c *container) ID() string { return c.meta.ID }
@@ -227,14 +230,14 @@ func (c *container) hold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, c.fresh && !c.ran)
+	h, opened, err := c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, c.fresh && !c.ran, c.lease)
 	if err != nil {
 		return err
 	}
-	if !opened && c.m.replaceStale(ctx, h) {
+	if !opened && c.m.replaceStale(ctx, h, c.lease) {
 		// Another server ran the container since this one's interpreter
 		// was checkpointed or restored: the next one restores its state.
-		if h, opened, err = c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, false); err != nil {
+		if h, opened, err = c.m.acquire(ctx, c.meta.Owner, c.meta.ID, c.memory, pol, false, c.lease); err != nil {
 			return err
 		}
 	}

@@ -38,6 +38,11 @@ type held struct {
 	// another server saved the container since (Manager.stale).
 	tokenMu sync.Mutex
 	token   string
+	// lease is the container's lease (cluster) under which h's state is
+	// known to be the container's newest (0: not known): while this
+	// server holds that same lease no other server can have run it, so
+	// Manager.stale need not read the store.
+	lease uint64
 	// behind: h was restored from a checkpoint older than the container's
 	// last run (its holder died first); the next run says so, once.
 	behind bool
@@ -67,7 +72,7 @@ type fileStamp struct {
 // A container this response made whose code has not run yet (fresh) has
 // no checkpoint to look for: its interpreter is opened without asking the
 // store.
-func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool) (*held, bool, error) {
+func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool, lease uint64) (*held, bool, error) {
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
 		h.users++
@@ -90,7 +95,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		return nil, false, err
 	}
 	restored := token != ""
-	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token, behind: behind}
+	h := &held{cid: cid, owner: owner, memory: memory, sess: sess, users: 1, files: map[string]syncedFile{}, token: token, behind: behind, lease: lease}
 	m.mu.Lock()
 	if old, ok := m.held[cid]; ok && !old.removed {
 		// Another response opened one meanwhile: use that, drop ours.

@@ -119,9 +119,7 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 func (m *Manager) Open(ctx context.Context, spec Spec) (Container, error) {
 	var claimed []string
 	claim := func(id string) {
-		m.mu.Lock()
-		m.claims[id]++
-		m.mu.Unlock()
+		m.claim(id)
 		claimed = append(claimed, id)
 	}
 	c, err := m.open(ctx, spec, claim)
@@ -134,6 +132,14 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (Container, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// claim marks id in use by a response until unclaim: it is not deleted
+// to make room meanwhile (Create).
+func (m *Manager) claim(id string) {
+	m.mu.Lock()
+	m.claims[id]++
+	m.mu.Unlock()
 }
 
 func (m *Manager) unclaim(id string) {

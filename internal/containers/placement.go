@@ -121,6 +121,7 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 			return RunResult{}, false, nil
 		}
 		if mine {
+			c.lease = l.Token
 			if c.h != nil && c.h.removed {
 				m.release(c.h)
 				c.h = nil
@@ -129,7 +130,7 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 		}
 		// Another replica holds it. An interpreter held here (the lease
 		// was taken from this server) must not run again.
-		m.fence(cid)
+		m.Fenced(cid)
 		if c.h != nil {
 			m.release(c.h)
 			c.h = nil
@@ -182,7 +183,7 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 // ServeForwarded runs a run another replica forwarded to this one, the
 // holder of its container (cluster.Config.Handler; the lease was checked
 // by the caller). Its errors travel in the answer.
-func (m *Manager) ServeForwarded(ctx context.Context, cid string, payload []byte) ([]byte, error) {
+func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, payload []byte) ([]byte, error) {
 	var req forwardedRun
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, fmt.Errorf("containers: a forwarded run: %w", err)
@@ -197,9 +198,7 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, payload []byte
 		}
 		return json.Marshal(a)
 	}
-	m.mu.Lock()
-	m.claims[cid]++ // in use: not deleted for room meanwhile (unclaimed by Close)
-	m.mu.Unlock()
+	m.claim(cid) // unclaimed by the container's Close
 	meta, err := m.st.GetContainer(ctx, req.Owner, cid)
 	if err != nil {
 		m.unclaim(cid)
@@ -215,17 +214,16 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, payload []byte
 		}
 		m.mu.Unlock()
 	}
-	c := &container{m: m, meta: meta, fresh: req.Fresh, memory: req.Memory, ran: req.Ran, forwarded: true}
+	c := &container{m: m, meta: meta, fresh: req.Fresh, memory: req.Memory, ran: req.Ran, forwarded: true, lease: lease}
 	defer c.Close()
 	return answer(c.Run(ctx, req.Code))
 }
 
 // Fenced drops the interpreter held for cid after another replica took
-// its lease (cluster.Config.OnLost): it must not run again, and its state
-// is not checkpointed over the new holder's.
-func (m *Manager) Fenced(cid string) { m.fence(cid) }
-
-func (m *Manager) fence(cid string) {
+// its lease (cluster.Config.OnLost, and a claim that finds another
+// holder): it must not run again, and its state is not checkpointed over
+// the new holder's.
+func (m *Manager) Fenced(cid string) {
 	m.mu.Lock()
 	h, ok := m.held[cid]
 	if ok {

@@ -215,13 +215,12 @@ func (k *Kind) start(ctx context.Context, o pool.StartOptions, mode startMode, i
 
 	args := it.runscArgs()
 	switch mode {
-	case restoreStart:
-		args = append(append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle), k.features.restoreFlags()...)
-		args = append(args, it.id)
-	case sessionStart:
-		// The sandbox owns its session image (removed by Kill): with
-		// --background runsc reads pages from it after restore returns.
-		it.ownImage = img.dir
+	case restoreStart, sessionStart:
+		if mode == sessionStart {
+			// The sandbox owns its session image (removed by Kill): with
+			// --background runsc reads pages from it after restore returns.
+			it.ownImage = img.dir
+		}
 		args = append(append(args, "restore", "--image-path="+img.dir, "--bundle="+bundle), k.features.restoreFlags()...)
 		args = append(args, it.id)
 	default:

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -40,10 +39,10 @@ type Kind struct {
 	version  string            // runsc's, set by Prepare
 
 	// digest names runsc, the root and the kernel for session
-	// checkpoints (runtimeDigest), computed once.
-	digestOnce sync.Once
-	digest     string
-	digestErr  error
+	// checkpoints (runtimeDigest), set by Prepare; digestErr says why
+	// there is none (sessions are then not checkpointed).
+	digest    string
+	digestErr error
 
 	ctx    context.Context // ends at Close: background rotations
 	cancel context.CancelFunc
@@ -127,6 +126,7 @@ func (k *Kind) Prepare(ctx context.Context) error {
 	if err := checkRootFS(k.cfg.RootFS, k.cfg.PythonPath); err != nil {
 		return err
 	}
+	k.digest, k.digestErr = runtimeDigest(version, k.cfg.RootFS, k.cfg.Platform)
 	if err := makeStateDir(k.cfg.StateDir); err != nil {
 		return err
 	}

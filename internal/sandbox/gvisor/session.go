@@ -42,8 +42,8 @@ const sessionMagic = "codeinterp-gvisor-session-v1\n"
 // sessionHeader says what a session state was made from: a restore under
 // anything else is refused before runsc reads a byte of it.
 type sessionHeader struct {
-	// Runtime is a digest of runsc's and the root's identity
-	// (runtimeStamp's inputs by content, not inode) and the kernel.
+	// Runtime is runtimeDigest: runsc's version, the root's MANIFEST,
+	// the platform and the kernel.
 	Runtime      string   `json:"runtime"`
 	ScratchBytes int64    `json:"scratch_bytes"`
 	Nproc        uint64   `json:"nproc"`
@@ -58,40 +58,28 @@ const maxSessionFiles = 64
 // checkpoint a running sandbox and leave it running.
 func (k *Kind) RestoresSessions() bool { return k.features.leaveRunning }
 
-// runtimeDigest names the runtime a session image belongs to: the runsc
-// binary and the root's MANIFEST by content, the platform and the kernel.
-// Computed once (runsc is tens of MB).
-func (k *Kind) runtimeDigest() (string, error) {
-	k.digestOnce.Do(func() {
-		h := sha256.New()
-		for _, p := range []string{k.cfg.RunscPath, filepath.Join(k.cfg.RootFS, "MANIFEST")} {
-			f, err := os.Open(p)
-			if err != nil {
-				k.digestErr = err
-				return
-			}
-			_, err = io.Copy(h, f)
-			f.Close()
-			if err != nil {
-				k.digestErr = err
-				return
-			}
-		}
-		fmt.Fprintf(h, "\x00%s\x00%s", k.cfg.Platform, kernelSource)
-		k.digest = hex.EncodeToString(h.Sum(nil))
-	})
-	return k.digest, k.digestErr
+// runtimeDigest names the runtime a session image belongs to: runsc's
+// version, the root's MANIFEST, the platform and the kernel — what a
+// replica on another machine has the same of. Prepare computes it once.
+func runtimeDigest(runscVersion, rootFS, platform string) (string, error) {
+	manifest, err := os.ReadFile(filepath.Join(rootFS, "MANIFEST"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", runscVersion, platform, kernelSource)
+	h.Write(manifest)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // CheckpointOrigin names what this kind's session checkpoints are bound
 // to (checkpoint.Keeper's origin): another runsc, root or kernel refuses
 // them.
 func (k *Kind) CheckpointOrigin() (string, error) {
-	d, err := k.runtimeDigest()
-	if err != nil {
-		return "", fmt.Errorf("gvisor: %w", err)
+	if k.digestErr != nil {
+		return "", fmt.Errorf("gvisor: %w", k.digestErr)
 	}
-	return "gvisor/" + d[:32], nil
+	return "gvisor/" + k.digest[:32], nil
 }
 
 // Checkpoint implements pool.Checkpointer. The pool calls it between
@@ -105,7 +93,7 @@ func (it *interp) Checkpoint(ctx context.Context) ([]byte, error) {
 	if !it.k.features.leaveRunning {
 		return nil, fmt.Errorf("%w: this runsc cannot checkpoint a running sandbox (--leave-running)", sandbox.ErrNoCheckpoint)
 	}
-	digest, err := it.k.runtimeDigest()
+	digest, err := it.k.digest, it.k.digestErr
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", sandbox.ErrNoCheckpoint, err)
 	}
@@ -196,7 +184,7 @@ func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHead
 	if err := json.Unmarshal(rest[:n], &h); err != nil {
 		return refuse("its header: %v", err)
 	}
-	digest, err := k.runtimeDigest()
+	digest, err := k.digest, k.digestErr
 	if err != nil {
 		return refuse("%v", err)
 	}
