@@ -52,7 +52,7 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 	}
 	defer st.Close()
 	ac := apiConfig(cfg)
-	rs := memory.NewResponses(cfg.ResponseLimits(), nil)
+	rs := memory.NewResponses(responseLimits(cfg), nil)
 	ac.Responses = rs
 	owner, _ := store.Owner(http.Header{"Authorization": {"Bearer sk-dev"}}, cfg.API.AuthHeaders)
 	if err := rs.PutResponse(context.Background(), store.Response{ID: "resp_dev", Owner: owner,
@@ -144,14 +144,14 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 func TestAPIConfigFromConfig(t *testing.T) {
 	cfg := config.Default()
 	got := apiConfig(cfg)
-	// The configured 64MiB is lowered to what a session holds: 32MiB of
-	// scratch space less a page for each of 256 files.
+	// Unset, the upload bound is what a session holds: 32MiB of scratch
+	// space less a page for each of 256 files.
 	if got.DefaultExpiryMinutes != 20 || got.MaxExpiryMinutes != 60 || got.MaxUploadBytes != 31<<20 || got.Anonymous != api.AnonymousReject ||
 		got.MaxMemoryLimit != int64(cfg.Interceptor.MaxMemoryLimit) || got.FilesSource != api.FilesLocal ||
 		len(got.AuthHeaders) != 2 || got.FileLifetime != 24*time.Hour {
 		t.Fatalf("%+v", got)
 	}
-	if l := cfg.StoreLimits(); l.FileBytes != 31<<20 || l.ContainerBytes != 31<<20 || l.OwnerContainers != 64 || l.ExpiredMemory != 24*time.Hour {
+	if l := storeLimits(cfg); l.FileBytes != 31<<20 || l.ContainerBytes != 31<<20 || l.OwnerContainers != 64 || l.ExpiredMemory != 24*time.Hour {
 		t.Fatalf("%+v", l)
 	}
 }

@@ -72,7 +72,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range cfg.LoweredLimits() {
+	for _, l := range loweredLimits(cfg) {
 		log.Warn(l)
 	}
 	st, err := newStore(ctx, cfg)
@@ -154,7 +154,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	ccfg := containers.Config{
 		RestoreExpired: cfg.Containers.RestoreExpired,
 		ExpiryMinutes:  int(cfg.API.DefaultExpiry / time.Minute),
-		MaxFileBytes:   cfg.StoreLimits().FileBytes,
+		MaxFileBytes:   storeLimits(cfg).FileBytes,
 		Files:          files,
 	}
 	if keeper != nil {
@@ -180,37 +180,12 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = mgr.Close()
 		}
 	}()
-	ic, err := interceptor.New(interceptor.Config{
-		FunctionName:     cfg.Interceptor.FunctionName,
-		MaxRounds:        cfg.Interceptor.MaxRounds,
-		MaxParallelCalls: cfg.Interceptor.MaxParallelCalls,
-		MaxToolCalls:     cfg.Interceptor.MaxToolCalls,
-		MaxMemoryBytes:   int64(cfg.Interceptor.MaxMemoryLimit),
-		FollowUp:         interceptor.FollowUpMode(cfg.Interceptor.FollowUp),
-		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
-		InputFiles:       cfg.Interceptor.InputFiles,
-		CallStatus:       cfg.Interceptor.CallStatus,
-		History:          interceptor.HistoryMode(cfg.Interceptor.History),
-	}, prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
+	ic, err := interceptor.New(interceptorConfig(cfg), prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
 		interceptor.WithNetwork(checker(eg)))
 	if err != nil {
 		return nil, err
 	}
-	fsrv, err := filter.New(filter.Config{
-		Paths:                  cfg.Routes.Paths,
-		Methods:                cfg.Routes.Methods,
-		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
-		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
-		AuthHeaders:            cfg.API.AuthHeaders,
-		AnonymousShared:        cfg.API.Anonymous == config.AnonymousShared,
-		SyntheticStreams:       cfg.Interceptor.Streaming == "synthetic",
-		Upstream: filter.UpstreamConfig{
-			URL:            cfg.Upstream.URL,
-			ForwardHeaders: cfg.Upstream.ForwardHeaders,
-			Headers:        cfg.Upstream.Headers,
-			Timeout:        cfg.Upstream.Timeout,
-		},
-	}, ic.Processor(), metrics, log.Named("filter"))
+	fsrv, err := filter.New(filterConfig(cfg), ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {
 		return nil, err
 	}

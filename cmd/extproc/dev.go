@@ -50,7 +50,7 @@ func runDev(ctx context.Context, args []string) error {
 	if *msgTimeout <= 0 || *maxMsgTimeout < 0 {
 		return &usageError{"dev: --message-timeout must be positive and --max-message-timeout not negative"}
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := config.Load(*configPath, checkOptions)
 	if err != nil {
 		return err
 	}

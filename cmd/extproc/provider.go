@@ -45,33 +45,11 @@ func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot b
 	return nil, "", fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
 }
 
-// gvisorConfig maps the sandbox section onto the gVisor provider's
-// configuration.
-func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
-	g := cfg.Sandbox.GVisor
-	return gvisor.Config{
-		RunscPath:       g.Runsc,
-		Platform:        g.Platform,
-		RootFS:          g.RootFS,
-		PythonPath:      g.Python,
-		StateDir:        g.StateDir,
-		LauncherCommand: []string{self, launcherCommand},
-		UID:             cfg.Sandbox.Isolation.UID,
-		GID:             cfg.Sandbox.Isolation.GID,
-		ImageMaxCount:   g.MaxImages,
-		ImageMaxBytes:   int(g.MaxImageBytes),
-
-		ColdStart:              !cfg.Sandbox.Snapshot,
-		SnapshotRotateSessions: cfg.Sandbox.SnapshotRotateSessions,
-		Limits:                 cfg.PoolConfig().Limits,
-	}
-}
-
 // newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
 // or the Python packages are missing, saying what to install.
 func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, caPEM []byte, log *zap.Logger) (*pool.Pool, string, error) {
 	gc := gvisorConfig(cfg, self)
-	pc := cfg.PoolConfig()
+	pc := poolConfig(cfg)
 	if eg != nil {
 		gc.ExtraCAPEM = caPEM
 		pc.Egress = eg

@@ -26,7 +26,7 @@ func runServe(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("serve: unexpected argument %q", fs.Arg(0))}
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := config.Load(*configPath, checkOptions)
 	if err != nil {
 		return err
 	}

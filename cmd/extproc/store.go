@@ -23,7 +23,7 @@ import (
 // API and the interceptor.
 // Its bounds are the ones in force (config.Config.StoreLimits).
 func newStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
-	l := cfg.StoreLimits()
+	l := storeLimits(cfg)
 	return openBackend(ctx, cfg,
 		func(ctx context.Context, url string) (store.Store, error) { return redis.New(ctx, url, l, nil) },
 		func() store.Store { return memory.New(l, nil) })
@@ -67,7 +67,7 @@ func openBackend[S any](ctx context.Context, cfg *config.Config, inRedis func(ct
 
 // newResponses opens the response store.
 func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error) {
-	l := cfg.ResponseLimits()
+	l := responseLimits(cfg)
 	return openBackend(ctx, cfg,
 		func(ctx context.Context, url string) (responseStore, error) {
 			return redis.NewResponses(ctx, url, l, nil)
@@ -77,27 +77,12 @@ func newResponses(ctx context.Context, cfg *config.Config) (responseStore, error
 
 // newConversations opens the conversation store.
 func newConversations(ctx context.Context, cfg *config.Config) (conversationStore, error) {
-	l := cfg.ConversationLimits()
+	l := conversationLimits(cfg)
 	return openBackend(ctx, cfg,
 		func(ctx context.Context, url string) (conversationStore, error) {
 			return redis.NewConversations(ctx, url, l, nil)
 		},
 		func() conversationStore { return memory.NewConversations(l, nil) })
-}
-
-// apiConfig maps the configuration onto the API server's.
-func apiConfig(cfg *config.Config) api.Config {
-	return api.Config{
-		AuthHeaders:          cfg.API.AuthHeaders,
-		DefaultExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
-		MaxExpiryMinutes:     int(cfg.API.MaxExpiry / time.Minute),
-		MaxMemoryLimit:       int64(cfg.Interceptor.MaxMemoryLimit),
-		MaxUploadBytes:       cfg.MaxUploadBytes(),
-		Anonymous:            cfg.API.Anonymous,
-		FilesSource:          cfg.Files.Source,
-		FilesUpstreamURL:     cfg.Files.UpstreamURL,
-		FileLifetime:         cfg.Store.Limits.FileLifetime,
-	}
 }
 
 // startAPI serves the Containers and Files APIs on api.listen.

@@ -41,11 +41,11 @@ func validateConfig(args, environ []string, stdout, stderr io.Writer) error {
 	for _, name := range config.UnknownEnv(environ) {
 		fmt.Fprintf(stderr, "warning: %s matches no configuration field (ignored)\n", name)
 	}
-	c, err := config.LoadEnv(file, environ)
+	c, err := config.LoadEnv(file, environ, checkOptions)
 	if err != nil {
 		return err
 	}
-	for _, l := range c.LoweredLimits() {
+	for _, l := range loweredLimits(c) {
 		fmt.Fprintf(stderr, "note: %s\n", l)
 	}
 	fmt.Fprintf(stdout, "ok: %s\n", file)
@@ -105,9 +105,9 @@ func writeSummary(w io.Writer, c *config.Config, env []string) {
 		{"runtime dir", orDefault(c.Sandbox.RuntimeDir, "(found at start-up: newest build under the cache dir)")},
 		{"api listen", orDefault(c.API.Listen, "off")},
 		{"containers", fmt.Sprintf("expire %s after use (max %s), uploads up to %s, owners by %s, anonymous requests: %s",
-			c.API.DefaultExpiry, c.API.MaxExpiry, config.ByteSize(c.MaxUploadBytes()), strings.Join(c.API.AuthHeaders, ", "), c.API.Anonymous)},
+			c.API.DefaultExpiry, c.API.MaxExpiry, config.ByteSize(maxUploadBytes(c)), strings.Join(c.API.AuthHeaders, ", "), c.API.Anonymous)},
 		{"container bounds", fmt.Sprintf("%s a file, %s and %d files a container",
-			config.ByteSize(c.StoreLimits().FileBytes), config.ByteSize(c.StoreLimits().ContainerBytes), c.Store.Limits.ContainerFiles)},
+			config.ByteSize(storeLimits(c).FileBytes), config.ByteSize(storeLimits(c).ContainerBytes), c.Store.Limits.ContainerFiles)},
 		{"store", storeSummary(c.Store)},
 		{"files source", strings.TrimSpace(c.Files.Source + " " + c.Files.UpstreamURL)},
 		{"logging", c.Logging.Level + ", " + c.Logging.Format},

@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/codeinterp/codeinterp/internal/api"
 	"github.com/codeinterp/codeinterp/internal/buildcache"
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
@@ -20,7 +23,13 @@ import (
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob/s3"
 	"github.com/codeinterp/codeinterp/internal/config"
 	"github.com/codeinterp/codeinterp/internal/egress"
+	"github.com/codeinterp/codeinterp/internal/filter"
+	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // The wiring: what the configuration's sections become in the packages'
@@ -34,7 +43,7 @@ import (
 func wasmConfig(cfg *config.Config, workerCommand []string) wasm.Config {
 	s := cfg.Sandbox
 	return wasm.Config{
-		Config:        cfg.PoolConfig(),
+		Config:        poolConfig(cfg),
 		RuntimeDir:    s.RuntimeDir,
 		CacheDir:      s.CacheDir,
 		WorkerCommand: append([]string(nil), workerCommand...),
@@ -211,4 +220,247 @@ func clusterSecret(cfg *config.Config, lookupEnv func(string) (string, bool)) (s
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("codeinterp cluster secret v1"))
 	return hex.EncodeToString(mac.Sum(nil)), nil
+}
+
+// apiConfig maps the configuration onto the API server's.
+func apiConfig(cfg *config.Config) api.Config {
+	return api.Config{
+		AuthHeaders:          cfg.API.AuthHeaders,
+		DefaultExpiryMinutes: int(cfg.API.DefaultExpiry / time.Minute),
+		MaxExpiryMinutes:     int(cfg.API.MaxExpiry / time.Minute),
+		MaxMemoryLimit:       int64(cfg.Interceptor.MaxMemoryLimit),
+		MaxUploadBytes:       maxUploadBytes(cfg),
+		Anonymous:            cfg.API.Anonymous,
+		FilesSource:          cfg.Files.Source,
+		FilesUpstreamURL:     cfg.Files.UpstreamURL,
+		FileLifetime:         cfg.Store.Limits.FileLifetime,
+	}
+}
+
+// gvisorConfig maps the sandbox section onto the gVisor provider's
+// configuration.
+func gvisorConfig(cfg *config.Config, self string) gvisor.Config {
+	g := cfg.Sandbox.GVisor
+	return gvisor.Config{
+		RunscPath:       g.Runsc,
+		Platform:        g.Platform,
+		RootFS:          g.RootFS,
+		PythonPath:      g.Python,
+		StateDir:        g.StateDir,
+		LauncherCommand: []string{self, launcherCommand},
+		UID:             cfg.Sandbox.Isolation.UID,
+		GID:             cfg.Sandbox.Isolation.GID,
+		ImageMaxCount:   g.MaxImages,
+		ImageMaxBytes:   int(g.MaxImageBytes),
+
+		ColdStart:              !cfg.Sandbox.Snapshot,
+		SnapshotRotateSessions: cfg.Sandbox.SnapshotRotateSessions,
+		Limits:                 poolConfig(cfg).Limits,
+	}
+}
+
+// interceptorConfig maps the interceptor section (and the body bound) onto
+// the interceptor's options.
+func interceptorConfig(cfg *config.Config) interceptor.Config {
+	in := cfg.Interceptor
+	return interceptor.Config{
+		FunctionName:     in.FunctionName,
+		MaxRounds:        in.MaxRounds,
+		MaxParallelCalls: in.MaxParallelCalls,
+		MaxToolCalls:     in.MaxToolCalls,
+		MaxMemoryBytes:   int64(in.MaxMemoryLimit),
+		FollowUp:         interceptor.FollowUpMode(in.FollowUp),
+		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
+		InputFiles:       in.InputFiles,
+		CallStatus:       in.CallStatus,
+		History:          interceptor.HistoryMode(in.History),
+	}
+}
+
+// filterConfig maps the server, routes and upstream sections onto the
+// Envoy-facing filter's options.
+func filterConfig(cfg *config.Config) filter.Config {
+	return filter.Config{
+		Paths:                  cfg.Routes.Paths,
+		Methods:                cfg.Routes.Methods,
+		MaxBodyBytes:           int64(cfg.Server.MaxBodyBytes),
+		OverrideMessageTimeout: cfg.Server.OverrideMessageTimeout,
+		AuthHeaders:            cfg.API.AuthHeaders,
+		AnonymousShared:        cfg.API.Anonymous == config.AnonymousShared,
+		SyntheticStreams:       cfg.Interceptor.Streaming == "synthetic",
+		Upstream: filter.UpstreamConfig{
+			URL:            cfg.Upstream.URL,
+			ForwardHeaders: cfg.Upstream.ForwardHeaders,
+			Headers:        cfg.Upstream.Headers,
+			Timeout:        cfg.Upstream.Timeout,
+		},
+	}
+}
+
+// poolConfig maps the sandbox section onto what the pool needs whatever
+// the provider.
+func poolConfig(cfg *config.Config) pool.Config {
+	s := cfg.Sandbox
+	l := s.Limits
+	var overheadCPUs float64
+	if s.Provider == config.ProviderGVisor {
+		overheadCPUs = config.GVisorOverheadCPUs
+	}
+	return pool.Config{
+		MaxSessions:       s.MaxSessions,
+		WarmWorkers:       s.WarmWorkers,
+		SessionsPerWorker: s.SessionsPerWorker,
+		QueueWait:         s.QueueWait,
+		Limits: pool.Limits{
+			SourceBytes:         int(l.SourceBytes),
+			RunTimeout:          l.RunTimeout,
+			GuestMemoryBytes:    int64(l.GuestMemory),
+			MaxGuestMemoryBytes: int64(l.MaxGuestMemory),
+			WorkerOverheadBytes: int64(l.WorkerOverhead),
+			StdoutBytes:         int(l.StdoutBytes),
+			StderrBytes:         int(l.StderrBytes),
+			ScratchBytes:        int64(l.ScratchBytes),
+			Pids:                l.Pids,
+			CPUs:                l.CPUs,
+			WorkerOverheadCPUs:  overheadCPUs,
+		},
+		Isolation: pool.Isolation{
+			Cgroup:       s.Isolation.Cgroup,
+			CgroupParent: s.Isolation.CgroupParent,
+			UID:          s.Isolation.UID,
+			GID:          s.Isolation.GID,
+		},
+	}
+}
+
+// storeLimits are store.limits as the store enforces them. Every
+// interpreter a container gets has all its files copied in, within the
+// session's scratch space (sandbox.limits.scratch_bytes, less a page per
+// file: sandbox.DataCapacity) and one file at most sandbox.MaxFileBytes; a
+// container holding more would fail every run. So file_bytes and
+// container_bytes are what a session holds when unset (0), and at most
+// that when set, and an upload or a code's file past them is refused when
+// it is made (413), never when it is used.
+func storeLimits(cfg *config.Config) store.Limits {
+	l := cfg.Store.Limits
+	capacity := sandbox.DataCapacity(int64(cfg.Sandbox.Limits.ScratchBytes), l.ContainerFiles)
+	atMost := func(set config.ByteSize, bound int64) int64 {
+		if set == 0 {
+			return bound
+		}
+		return min(int64(set), bound)
+	}
+	s := store.Limits{
+		FileBytes:       atMost(l.FileBytes, min(sandbox.MaxFileBytes, capacity)),
+		ContainerBytes:  atMost(l.ContainerBytes, capacity),
+		ContainerFiles:  l.ContainerFiles,
+		OwnerBytes:      int64(l.OwnerBytes),
+		OwnerContainers: l.OwnerContainers,
+		OwnerFiles:      l.OwnerFiles,
+		FileLifetime:    l.FileLifetime,
+		ExpiredMemory:   l.ExpiredMemory,
+	}
+	// containers.restore_expired keeps an expired container's files as
+	// long as its checkpoint, and it is remembered as long after its files
+	// are gone as without them.
+	if cfg.Containers.RestoreExpired {
+		s.ExpiredKeep = cfg.Checkpoints.TTL
+		s.ExpiredMemory += s.ExpiredKeep
+	}
+	return s
+}
+
+// maxUploadBytes is api.max_upload_bytes as the API enforces it: the file
+// bound in force when unset (0), and at most that when set.
+func maxUploadBytes(cfg *config.Config) int64 {
+	fb := storeLimits(cfg).FileBytes
+	if cfg.API.MaxUploadBytes == 0 {
+		return fb
+	}
+	return min(int64(cfg.API.MaxUploadBytes), fb)
+}
+
+// loweredLimits says, one line each, which bounds the operator set that
+// storeLimits and maxUploadBytes lower, for the log at start and
+// validate-config. The defaults are derived and never lowered, so a
+// default configuration has none.
+func loweredLimits(cfg *config.Config) []string {
+	l, in := storeLimits(cfg), cfg.Store.Limits
+	var out []string
+	why := fmt.Sprintf("what one session holds (sandbox.limits.scratch_bytes %s for %d files, and at most %s a file)",
+		cfg.Sandbox.Limits.ScratchBytes, in.ContainerFiles, config.ByteSize(sandbox.MaxFileBytes))
+	if in.FileBytes != 0 && l.FileBytes < int64(in.FileBytes) {
+		out = append(out, fmt.Sprintf("store.limits.file_bytes %s is lowered to %s: %s", in.FileBytes, config.ByteSize(l.FileBytes), why))
+	}
+	if in.ContainerBytes != 0 && l.ContainerBytes < int64(in.ContainerBytes) {
+		out = append(out, fmt.Sprintf("store.limits.container_bytes %s is lowered to %s: %s", in.ContainerBytes, config.ByteSize(l.ContainerBytes), why))
+	}
+	if up := maxUploadBytes(cfg); cfg.API.MaxUploadBytes != 0 && up < int64(cfg.API.MaxUploadBytes) {
+		out = append(out, fmt.Sprintf("api.max_upload_bytes %s is lowered to %s, the file bound in force", cfg.API.MaxUploadBytes, config.ByteSize(up)))
+	}
+	return out
+}
+
+// responseLimits are the bounds of the response store.
+func responseLimits(cfg *config.Config) store.ResponseLimits {
+	r := cfg.Responses
+	return store.ResponseLimits{
+		TTL:           r.TTL,
+		ResponseBytes: int64(r.MaxResponseBytes),
+		MaxHistory:    r.MaxHistory,
+		Count:         r.MaxCount,
+		Bytes:         int64(r.MaxBytes),
+	}
+}
+
+// conversationLimits are the bounds of the conversation store.
+func conversationLimits(cfg *config.Config) store.ConversationLimits {
+	v := cfg.Conversations
+	return store.ConversationLimits{Items: v.MaxItems, Bytes: int64(v.MaxBytes), Conversations: v.MaxPerOwner}
+}
+
+// checkOptions runs the validators the packages own on the options the
+// configuration maps to — one validator per setting, in the package whose
+// meaning it is — and reports each problem as a *config.FieldError at the
+// setting's YAML path. (Config.Validate checks what no package owns: the
+// YAML's shape and the relations between sections.)
+func checkOptions(cfg *config.Config) error {
+	var errs []error
+	add := func(section string, err error) {
+		for _, e := range unjoin(err) {
+			field, reason, ok := strings.Cut(e.Error(), ": ")
+			if !ok {
+				field, reason = "", e.Error()
+			}
+			path := section
+			if field != "" {
+				path += "." + field
+			}
+			errs = append(errs, &config.FieldError{Path: path, Reason: reason})
+		}
+	}
+	add("sandbox", poolConfig(cfg).Validate())
+	add("interceptor", interceptorConfig(cfg).Validate())
+	if k := cfg.Checkpoints; k.Enabled {
+		if k.Key != "" {
+			if _, err := checkpoint.LoadKey(k.Key, ""); err != nil {
+				add("checkpoints", fmt.Errorf("key: %w", err))
+			}
+		}
+		if k.Store == "s3" && k.S3.Prefix != "" && blob.CheckPrefix(k.S3.Prefix) != nil {
+			add("checkpoints.s3", fmt.Errorf("prefix: %q is not a key prefix ending in /", k.S3.Prefix))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin splits an errors.Join result into its parts.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -5,10 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/codeinterp/codeinterp/internal/api"
-	"github.com/codeinterp/codeinterp/internal/sandbox"
-	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // API is the HTTP server of OpenAI's Containers and Files APIs (package
@@ -30,8 +26,7 @@ type API struct {
 	// every other can read and delete; for a single-user laptop).
 	Anonymous string `json:"anonymous"`
 	// MaxUploadBytes bounds one uploaded file (413 above); at most
-	// store.limits.file_bytes. The bound in force is lower when a session
-	// could not hold such a file (Config.StoreLimits).
+	// store.limits.file_bytes. 0 (the default) is the file bound in force.
 	MaxUploadBytes ByteSize `json:"max_upload_bytes"`
 	// DefaultExpiry is a new container's expires_after when the client
 	// gives none (OpenAI's 20 minutes after last use); whole minutes.
@@ -51,8 +46,11 @@ type Store struct {
 	Limits   StoreLimits `json:"limits"`
 }
 
-// StoreLimits bound what the store holds (store.Limits; Config.StoreLimits
-// gives the bounds in force).
+// StoreLimits bound what the store holds (store.Limits). FileBytes and
+// ContainerBytes 0 (the defaults) are what one sandbox session holds —
+// every interpreter a container gets has all its files copied in — and a
+// value set above that is lowered to it, with a warning (cmd/extproc
+// computes the bounds in force).
 type StoreLimits struct {
 	FileBytes       ByteSize      `json:"file_bytes"`
 	ContainerBytes  ByteSize      `json:"container_bytes"`
@@ -90,29 +88,25 @@ const (
 
 func defaultAPI() API {
 	return API{
-		Listen:         "127.0.0.1:8081",
-		AuthHeaders:    store.DefaultAuthHeaders(),
-		Anonymous:      AnonymousReject,
-		MaxUploadBytes: api.DefaultMaxUploadBytes,
-		DefaultExpiry:  api.DefaultExpiryMinutes * time.Minute,
-		MaxExpiry:      time.Hour,
+		Listen:        "127.0.0.1:8081",
+		AuthHeaders:   []string{"authorization", "api-key"},
+		Anonymous:     AnonymousReject,
+		DefaultExpiry: 20 * time.Minute, // OpenAI's
+		MaxExpiry:     time.Hour,
 	}
 }
 
 func defaultStore() Store {
-	l := store.DefaultLimits()
 	return Store{
 		Backend:  StoreMemory,
 		RedisURL: "redis://127.0.0.1:6379/0",
 		Limits: StoreLimits{
-			FileBytes:       ByteSize(l.FileBytes),
-			ContainerBytes:  ByteSize(l.ContainerBytes),
-			ContainerFiles:  l.ContainerFiles,
-			OwnerBytes:      ByteSize(l.OwnerBytes),
-			OwnerContainers: l.OwnerContainers,
-			OwnerFiles:      l.OwnerFiles,
-			FileLifetime:    l.FileLifetime,
-			ExpiredMemory:   l.ExpiredMemory,
+			ContainerFiles:  256,
+			OwnerBytes:      1 * GiB,
+			OwnerContainers: 64,
+			OwnerFiles:      1000,
+			FileLifetime:    24 * time.Hour,
+			ExpiredMemory:   24 * time.Hour,
 		},
 	}
 }
@@ -142,8 +136,10 @@ func (c *Config) validateAPI(v *validator) {
 		seen[l] = true
 	}
 	v.check(a.Anonymous == AnonymousReject || a.Anonymous == AnonymousShared, "api.anonymous", "%q is not one of reject, shared", a.Anonymous)
-	v.check(a.MaxUploadBytes >= KiB && a.MaxUploadBytes <= c.Store.Limits.FileBytes, "api.max_upload_bytes",
-		"%s must be between 1KiB and store.limits.file_bytes %s", a.MaxUploadBytes, c.Store.Limits.FileBytes)
+	if fb := c.Store.Limits.FileBytes; a.MaxUploadBytes != 0 {
+		v.check(a.MaxUploadBytes >= KiB && (fb == 0 || a.MaxUploadBytes <= fb), "api.max_upload_bytes",
+			"%s must be 0 (the file bound) or between 1KiB and store.limits.file_bytes %s", a.MaxUploadBytes, fb)
+	}
 	checkMinutes(v, "api.default_expiry", a.DefaultExpiry)
 	checkMinutes(v, "api.max_expiry", a.MaxExpiry)
 	v.check(a.MaxExpiry >= a.DefaultExpiry, "api.max_expiry", "%s is shorter than api.default_expiry %s", a.MaxExpiry, a.DefaultExpiry)
@@ -175,9 +171,10 @@ func (c *Config) validateStore(v *validator) {
 		v.add("store.backend", "%q is not one of memory, redis", s.Backend)
 	}
 	l := s.Limits
-	v.check(l.FileBytes >= KiB && l.FileBytes <= 4*GiB, "store.limits.file_bytes", "%s must be between 1KiB and 4GiB", l.FileBytes)
-	v.check(l.ContainerBytes >= l.FileBytes, "store.limits.container_bytes", "%s is below store.limits.file_bytes %s", l.ContainerBytes, l.FileBytes)
-	v.check(l.OwnerBytes >= l.ContainerBytes, "store.limits.owner_bytes", "%s is below store.limits.container_bytes %s", l.OwnerBytes, l.ContainerBytes)
+	v.check(l.FileBytes == 0 || l.FileBytes >= KiB && l.FileBytes <= 4*GiB, "store.limits.file_bytes", "%s must be 0 (what a session holds) or between 1KiB and 4GiB", l.FileBytes)
+	v.check(l.ContainerBytes == 0 || l.ContainerBytes >= l.FileBytes, "store.limits.container_bytes", "%s is below store.limits.file_bytes %s", l.ContainerBytes, l.FileBytes)
+	v.check(l.OwnerBytes >= l.ContainerBytes && l.OwnerBytes >= l.FileBytes && l.OwnerBytes >= MiB, "store.limits.owner_bytes",
+		"%s must be at least 1MiB and not below store.limits.container_bytes %s", l.OwnerBytes, l.ContainerBytes)
 	v.check(l.ContainerFiles >= 1 && l.ContainerFiles <= 100000, "store.limits.container_files", "%d must be between 1 and 100000", l.ContainerFiles)
 	v.check(l.OwnerContainers >= 1 && l.OwnerContainers <= 100000, "store.limits.owner_containers", "%d must be between 1 and 100000", l.OwnerContainers)
 	v.check(l.OwnerFiles >= 1 && l.OwnerFiles <= 100000, "store.limits.owner_files", "%d must be between 1 and 100000", l.OwnerFiles)
@@ -203,65 +200,4 @@ func (c *Config) validateFiles(v *validator) {
 	default:
 		v.add("files.source", "%q is not one of local, upstream, off", f.Source)
 	}
-}
-
-// StoreLimits are store.limits as the store enforces them: file_bytes and
-// container_bytes lowered to what one sandbox session can hold. Every
-// interpreter a container gets has all its files copied in, within the
-// session's scratch space (sandbox.limits.scratch_bytes, less a page per
-// file: sandbox.DataCapacity) and one file at most sandbox.MaxFileBytes; a
-// container holding more would fail every run. So an upload or a code's
-// file past them is refused when it is made (413), never when it is used.
-func (c *Config) StoreLimits() store.Limits {
-	l := c.Store.Limits
-	capacity := sandbox.DataCapacity(int64(c.Sandbox.Limits.ScratchBytes), l.ContainerFiles)
-	s := store.Limits{
-		FileBytes:       min(int64(l.FileBytes), sandbox.MaxFileBytes, capacity),
-		ContainerBytes:  min(int64(l.ContainerBytes), capacity),
-		ContainerFiles:  l.ContainerFiles,
-		OwnerBytes:      int64(l.OwnerBytes),
-		OwnerContainers: l.OwnerContainers,
-		OwnerFiles:      l.OwnerFiles,
-		FileLifetime:    l.FileLifetime,
-		ExpiredMemory:   l.ExpiredMemory,
-		ExpiredKeep:     c.expiredKeep(),
-	}
-	// Remembered as long after its files are gone as without them.
-	s.ExpiredMemory += s.ExpiredKeep
-	return s
-}
-
-// expiredKeep is how long an expired container's files are kept:
-// checkpoints.ttl with containers.restore_expired, else not at all.
-func (c *Config) expiredKeep() time.Duration {
-	if !c.Containers.RestoreExpired {
-		return 0
-	}
-	return c.Checkpoints.TTL
-}
-
-// MaxUploadBytes is api.max_upload_bytes as the API enforces it: at most
-// StoreLimits().FileBytes.
-func (c *Config) MaxUploadBytes() int64 {
-	return min(int64(c.API.MaxUploadBytes), c.StoreLimits().FileBytes)
-}
-
-// LoweredLimits says, one line each, which configured bounds StoreLimits
-// and MaxUploadBytes lower, for the log at start and validate-config; none
-// when the configuration's limits agree with the sandbox.
-func (c *Config) LoweredLimits() []string {
-	l, in := c.StoreLimits(), c.Store.Limits
-	var out []string
-	why := fmt.Sprintf("what one session holds (sandbox.limits.scratch_bytes %s for %d files, and at most %s a file)",
-		c.Sandbox.Limits.ScratchBytes, in.ContainerFiles, ByteSize(sandbox.MaxFileBytes))
-	if l.FileBytes < int64(in.FileBytes) {
-		out = append(out, fmt.Sprintf("store.limits.file_bytes %s is lowered to %s: %s", in.FileBytes, ByteSize(l.FileBytes), why))
-	}
-	if l.ContainerBytes < int64(in.ContainerBytes) {
-		out = append(out, fmt.Sprintf("store.limits.container_bytes %s is lowered to %s: %s", in.ContainerBytes, ByteSize(l.ContainerBytes), why))
-	}
-	if up := c.MaxUploadBytes(); up < int64(c.API.MaxUploadBytes) {
-		out = append(out, fmt.Sprintf("api.max_upload_bytes %s is lowered to %s, the file bound in force", c.API.MaxUploadBytes, ByteSize(up)))
-	}
-	return out
 }

@@ -3,9 +3,6 @@ package config
 import (
 	"net/url"
 	"time"
-
-	"github.com/codeinterp/codeinterp/internal/checkpoint"
-	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
 )
 
 // Checkpoints keeps containers' interpreter state (variables, imports,
@@ -85,14 +82,7 @@ func (c *Config) validateCheckpoints(v *validator) {
 		v.check(k.S3.Bucket != "", "checkpoints.s3.bucket", "is required with store: s3")
 		v.check((k.S3.AccessKey == "") == (k.S3.SecretKey == ""), "checkpoints.s3.access_key",
 			"access_key and secret_key go together (both empty: the environment's credentials)")
-		if k.S3.Prefix != "" {
-			v.check(blob.CheckPrefix(k.S3.Prefix) == nil, "checkpoints.s3.prefix", "%q is not a key prefix ending in /", k.S3.Prefix)
-		}
 	default:
 		v.add("checkpoints.store", "%q is not one of dir, s3", k.Store)
-	}
-	if k.Key != "" {
-		_, err := checkpoint.LoadKey(k.Key, "")
-		v.check(err == nil, "checkpoints.key", "%v", err)
 	}
 }

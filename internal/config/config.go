@@ -2,10 +2,6 @@ package config
 
 import (
 	"time"
-
-	"github.com/codeinterp/codeinterp/internal/filter"
-	"github.com/codeinterp/codeinterp/internal/interceptor"
-	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 )
 
 // Config is the whole configuration of `extproc serve` and `extproc dev`.
@@ -287,17 +283,17 @@ func Default() *Config {
 			Listen:                 "127.0.0.1:50051",
 			AdminListen:            "127.0.0.1:9090",
 			ShutdownTimeout:        30 * time.Second,
-			MaxBodyBytes:           filter.DefaultMaxBodyBytes,
+			MaxBodyBytes:           16 * MiB,
 			OverrideMessageTimeout: 600 * time.Second,
 		},
 		Routes: Routes{
-			Paths:   filter.DefaultPaths(),
-			Methods: filter.DefaultMethods(),
+			Paths:   []string{"/v1/responses"},
+			Methods: []string{"POST"},
 		},
 		Interceptor: defaultInterceptor(),
 		Upstream: Upstream{
 			URL:            "http://127.0.0.1:10001/v1/responses",
-			ForwardHeaders: filter.DefaultForwardHeaders(),
+			ForwardHeaders: []string{"authorization", "api-key", "openai-organization", "openai-project"},
 			Headers:        map[string]string{},
 			Timeout:        120 * time.Second,
 		},
@@ -324,7 +320,7 @@ func Default() *Config {
 			Isolation: Isolation{Cgroup: "auto", CgroupParent: "/codeinterp", UID: 65534, GID: 65534},
 			GVisor: GVisor{
 				Runsc:         "",
-				Platform:      gvisor.DefaultPlatform,
+				Platform:      "systrap",
 				Python:        "/usr/bin/python3",
 				MaxImages:     8,
 				MaxImageBytes: 8 * MiB,
@@ -351,30 +347,20 @@ func Default() *Config {
 	}
 }
 
-// defaultInterceptor is the interceptor's own defaults
-// (interceptor.DefaultConfig) in the YAML types, and a live stream.
 func defaultInterceptor() Interceptor {
-	d := interceptor.DefaultConfig()
 	return Interceptor{
-		FunctionName:     d.FunctionName,
-		MaxRounds:        d.MaxRounds,
-		MaxParallelCalls: d.MaxParallelCalls,
-		MaxToolCalls:     d.MaxToolCalls,
-		FollowUp:         string(d.FollowUp),
-		MaxMemoryLimit:   ByteSize(d.MaxMemoryBytes),
-		InputFiles:       d.InputFiles,
+		FunctionName:     "code_interpreter",
+		MaxRounds:        8,
+		MaxParallelCalls: 4,
+		MaxToolCalls:     32,
+		FollowUp:         "auto",
+		MaxMemoryLimit:   1 * GiB,
+		InputFiles:       "pass",
 		Streaming:        "live",
-		CallStatus:       d.CallStatus,
-		History:          string(d.History),
+		CallStatus:       "openai",
+		History:          "auto",
 	}
 }
-
-// The follow_up modes.
-const (
-	FollowUpAuto               = "auto"
-	FollowUpReplay             = "replay"
-	FollowUpPreviousResponseID = "previous_response_id"
-)
 
 // GRPCMaxRecvBytes is the gRPC receive limit the server must set: Envoy
 // sends a BUFFERED body as one message, so grpc-go's 4 MiB default would

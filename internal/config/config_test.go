@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 	"sigs.k8s.io/yaml"
 )
 
@@ -229,15 +228,7 @@ func TestValidateErrors(t *testing.T) {
 		{"network resolve name", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"Py_PI": "10.0.0.5:443"} }, [][2]string{{"sandbox.network.resolve.Py_PI", "not a lowercase host name"}}},
 		{"network resolve port", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "10.0.0.5:99999"} }, [][2]string{{"sandbox.network.resolve.pypi.org", "port must be 1-65535"}}},
 		{"network resolve target", func(c *Config) { c.Sandbox.Network.Resolve = map[string]string{"pypi.org": "http://x/"} }, [][2]string{{"sandbox.network.resolve.pypi.org", "host:port or a host"}}},
-		{"function name", func(c *Config) { c.Interceptor.FunctionName = "code interpreter" }, [][2]string{{"interceptor.function_name", "1-64 characters"}}},
-		{"function name empty", func(c *Config) { c.Interceptor.FunctionName = "" }, [][2]string{{"interceptor.function_name", "1-64 characters"}}},
-		{"max rounds", func(c *Config) { c.Interceptor.MaxRounds = 0 }, [][2]string{{"interceptor.max_rounds", "between 1 and 100"}}},
-		{"parallel", func(c *Config) { c.Interceptor.MaxParallelCalls = 65 }, [][2]string{{"interceptor.max_parallel_calls", "between 1 and 64"}}},
-		{"tool calls", func(c *Config) { c.Interceptor.MaxToolCalls = 0 }, [][2]string{{"interceptor.max_tool_calls", "between 1 and 1000"}}},
-		{"follow up", func(c *Config) { c.Interceptor.FollowUp = "stateful" }, [][2]string{{"interceptor.follow_up", "not one of auto, replay, previous_response_id"}}},
 		{"streaming", func(c *Config) { c.Interceptor.Streaming = "buffered" }, [][2]string{{"interceptor.streaming", "not one of live, synthetic"}}},
-		{"input files", func(c *Config) { c.Interceptor.InputFiles = "drop" }, [][2]string{{"interceptor.input_files", "not one of pass, note"}}},
-		{"memory limit small", func(c *Config) { c.Interceptor.MaxMemoryLimit = MiB }, [][2]string{{"interceptor.max_memory_limit", "at least 32MiB"}}},
 		{"memory limit above sandbox", func(c *Config) { c.Interceptor.MaxMemoryLimit = 2 * GiB }, [][2]string{{"interceptor.max_memory_limit", "exceeds sandbox.limits.max_guest_memory 1GiB"}}},
 		{"url empty", func(c *Config) { c.Upstream.URL = "" }, [][2]string{{"upstream.url", "must be set"}}},
 		{"url relative", func(c *Config) { c.Upstream.URL = "/v1/responses" }, [][2]string{{"upstream.url", "absolute http:// or https://"}}},
@@ -254,21 +245,8 @@ func TestValidateErrors(t *testing.T) {
 		{"static content-length", func(c *Config) { c.Upstream.Headers = map[string]string{"Content-Length": "1"} }, [][2]string{{"upstream.headers.Content-Length", "set from the follow-up body"}}},
 		{"static bad value", func(c *Config) { c.Upstream.Headers = map[string]string{"x-a": "1\r\nx-b: 2"} }, [][2]string{{"upstream.headers.x-a", "CR, LF or NUL"}}},
 		{"upstream timeout", func(c *Config) { c.Upstream.Timeout = 0; c.Server.OverrideMessageTimeout = 0 }, [][2]string{{"upstream.timeout", "must be positive"}}},
-		{"max sessions", func(c *Config) { c.Sandbox.MaxSessions = 0; c.Sandbox.WarmWorkers = 0 }, [][2]string{{"sandbox.max_sessions", "must be positive"}}},
-		{"warm workers", func(c *Config) { c.Sandbox.WarmWorkers = 9 }, [][2]string{{"sandbox.warm_workers", "between 0 and max_sessions"}}},
-		{"queue wait", func(c *Config) { c.Sandbox.QueueWait = -time.Second }, [][2]string{{"sandbox.queue_wait", "must not be negative"}}},
-		{"source bytes", func(c *Config) { c.Sandbox.Limits.SourceBytes = 0 }, [][2]string{{"sandbox.limits.source_bytes", "must be positive"}}},
-		{"run timeout", func(c *Config) { c.Sandbox.Limits.RunTimeout = 0 }, [][2]string{{"sandbox.limits.run_timeout", "must be positive"}}},
-		{"guest memory", func(c *Config) { c.Sandbox.Limits.GuestMemory = 16 * MiB }, [][2]string{{"sandbox.limits.guest_memory", "at least 32MiB"}}},
-		{"max guest below guest", func(c *Config) { c.Sandbox.Limits.MaxGuestMemory = 128 * MiB; c.Interceptor.MaxMemoryLimit = 64 * MiB }, [][2]string{{"sandbox.limits.max_guest_memory", "at least guest_memory"}}},
 		{"max guest above wasm32", func(c *Config) { c.Sandbox.Limits.MaxGuestMemory = 8 * GiB }, [][2]string{{"sandbox.limits.max_guest_memory", "at most 4GiB"}}},
-		{"worker overhead", func(c *Config) { c.Sandbox.Limits.WorkerOverhead = MiB }, [][2]string{{"sandbox.limits.worker_overhead", "must be at least"}}},
-		{"stdout", func(c *Config) { c.Sandbox.Limits.StdoutBytes = 0 }, [][2]string{{"sandbox.limits.stdout_bytes", "must be positive"}}},
 		{"stderr", func(c *Config) { c.Sandbox.Limits.StderrBytes = 65 * MiB }, [][2]string{{"sandbox.limits.stderr_bytes", "at most 64MiB"}}},
-		{"scratch", func(c *Config) { c.Sandbox.Limits.ScratchBytes = -1 }, [][2]string{{"sandbox.limits.scratch_bytes", "must not be negative"}}},
-		{"pids", func(c *Config) { c.Sandbox.Limits.Pids = 0 }, [][2]string{{"sandbox.limits.pids", "must be positive"}}},
-		{"cpus", func(c *Config) { c.Sandbox.Limits.CPUs = 0 }, [][2]string{{"sandbox.limits.cpus", "must be positive"}}},
-		{"cgroup", func(c *Config) { c.Sandbox.Isolation.Cgroup = "v3" }, [][2]string{{"sandbox.isolation.cgroup", "not one of auto, v1, v2, off"}}},
 		{"cgroup parent relative", func(c *Config) { c.Sandbox.Isolation.CgroupParent = "codeinterp" }, [][2]string{{"sandbox.isolation.cgroup_parent", "absolute cgroup path"}}},
 		{"cgroup parent root", func(c *Config) { c.Sandbox.Isolation.CgroupParent = "/" }, [][2]string{{"sandbox.isolation.cgroup_parent", "below the root"}}},
 		{"cgroup parent escape", func(c *Config) { c.Sandbox.Isolation.CgroupParent = "/a/../.." }, [][2]string{{"sandbox.isolation.cgroup_parent", "absolute cgroup path"}}},
@@ -283,7 +261,7 @@ func TestValidateErrors(t *testing.T) {
 		{"api no auth headers", func(c *Config) { c.API.AuthHeaders = nil }, [][2]string{{"api.auth_headers", "at least one header"}}},
 		{"api auth header bad", func(c *Config) { c.API.AuthHeaders = []string{"a b"} }, [][2]string{{"api.auth_headers[0]", "not a valid header name"}}},
 		{"api auth header twice", func(c *Config) { c.API.AuthHeaders = []string{"api-key", "Api-Key"} }, [][2]string{{"api.auth_headers[1]", "listed twice"}}},
-		{"api upload above file bytes", func(c *Config) { c.API.MaxUploadBytes = 128 * MiB }, [][2]string{{"api.max_upload_bytes", "store.limits.file_bytes 64MiB"}}},
+		{"api upload above file bytes", func(c *Config) { c.Store.Limits.FileBytes, c.API.MaxUploadBytes = 64*MiB, 128*MiB }, [][2]string{{"api.max_upload_bytes", "store.limits.file_bytes 64MiB"}}},
 		{"api expiry seconds", func(c *Config) { c.API.DefaultExpiry = 90 * time.Second }, [][2]string{{"api.default_expiry", "whole number of minutes"}}},
 		{"api max below default", func(c *Config) { c.API.MaxExpiry = 10 * time.Minute }, [][2]string{{"api.max_expiry", "shorter than api.default_expiry"}}},
 		{"api max too long", func(c *Config) { c.API.MaxExpiry = 1000 * time.Hour }, [][2]string{{"api.max_expiry", "at most 720h"}}},
@@ -291,8 +269,8 @@ func TestValidateErrors(t *testing.T) {
 		{"redis url empty", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "" }, [][2]string{{"store.redis_url", "must be set"}}},
 		{"redis url scheme", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "http://r:6379" }, [][2]string{{"store.redis_url", "redis:// or rediss://"}}},
 		{"redis url host", func(c *Config) { c.Store.Backend = StoreRedis; c.Store.RedisURL = "redis:///0" }, [][2]string{{"store.redis_url", "has no host"}}},
-		{"store container below file", func(c *Config) { c.Store.Limits.ContainerBytes = MiB }, [][2]string{{"store.limits.container_bytes", "below store.limits.file_bytes"}}},
-		{"store owner below container", func(c *Config) { c.Store.Limits.OwnerBytes = 128 * MiB }, [][2]string{{"store.limits.owner_bytes", "below store.limits.container_bytes"}}},
+		{"store container below file", func(c *Config) { c.Store.Limits.FileBytes, c.Store.Limits.ContainerBytes = 2*MiB, MiB }, [][2]string{{"store.limits.container_bytes", "below store.limits.file_bytes"}}},
+		{"store owner below container", func(c *Config) { c.Store.Limits.ContainerBytes, c.Store.Limits.OwnerBytes = 256*MiB, 128*MiB }, [][2]string{{"store.limits.owner_bytes", "below store.limits.container_bytes"}}},
 		{"store files", func(c *Config) { c.Store.Limits.ContainerFiles = 0 }, [][2]string{{"store.limits.container_files", "between 1 and 100000"}}},
 		{"store containers", func(c *Config) { c.Store.Limits.OwnerContainers = 0 }, [][2]string{{"store.limits.owner_containers", "between 1 and 100000"}}},
 		{"store owner files", func(c *Config) { c.Store.Limits.OwnerFiles = -1 }, [][2]string{{"store.limits.owner_files", "between 1 and 100000"}}},
@@ -302,11 +280,6 @@ func TestValidateErrors(t *testing.T) {
 		{"files upstream without url", func(c *Config) { c.Files.Source = FilesUpstream }, [][2]string{{"files.upstream_url", "must be set"}}},
 		{"files upstream relative", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "/v1" }, [][2]string{{"files.upstream_url", "absolute http"}}},
 		{"files upstream credentials", func(c *Config) { c.Files.Source = FilesUpstream; c.Files.UpstreamURL = "https://k:s@api.openai.com/v1" }, [][2]string{{"files.upstream_url", "must not carry credentials"}}},
-		{"all collected", func(c *Config) {
-			c.Server.Listen = ""
-			c.Logging.Level = "x"
-			c.Sandbox.Limits.Pids = 0
-		}, [][2]string{{"server.listen", "must be set"}, {"sandbox.limits.pids", "must be positive"}, {"logging.level", "not one of"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -366,9 +339,9 @@ func TestLoadEnvFiles(t *testing.T) {
 			{"routes.paths[0]", "must start with /"},
 			{"upstream.url", "absolute http:// or https://"},
 			{"upstream.forward_headers[1]", "the upstream URL decides the host"},
-			{"sandbox.warm_workers", "between 0 and max_sessions"},
-			{"sandbox.isolation.cgroup", `"v3" is not one of`},
 			{"logging.level", `"verbose" is not one of`},
+			// (and sandbox.warm_workers and sandbox.isolation.cgroup, the
+			// pool's: cmd/extproc's TestLoadWithChecks)
 		}},
 		{"../../testdata/config/unknown-field.yaml", [][2]string{
 			{"sandbox.limits.run_timout", `did you mean "run_timeout"`},
@@ -542,31 +515,6 @@ func TestParseByteSize(t *testing.T) {
 	}
 }
 
-// The sandbox defaults here and the pool's own must not drift apart, and the
-// mapping must produce a config the pool accepts.
-func TestPoolConfig(t *testing.T) {
-	c := Default()
-	if err := c.PoolConfig().Validate(); err != nil {
-		t.Fatal(err)
-	}
-	c.Sandbox.Limits.CPUs = 0.5
-	c.Sandbox.Isolation.UID = 7
-	c.Sandbox.Limits.MaxGuestMemory = 3 * GiB
-	p := c.PoolConfig()
-	if p.Limits.CPUs != 0.5 || p.Isolation.UID != 7 || p.Limits.MaxGuestMemoryBytes != 3<<30 {
-		t.Errorf("fields not mapped: %+v", p)
-	}
-	// The sentry's core: gVisor's cgroup quota is the code's cpus plus
-	// one; the WASM worker has no machinery beside the code.
-	if p.Limits.WorkerOverheadCPUs != 0 {
-		t.Errorf("wasm: WorkerOverheadCPUs %v, want 0", p.Limits.WorkerOverheadCPUs)
-	}
-	c.Sandbox.Provider = ProviderGVisor
-	if p := c.PoolConfig(); p.Limits.WorkerOverheadCPUs != gvisor.RecommendedOverheadCPUs || p.Limits.CPUs != 0.5 {
-		t.Errorf("gvisor: CPUs %v + WorkerOverheadCPUs %v, want 0.5 + %v", p.Limits.CPUs, p.Limits.WorkerOverheadCPUs, gvisor.RecommendedOverheadCPUs)
-	}
-}
-
 func TestEnvVarsSorted(t *testing.T) {
 	// Declaration order, so docs list sections as the YAML file does.
 	var sections []string
@@ -623,46 +571,6 @@ func TestGVisorProviderDefaults(t *testing.T) {
 	c, err = LoadEnv(write("sandbox:\n  provider: wasm\n"), nil)
 	if err != nil || c.Sandbox.Limits.Pids != 64 || c.Sandbox.Limits.GuestMemory != 256*MiB {
 		t.Errorf("wasm defaults changed: %+v, %v", c.Sandbox.Limits, err)
-	}
-}
-
-// TestStoreLimitsAgreeWithTheSandbox: the store never accepts what a
-// session cannot hold — a container's files are copied whole into each of
-// its interpreters — and says which bounds it lowered.
-func TestStoreLimitsAgreeWithTheSandbox(t *testing.T) {
-	for _, tc := range []struct {
-		name                    string
-		edit                    func(*Config)
-		file, container, upload ByteSize
-		lowered                 int
-	}{
-		{"defaults: 32MiB of scratch for 256 files", nil, 31 * MiB, 31 * MiB, 31 * MiB, 3},
-		{"scratch that holds the store's bounds", func(c *Config) {
-			c.Sandbox.Limits.ScratchBytes = 512 * MiB
-			c.Store.Limits.FileBytes, c.Store.Limits.ContainerBytes, c.API.MaxUploadBytes = 16*MiB, 256*MiB, 16*MiB
-		}, 16 * MiB, 256 * MiB, 16 * MiB, 0},
-		{"one file is at most a frame's 32MiB", func(c *Config) { c.Sandbox.Limits.ScratchBytes = 2 * GiB }, 32 * MiB, 256 * MiB, 32 * MiB, 2},
-		{"fewer files leave more room", func(c *Config) {
-			c.Store.Limits.ContainerFiles = 16
-			c.Store.Limits.FileBytes, c.API.MaxUploadBytes = 8*MiB, 8*MiB
-		}, 8 * MiB, 32*MiB - 64*KiB, 8 * MiB, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := Default()
-			if tc.edit != nil {
-				tc.edit(c)
-			}
-			l := c.StoreLimits()
-			if l.FileBytes != int64(tc.file) || l.ContainerBytes != int64(tc.container) || c.MaxUploadBytes() != int64(tc.upload) {
-				t.Errorf("file %d, container %d, upload %d; want %d, %d, %d", l.FileBytes, l.ContainerBytes, c.MaxUploadBytes(), tc.file, tc.container, tc.upload)
-			}
-			if l.ContainerFiles != c.Store.Limits.ContainerFiles || l.OwnerBytes != int64(c.Store.Limits.OwnerBytes) {
-				t.Errorf("the other bounds changed: %+v", l)
-			}
-			if got := c.LoweredLimits(); len(got) != tc.lowered {
-				t.Errorf("LoweredLimits() = %q, want %d lines", got, tc.lowered)
-			}
-		})
 	}
 }
 

@@ -78,10 +78,44 @@ func (e *Error) Unwrap() error { return e.Err }
 // Load reads the YAML file at path over the defaults, applies the
 // CODEINTERP_* environment overrides (see EnvVars) and validates. An empty
 // path means defaults plus environment.
-func Load(path string) (*Config, error) { return LoadEnv(path, os.Environ()) }
+func Load(path string, checks ...Check) (*Config, error) {
+	return LoadEnv(path, os.Environ(), checks...)
+}
+
+// A Check validates what a package owns, on the options the configuration
+// maps to, and returns *FieldError values (joined) at the settings' paths.
+// The configuration knows no package; its user (cmd/extproc) passes the
+// packages' validators to Load, which reports their problems with its own.
+type Check func(*Config) error
+
+// Collect is Validate with the packages' checks: every problem, each a
+// *FieldError, in the order of the sections in the file.
+func (c *Config) Collect(checks ...Check) error {
+	fes := FieldErrors(c.Validate())
+	for _, check := range checks {
+		fes = append(fes, FieldErrors(check(c))...)
+	}
+	order := map[string]int{}
+	t := reflect.TypeOf(*c)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		order[name] = i
+	}
+	section := func(fe *FieldError) int {
+		name, _, _ := strings.Cut(fe.Path, ".")
+		name, _, _ = strings.Cut(name, "[")
+		return order[name]
+	}
+	sort.SliceStable(fes, func(i, j int) bool { return section(fes[i]) < section(fes[j]) })
+	errs := make([]error, len(fes))
+	for i, fe := range fes {
+		errs[i] = fe
+	}
+	return errors.Join(errs...)
+}
 
 // LoadEnv is Load with the environment given as KEY=VALUE strings.
-func LoadEnv(path string, environ []string) (*Config, error) {
+func LoadEnv(path string, environ []string, checks ...Check) (*Config, error) {
 	c := Default()
 	source := "defaults"
 	if path != "" {
@@ -99,7 +133,7 @@ func LoadEnv(path string, environ []string) (*Config, error) {
 	}
 	c.ApplyProviderDefaults()
 	// Validate before normalising so errors quote names as written.
-	if err := c.Validate(); err != nil {
+	if err := c.Collect(checks...); err != nil {
 		return nil, &Error{Source: source, Err: err}
 	}
 	c.normalize()

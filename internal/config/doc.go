@@ -2,10 +2,19 @@
 // `extproc dev`: its Go types, documented defaults, environment overrides
 // and validation.
 //
+// It is a leaf: it imports none of the project's packages. What a setting
+// means to a package — its options, its rules — is that package's own;
+// cmd/extproc's wire.go maps this configuration onto each package's
+// options, and passes the packages' validators to Load as Checks, so that
+// one validator decides each setting and every problem is still reported
+// at once, at its YAML path. Validate here checks what no package owns: the
+// YAML's shape and the relations between sections.
+//
 // # Loading
 //
-// Load(path) starts from Default(), decodes the YAML file over it, applies
-// the environment, lowercases header names and validates. Precedence:
+// Load(path, checks...) starts from Default(), decodes the YAML file over
+// it, applies the environment, validates (Collect: Validate and the
+// checks), and lowercases header names. Precedence:
 // defaults < file < environment. A key that is absent (or null) keeps its
 // default; a list or map given in the file replaces the default whole.
 //

@@ -1,32 +1,26 @@
 package config
 
-import (
-	"time"
+import "time"
 
-	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
-)
-
-// The limits a gVisor sandbox needs are sandbox/gvisor's Recommended*
-// constants, measured on a 2-core machine: CPython with numpy, pandas and
-// matplotlib imported holds ~150 MiB, runsc's gofer and sentry ~90 MiB
-// more, and an idle sandbox already has ~80 host threads.
+// The limits a gVisor sandbox needs, measured on a 2-core machine: CPython
+// with numpy, pandas and matplotlib imported holds ~150 MiB, runsc's gofer
+// and sentry ~90 MiB more, and an idle sandbox already has ~80 host
+// threads. sandbox/gvisor's Recommended* constants say the same for the
+// package's own use; cmd/extproc's tests check that they agree.
 const (
-	gvisorGuestMemory    = ByteSize(gvisor.RecommendedGuestMemoryBytes)
-	gvisorMaxGuestMemory = ByteSize(gvisor.RecommendedMaxGuestMemoryBytes)
-	gvisorWorkerOverhead = ByteSize(gvisor.RecommendedOverheadBytes)
-	gvisorMaxMemoryLimit = ByteSize(gvisor.RecommendedMaxGuestMemoryBytes)
-	gvisorPids           = gvisor.RecommendedPids
+	GVisorGuestMemory    = 1 * GiB
+	GVisorMaxGuestMemory = 4 * GiB
+	GVisorWorkerOverhead = 256 * MiB
+	GVisorPids           = 512
+	// GVisorOverheadCPUs is the CPU quota the pool adds to
+	// sandbox.limits.cpus for gVisor's sentry (not a setting: it is what
+	// the sentry needs whatever the code is allowed).
+	GVisorOverheadCPUs = 1.0
 )
 
-// workerOverheadCPUs is the CPU quota the pool adds to sandbox.limits.cpus
-// for the provider's own machinery: gVisor's sentry (not a setting: it is
-// what the sentry needs whatever the code is allowed).
-func (c *Config) workerOverheadCPUs() float64 {
-	if c.Sandbox.Provider == ProviderGVisor {
-		return gvisor.RecommendedOverheadCPUs
-	}
-	return 0
-}
+// GVisorPlatforms are sandbox.gvisor.platform's values (runsc's
+// --platform; sandbox/gvisor's Platforms, checked equal by cmd/extproc).
+var GVisorPlatforms = []string{"systrap", "ptrace", "kvm"}
 
 // ApplyProviderDefaults gives a gVisor configuration the gVisor limits for
 // every field still at the WASM provider's default, so that
@@ -39,19 +33,19 @@ func (c *Config) ApplyProviderDefaults() {
 	d := Default()
 	l, dl := &c.Sandbox.Limits, d.Sandbox.Limits
 	if l.GuestMemory == dl.GuestMemory {
-		l.GuestMemory = gvisorGuestMemory
+		l.GuestMemory = GVisorGuestMemory
 	}
 	if l.MaxGuestMemory == dl.MaxGuestMemory {
-		l.MaxGuestMemory = gvisorMaxGuestMemory
+		l.MaxGuestMemory = GVisorMaxGuestMemory
 	}
 	if l.WorkerOverhead == dl.WorkerOverhead {
-		l.WorkerOverhead = gvisorWorkerOverhead
+		l.WorkerOverhead = GVisorWorkerOverhead
 	}
 	if l.Pids == dl.Pids {
-		l.Pids = gvisorPids
+		l.Pids = GVisorPids
 	}
-	if c.Interceptor.MaxMemoryLimit == d.Interceptor.MaxMemoryLimit && l.MaxGuestMemory >= gvisorMaxMemoryLimit {
-		c.Interceptor.MaxMemoryLimit = gvisorMaxMemoryLimit
+	if c.Interceptor.MaxMemoryLimit == d.Interceptor.MaxMemoryLimit && l.MaxGuestMemory >= GVisorMaxGuestMemory {
+		c.Interceptor.MaxMemoryLimit = GVisorMaxGuestMemory
 	}
 	// A gVisor checkpoint is the whole sandbox (~16 MB compressed, ~1 s):
 	// taken after 10 s idle, not 2.

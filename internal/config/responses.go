@@ -1,10 +1,6 @@
 package config
 
-import (
-	"time"
-
-	"github.com/codeinterp/codeinterp/internal/store"
-)
+import "time"
 
 // Responses bounds the responses this server keeps (so that
 // previous_response_id, item_reference and GET /v1/responses/{id} work in
@@ -28,25 +24,12 @@ type Responses struct {
 }
 
 func defaultResponses() Responses {
-	d := store.DefaultResponseLimits()
 	return Responses{
-		TTL:              d.TTL,
-		MaxResponseBytes: ByteSize(d.ResponseBytes),
-		MaxHistory:       d.MaxHistory,
-		MaxCount:         d.Count,
-		MaxBytes:         ByteSize(d.Bytes),
-	}
-}
-
-// ResponseLimits are the bounds of the response store.
-func (c *Config) ResponseLimits() store.ResponseLimits {
-	r := c.Responses
-	return store.ResponseLimits{
-		TTL:           r.TTL,
-		ResponseBytes: int64(r.MaxResponseBytes),
-		MaxHistory:    r.MaxHistory,
-		Count:         r.MaxCount,
-		Bytes:         int64(r.MaxBytes),
+		TTL:              30 * 24 * time.Hour, // OpenAI's
+		MaxResponseBytes: 16 * MiB,
+		MaxHistory:       1000,
+		MaxCount:         10000,
+		MaxBytes:         256 * MiB,
 	}
 }
 
@@ -57,11 +40,6 @@ func (c *Config) validateResponses(v *validator) {
 	v.check(r.MaxHistory > 0, "responses.max_history", "must be positive")
 	v.check(r.MaxCount > 0, "responses.max_count", "must be positive")
 	v.check(r.MaxBytes >= r.MaxResponseBytes, "responses.max_bytes", "must be at least responses.max_response_bytes")
-	switch c.Interceptor.History {
-	case "auto", "upstream", "expand":
-	default:
-		v.add("interceptor.history", "%q is not one of auto, upstream, expand", c.Interceptor.History)
-	}
 }
 
 // Conversations bounds OpenAI's Conversations this server keeps (in the
@@ -76,14 +54,7 @@ type Conversations struct {
 }
 
 func defaultConversations() Conversations {
-	d := store.DefaultConversationLimits()
-	return Conversations{MaxItems: d.Items, MaxBytes: ByteSize(d.Bytes), MaxPerOwner: d.Conversations}
-}
-
-// ConversationLimits are the bounds of the conversation store.
-func (c *Config) ConversationLimits() store.ConversationLimits {
-	v := c.Conversations
-	return store.ConversationLimits{Items: v.MaxItems, Bytes: int64(v.MaxBytes), Conversations: v.MaxPerOwner}
+	return Conversations{MaxItems: 10000, MaxBytes: 64 * MiB, MaxPerOwner: 1000}
 }
 
 func (c *Config) validateConversations(v *validator) {

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 )
 
 // Envoy's range for message_timeout, max_message_timeout and so for
@@ -20,7 +18,6 @@ import (
 const maxEnvoyMessageTimeout = 3600 * time.Second
 
 var (
-	functionNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	// RFC 9110 token characters.
 	tokenRE  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	methodRE = regexp.MustCompile(`^[A-Z]+$`)
@@ -50,7 +47,6 @@ func (c *Config) Validate() error {
 	c.validateInterceptor(v)
 	c.validateUpstream(v)
 	c.validateSandbox(v)
-	c.validateInputFiles(v)
 	c.validateAPI(v)
 	c.validateStore(v)
 	c.validateResponses(v)
@@ -149,25 +145,15 @@ func (c *Config) validateRoutes(v *validator) {
 }
 
 func (c *Config) validateInterceptor(v *validator) {
+	// The rest of this section is the interceptor's own Config.Validate's
+	// (cmd/extproc's checkOptions): one validator per setting.
 	in := c.Interceptor
-	v.check(functionNameRE.MatchString(in.FunctionName), "interceptor.function_name",
-		"%q must be 1-64 characters of a-z, A-Z, 0-9, _ or - (OpenAI function names)", in.FunctionName)
-	v.check(in.MaxRounds >= 1 && in.MaxRounds <= 100, "interceptor.max_rounds", "%d must be between 1 and 100", in.MaxRounds)
-	v.check(in.MaxParallelCalls >= 1 && in.MaxParallelCalls <= 64, "interceptor.max_parallel_calls",
-		"%d must be between 1 and 64", in.MaxParallelCalls)
-	v.check(in.MaxToolCalls >= 1 && in.MaxToolCalls <= 1000, "interceptor.max_tool_calls",
-		"%d must be between 1 and 1000", in.MaxToolCalls)
-	switch in.FollowUp {
-	case FollowUpAuto, FollowUpReplay, FollowUpPreviousResponseID:
+	v.check(in.MaxMemoryLimit <= c.Sandbox.Limits.MaxGuestMemory, "interceptor.max_memory_limit",
+		"%s exceeds sandbox.limits.max_guest_memory %s: the sandbox could not honour it", in.MaxMemoryLimit, c.Sandbox.Limits.MaxGuestMemory)
+	switch in.Streaming {
+	case "live", "synthetic":
 	default:
-		v.add("interceptor.follow_up", "%q is not one of auto, replay, previous_response_id", in.FollowUp)
-	}
-	switch {
-	case in.MaxMemoryLimit < 32*MiB:
-		v.add("interceptor.max_memory_limit", "%s must be at least 32MiB", in.MaxMemoryLimit)
-	case in.MaxMemoryLimit > c.Sandbox.Limits.MaxGuestMemory:
-		v.add("interceptor.max_memory_limit", "%s exceeds sandbox.limits.max_guest_memory %s: the sandbox could not honour it",
-			in.MaxMemoryLimit, c.Sandbox.Limits.MaxGuestMemory)
+		v.add("interceptor.streaming", "%q is not one of live, synthetic", in.Streaming)
 	}
 }
 
@@ -227,34 +213,10 @@ func (c *Config) validateUpstream(v *validator) {
 	v.check(u.Timeout > 0, "upstream.timeout", "must be positive")
 }
 
-func (c *Config) validateInputFiles(v *validator) {
-	switch c.Interceptor.InputFiles {
-	case "pass", "note":
-	default:
-		v.add("interceptor.input_files", "%q is not one of pass, note", c.Interceptor.InputFiles)
-	}
-	switch c.Interceptor.Streaming {
-	case "live", "synthetic":
-	default:
-		v.add("interceptor.streaming", "%q is not one of live, synthetic", c.Interceptor.Streaming)
-	}
-	switch c.Interceptor.CallStatus {
-	case "openai", "detailed":
-	default:
-		v.add("interceptor.call_status", "%q is not one of openai, detailed", c.Interceptor.CallStatus)
-	}
-}
-
 func (c *Config) validateSandbox(v *validator) {
-	// The pool owns the meaning of its limits, so its own Validate decides
-	// (one source of truth); its field names are this section's paths.
-	for _, e := range unjoin(c.PoolConfig().Validate()) {
-		field, reason, ok := strings.Cut(e.Error(), ": ")
-		if !ok {
-			field, reason = "", e.Error()
-		}
-		v.add(join("sandbox", field), "%s", reason)
-	}
+	// The pool's limits (sandbox.limits.*, max_sessions, warm_workers…)
+	// are the pool's own Config.Validate's (cmd/extproc's checkOptions):
+	// here only what the pool leaves open.
 	s := c.Sandbox
 	l := s.Limits
 	switch s.Provider {
@@ -265,8 +227,8 @@ func (c *Config) validateSandbox(v *validator) {
 		v.check(s.Snapshot || s.SessionsPerWorker == 1, "sandbox.sessions_per_worker", "%d needs sandbox.snapshot: true (a cold-start worker serves one session)", s.SessionsPerWorker)
 	case ProviderGVisor:
 		g := s.GVisor
-		v.check(slices.Contains(gvisor.Platforms(), g.Platform), "sandbox.gvisor.platform",
-			"%q is not one of %s", g.Platform, strings.Join(gvisor.Platforms(), ", "))
+		v.check(slices.Contains(GVisorPlatforms, g.Platform), "sandbox.gvisor.platform",
+			"%q is not one of %s", g.Platform, strings.Join(GVisorPlatforms, ", "))
 		v.check(strings.HasPrefix(g.Python, "/"), "sandbox.gvisor.python", "%q must be an absolute path", g.Python)
 		v.check(g.StateDir == "" || strings.HasPrefix(g.StateDir, "/"), "sandbox.gvisor.state_dir", "%q must be an absolute path", g.StateDir)
 		v.check(g.MaxImages >= 0 && g.MaxImages <= 64, "sandbox.gvisor.max_images", "%d must be between 0 and 64", g.MaxImages)
@@ -285,17 +247,6 @@ func (c *Config) validateSandbox(v *validator) {
 	p := s.Isolation.CgroupParent
 	v.check(strings.HasPrefix(p, "/") && len(p) > 1 && !strings.Contains(p, ".."), "sandbox.isolation.cgroup_parent",
 		"%q must be an absolute cgroup path below the root, such as /codeinterp", p)
-}
-
-// unjoin splits an errors.Join result into its parts.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func (c *Config) validateLogging(v *validator) {

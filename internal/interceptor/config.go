@@ -143,11 +143,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %s", field, why))
 		}
 	}
-	check(functionNameRE.MatchString(c.FunctionName), "function_name", "must be 1-64 letters, digits, '_' or '-'")
-	check(c.MaxRounds > 0, "max_rounds", "must be positive")
-	check(c.MaxParallelCalls > 0, "max_parallel_calls", "must be positive")
-	check(c.MaxToolCalls > 0, "max_tool_calls", "must be positive")
-	check(c.MaxMemoryBytes > 0, "max_memory_limit", "must be positive")
+	check(functionNameRE.MatchString(c.FunctionName), "function_name",
+		fmt.Sprintf("%q must be 1-64 characters of a-z, A-Z, 0-9, _ or - (OpenAI function names)", c.FunctionName))
+	check(c.MaxRounds >= 1 && c.MaxRounds <= 100, "max_rounds", fmt.Sprintf("%d must be between 1 and 100", c.MaxRounds))
+	check(c.MaxParallelCalls >= 1 && c.MaxParallelCalls <= 64, "max_parallel_calls", fmt.Sprintf("%d must be between 1 and 64", c.MaxParallelCalls))
+	check(c.MaxToolCalls >= 1 && c.MaxToolCalls <= 1000, "max_tool_calls", fmt.Sprintf("%d must be between 1 and 1000", c.MaxToolCalls))
+	// A smaller container would not start CPython.
+	check(c.MaxMemoryBytes >= 32<<20, "max_memory_limit", fmt.Sprintf("%d bytes must be at least 32MiB", c.MaxMemoryBytes))
 	check(c.MaxBodyBytes >= 0, "max_body_bytes", "must not be negative")
 	switch c.FollowUp {
 	case FollowUpAuto, FollowUpReplay, FollowUpPreviousResponseID:
