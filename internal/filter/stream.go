@@ -1,12 +1,9 @@
 package filter
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,7 +12,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -258,15 +254,6 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 	return one(out)
 }
 
-// headerValue is a header's value as Envoy sends it (raw_value), or value
-// for processors' test clients that fill that instead.
-func headerValue(hv *corev3.HeaderValue) string {
-	if v := hv.GetRawValue(); len(v) > 0 {
-		return string(v)
-	}
-	return hv.GetValue()
-}
-
 // callerHeader is the client's request headers without pseudo-headers and
 // without the internal ones the request_headers answer removed, built on
 // first use: a request that passes through never needs them.
@@ -283,18 +270,6 @@ func (st *streamState) callerHeader() http.Header {
 		st.clientHdr.Add(key, headerValue(hv))
 	}
 	return st.clientHdr
-}
-
-// LetGoMode is the override for exchanges the filter does not touch:
-// bodies NONE and no response headers message. Body modes are written
-// out although in a mode_override an unset body mode already means NONE
-// (Envoy copies body modes verbatim).
-func LetGoMode() *filterv3.ProcessingMode {
-	return &filterv3.ProcessingMode{
-		RequestBodyMode:    filterv3.ProcessingMode_NONE,
-		ResponseBodyMode:   filterv3.ProcessingMode_NONE,
-		ResponseHeaderMode: filterv3.ProcessingMode_SKIP,
-	}
 }
 
 func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, error) {
@@ -389,27 +364,6 @@ func (st *streamState) responseHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.P
 	st.upstreamCode, st.upstreamHdr = code, hdr
 	st.phase = phaseResponseBody
 	return one(out)
-}
-
-// parseResponseHeaders reads :status and the regular headers.
-func parseResponseHeaders(h *extprocv3.HttpHeaders) (int, http.Header) {
-	hdr := http.Header{}
-	code := 0
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		value := string(hv.GetRawValue())
-		if value == "" {
-			value = hv.GetValue()
-		}
-		key := strings.ToLower(hv.GetKey())
-		if key == ":status" {
-			code, _ = strconv.Atoi(value)
-			continue
-		}
-		if !strings.HasPrefix(key, ":") {
-			hdr.Add(key, value)
-		}
-	}
-	return code, hdr
 }
 
 // upstreamFailed records a non-2xx first answer: the client sees the
@@ -521,88 +475,4 @@ func (st *streamState) sendNow(_ context.Context, rs []*extprocv3.ProcessingResp
 		return errors.New("filter: no sender")
 	}
 	return st.out.sendAll(rs)
-}
-
-// immediate ends the exchange with an OpenAI-shaped error.
-func (st *streamState) immediate(e *apierror.Error) ([]*extprocv3.ProcessingResponse, error) {
-	st.phase = phaseClosed
-	return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-		ImmediateResponse: &extprocv3.ImmediateResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode(e.Status)},
-			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-				setHeader("content-type", "application/json"),
-			}},
-			Body:    e.Body(),
-			Details: "codeinterp_" + strings.ReplaceAll(strings.ToLower(http.StatusText(e.Status)), " ", "_"),
-		},
-	}})
-}
-
-// decodeBody undoes a gzip content-encoding (some servers compress even
-// unasked); anything else but identity is refused.
-func decodeBody(body []byte, encoding string, limit int64) ([]byte, error) {
-	switch strings.ToLower(strings.TrimSpace(encoding)) {
-	case "", "identity":
-		return body, nil
-	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, limit+1))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		if int64(len(out)) > limit {
-			return nil, fmt.Errorf("gzip: decoded body exceeds %d bytes", limit)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unsupported content-encoding %q", encoding)
-}
-
-func one(r *extprocv3.ProcessingResponse) ([]*extprocv3.ProcessingResponse, error) {
-	return []*extprocv3.ProcessingResponse{r}, nil
-}
-
-// setHeader is a replace-all header edit. Envoy reads raw_value only.
-func setHeader(key, value string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
-}
-
-// continueFor is the "no change" answer to any message.
-func continueFor(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
-	case *extprocv3.ProcessingRequest_RequestBody:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{}}}
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}
-	}
-	return &extprocv3.ProcessingResponse{}
-}
-
-func messageName(req *extprocv3.ProcessingRequest) string {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders:
-		return "request_headers"
-	case *extprocv3.ProcessingRequest_RequestBody:
-		return "request_body"
-	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return "response_headers"
-	case *extprocv3.ProcessingRequest_ResponseBody:
-		return "response_body"
-	case *extprocv3.ProcessingRequest_RequestTrailers:
-		return "request_trailers"
-	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return "response_trailers"
-	}
-	return "empty message"
 }

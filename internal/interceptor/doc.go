@@ -32,8 +32,12 @@
 //
 // The request side:
 //
-//   - request.go: RewriteRequest: pass-through detection, validation of the
-//     native tool, and the rewrite of tools, tool_choice and replayed calls.
+//   - request.go: RewriteRequest: pass-through detection and the request's
+//     rewrite, section by section.
+//   - tools.go: the native tool validated (container, memory_limit,
+//     network_policy) and rewritten in tools and tool_choice.
+//   - replay.go: replayed code_interpreter_call items in the input become
+//     the function call and output the model saw.
 //   - history.go: requests that continue a stored response or a
 //     conversation (previous_response_id, conversation, item_reference).
 //   - files.go: NewExchange, which connects a request to its container
