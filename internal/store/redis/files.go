@@ -233,10 +233,8 @@ func (s *Store) ListFiles(ctx context.Context, owner, containerID string, o stor
 	if err != nil {
 		return nil, false, err
 	}
-	if more || len(page) > o.Limit {
-		return page[:min(len(page), o.Limit)], true, nil
-	}
-	return page, false, nil
+	page, more = onePage(page, more, o.Limit)
+	return page, more, nil
 }
 
 // DeleteFile implements store.Store.

@@ -344,10 +344,8 @@ func (s *Store) ListContainers(ctx context.Context, owner string, o store.ListOp
 	if err != nil {
 		return nil, false, err
 	}
-	if more || len(page) > o.Limit {
-		return page[:min(len(page), o.Limit)], true, nil
-	}
-	return page, false, nil
+	page, more = onePage(page, more, o.Limit)
+	return page, more, nil
 }
 
 func idOf(member string) string {
@@ -397,4 +395,13 @@ func (s *Store) scan(ctx context.Context, key string, o store.ListOptions, after
 		}
 		after = members[len(members)-1]
 	}
+}
+
+// onePage cuts a scan's page (which may hold one item past limit) to
+// limit, and says whether more follow.
+func onePage[T any](page []T, more bool, limit int) ([]T, bool) {
+	if more || len(page) > limit {
+		return page[:min(len(page), limit)], true
+	}
+	return page, false
 }
