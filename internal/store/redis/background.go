@@ -1,0 +1,308 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// Background is the Redis store.Background, for several replicas: a
+// background response made on one is polled, resumed and cancelled
+// through any. Keys sit under the owner's prefix P{owner}: (one Cluster
+// slot per owner), except the server-wide count:
+//
+//	bg:<id>     hash    exp (running until, Unix ms; 0 ended), cancel, n (next sequence number), bytes, keep (ms)
+//	bgev:<id>   stream  the events, entry id 0-<sequence_number+1>, field d
+//	bgrun       zset    the owner's running ids, scored by exp
+//	<prefix>bgall  zset "<owner prefix><id>" of every owner, scored by exp
+//
+// Each change of a run is one Lua script in the owner's slot; the
+// server-wide count is its own key (another slot), admitted before and
+// released after. A run that is not renewed lapses: it counts as ended
+// from its exp on, for its slot and for readers. Keys outlive the end by
+// keep (their TTL). Readers wait with XREAD BLOCK.
+type Background struct {
+	conn
+	begin, renew, end, appendEv, globalBegin *goredis.Script
+}
+
+var _ store.Background = (*Background)(nil)
+
+// NewBackgroundClient is a Background over a client the caller made (and
+// closes); now is the clock (nil: time.Now).
+func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now func() time.Time, opts ...Option) (*Background, error) {
+	c, err := newConn(ctx, rdb, now, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Background{
+		conn:        c,
+		begin:       goredis.NewScript(bgBeginScript),
+		renew:       goredis.NewScript(bgRenewScript),
+		end:         goredis.NewScript("#!lua flags=allow-oom\n" + bgEndScript),
+		appendEv:    goredis.NewScript(bgAppendScript),
+		globalBegin: goredis.NewScript(bgGlobalBeginScript),
+	}, nil
+}
+
+// NewBackground connects to the Redis at url (as New does).
+func NewBackground(ctx context.Context, url string, now func() time.Time, opts ...Option) (*Background, error) {
+	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
+		return NewBackgroundClient(ctx, rdb, now, opts...)
+	})
+}
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 per owner, 3 ttl
+// ms, 4 keep ms, 5 id.
+const bgBeginScript = `
+local now, per, ttl, keep, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+if per > 0 and redis.call('ZCARD', KEYS[3]) >= per then return 'quota' end
+local exp = now + ttl
+redis.call('HSET', KEYS[1], 'exp', exp, 'cancel', 0, 'n', 0, 'bytes', 0, 'keep', keep)
+redis.call('PEXPIRE', KEYS[1], ttl + keep)
+redis.call('ZADD', KEYS[3], exp, id)
+return 'ok'
+`
+
+// KEYS: 1 the server-wide zset. ARGV: 1 now, 2 total, 3 exp, 4 member.
+const bgGlobalBeginScript = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]))
+if tonumber(ARGV[2]) > 0 and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 'quota' end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[4])
+return 'ok'
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 ttl ms, 3 id.
+const bgRenewScript = `
+local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local exp = tonumber(redis.call('HGET', KEYS[1], 'exp') or '0')
+if exp <= now then return 0 end
+local keep = tonumber(redis.call('HGET', KEYS[1], 'keep'))
+redis.call('HSET', KEYS[1], 'exp', now + ttl)
+redis.call('PEXPIRE', KEYS[1], ttl + keep)
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ttl + keep) end
+redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
+return 1
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 id.
+const bgEndScript = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local keep = tonumber(redis.call('HGET', KEYS[1], 'keep'))
+if tonumber(redis.call('HGET', KEYS[1], 'exp')) ~= 0 then
+  -- The end, as an entry after the last event, wakes the readers
+  -- blocked on the stream.
+  redis.call('XADD', KEYS[2], '0-' .. (tonumber(redis.call('HGET', KEYS[1], 'n')) + 1), 'e', 1)
+end
+redis.call('HSET', KEYS[1], 'exp', 0)
+redis.call('PEXPIRE', KEYS[1], keep)
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], keep) end
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+`
+
+// KEYS: 1 hash, 2 stream. ARGV: 1 now, 2 seq, 3 event, 4 max bytes.
+const bgAppendScript = `
+local now, seq, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
+local exp = tonumber(redis.call('HGET', KEYS[1], 'exp'))
+if exp <= now then return 'ended' end
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+if redis.call('HGET', KEYS[1], 'full') == '1' then return 'quota' end
+if seq ~= n then return 'order:' .. n end
+local bytes = tonumber(redis.call('HGET', KEYS[1], 'bytes')) + string.len(ARGV[3])
+if bytes > max then redis.call('HSET', KEYS[1], 'full', 1) return 'quota' end
+redis.call('XADD', KEYS[2], '0-' .. (seq + 1), 'd', ARGV[3])
+redis.call('HSET', KEYS[1], 'n', n + 1, 'bytes', bytes)
+redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))
+return 'ok'
+`
+
+func (b *Background) keys(owner, id string) []string {
+	kp := b.ownerPrefix(owner)
+	return []string{kp + "bg:" + id, kp + "bgev:" + id, kp + "bgrun"}
+}
+
+func (b *Background) ownerPrefix(owner string) string { return ownerPrefix(b.prefix, owner) }
+
+func (b *Background) nowMS() int64 { return b.now().UnixMilli() }
+
+// Begin implements store.Background.
+func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, total int, ttl, keep time.Duration) error {
+	now := b.nowMS()
+	member := b.ownerPrefix(owner) + id
+	all := b.prefix + "bgall"
+	res, err := b.globalBegin.Run(ctx, b.rdb, []string{all}, now, total, now+ms(ttl), member).Text()
+	if err != nil {
+		return b.wrap(ctx, err)
+	}
+	if res == "quota" {
+		return &store.QuotaError{Limit: store.LimitBackgroundTotal, Max: int64(total)}
+	}
+	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), now, perOwner, ms(ttl), ms(keep), id).Text()
+	if err == nil && res == "ok" {
+		return nil
+	}
+	_ = b.rdb.ZRem(ctx, all, member).Err()
+	switch {
+	case err != nil:
+		return b.wrap(ctx, err)
+	case res == "quota":
+		return &store.QuotaError{Limit: store.LimitBackgroundPerOwner, Max: int64(perOwner)}
+	}
+	return fmt.Errorf("background %s: already begun", id)
+}
+
+// Renew implements store.Background.
+func (b *Background) Renew(ctx context.Context, owner, id string, ttl time.Duration) (bool, error) {
+	now := b.nowMS()
+	n, err := b.renew.Run(ctx, b.rdb, b.keys(owner, id), now, ms(ttl), id).Int()
+	if err != nil {
+		return false, b.wrap(ctx, err)
+	}
+	if n == 1 {
+		_ = b.rdb.ZAdd(ctx, b.prefix+"bgall", goredis.Z{Score: float64(now + ms(ttl)), Member: b.ownerPrefix(owner) + id}).Err()
+	}
+	return n == 1, nil
+}
+
+// End implements store.Background.
+func (b *Background) End(ctx context.Context, owner, id string) error {
+	if err := b.end.Run(ctx, b.rdb, b.keys(owner, id), id).Err(); err != nil {
+		return b.wrap(ctx, err)
+	}
+	return b.wrap(ctx, b.rdb.ZRem(ctx, b.prefix+"bgall", b.ownerPrefix(owner)+id).Err())
+}
+
+// state reads the run's hash: exists, running and cancel.
+func (b *Background) state(ctx context.Context, owner, id string) (exists, running, cancel bool, err error) {
+	v, err := b.rdb.HMGet(ctx, b.keys(owner, id)[0], "exp", "cancel").Result()
+	if err != nil {
+		return false, false, false, b.wrap(ctx, err)
+	}
+	if v[0] == nil {
+		return false, false, false, nil
+	}
+	exp, _ := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+	return true, exp > b.nowMS(), fmt.Sprint(v[1]) == "1", nil
+}
+
+// Running implements store.Background.
+func (b *Background) Running(ctx context.Context, owner, id string) (bool, error) {
+	_, running, _, err := b.state(ctx, owner, id)
+	return running, err
+}
+
+// AppendEvent implements store.Background.
+func (b *Background) AppendEvent(ctx context.Context, owner, id string, seq int64, event []byte) error {
+	k := b.keys(owner, id)
+	res, err := b.appendEv.Run(ctx, b.rdb, k[:2], b.nowMS(), seq, event, store.BackgroundEventBytes).Text()
+	switch {
+	case err != nil:
+		return b.wrap(ctx, err)
+	case res == "ok":
+		return nil
+	case res == "missing":
+		return fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	case res == "quota":
+		return &store.QuotaError{Limit: store.LimitBackgroundEvents, Max: store.BackgroundEventBytes}
+	}
+	return fmt.Errorf("background %s: event %d refused: %s", id, seq, res)
+}
+
+// Events implements store.Background.
+func (b *Background) Events(ctx context.Context, owner, id string, after int64, wait time.Duration) ([]store.Event, bool, error) {
+	k := b.keys(owner, id)
+	from := max(after+1, 0)
+	// read turns entries into events; end reports the end's entry.
+	read := func(msgs []goredis.XMessage) (out []store.Event, end bool) {
+		for _, m := range msgs {
+			d, ok := m.Values["d"].(string)
+			if !ok {
+				return out, true
+			}
+			_, n, _ := cutID(m.ID)
+			out = append(out, store.Event{Seq: n - 1, Data: []byte(d)})
+		}
+		return out, false
+	}
+	// The state first: an event appended after it is read below, and the
+	// end is then said by the next call.
+	exists, running, _, err := b.state(ctx, owner, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if !exists {
+		return nil, false, fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	}
+	msgs, err := b.rdb.XRange(ctx, k[1], "0-"+strconv.FormatInt(from+1, 10), "+").Result()
+	if err != nil {
+		return nil, false, b.wrap(ctx, err)
+	}
+	if len(msgs) > 0 || !running {
+		ev, end := read(msgs)
+		return ev, end || !running, nil
+	}
+	if wait < time.Millisecond {
+		return nil, false, nil
+	}
+	streams, err := b.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Block: wait}).Result()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, b.wrap(ctx, err)
+	}
+	var out []store.Event
+	var end bool
+	for _, s := range streams {
+		ev, e := read(s.Messages)
+		out, end = append(out, ev...), end || e
+	}
+	return out, end, nil
+}
+
+// cutID splits a stream entry id "ms-seq".
+func cutID(id string) (int64, int64, bool) {
+	for i := range len(id) {
+		if id[i] == '-' {
+			a, err1 := strconv.ParseInt(id[:i], 10, 64)
+			b, err2 := strconv.ParseInt(id[i+1:], 10, 64)
+			return a, b, err1 == nil && err2 == nil
+		}
+	}
+	return 0, 0, false
+}
+
+// Cancel implements store.Background.
+func (b *Background) Cancel(ctx context.Context, owner, id string) error {
+	exists, _, _, err := b.state(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	}
+	return b.wrap(ctx, b.rdb.HSet(ctx, b.keys(owner, id)[0], "cancel", 1).Err())
+}
+
+// Cancelled implements store.Background.
+func (b *Background) Cancelled(ctx context.Context, owner, id string) (bool, error) {
+	_, _, cancel, err := b.state(ctx, owner, id)
+	return cancel, err
+}
+
+func (b *Background) wrap(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(ctx, b.rdb, err)
+}
