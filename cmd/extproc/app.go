@@ -45,6 +45,8 @@ type app struct {
 	// OpenAI's Conversations.
 	responses     responseStore
 	conversations conversationStore
+	// background drives the background responses started here (nil: off).
+	background *backgroundRuns
 	// containers holds the interpreters of containers between responses.
 	containers *containers.Manager
 	api        *http.Server
@@ -100,6 +102,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	defer func() {
 		if err != nil {
 			_ = cs.Close()
+		}
+	}()
+	bg, err := startBackground(ctx, cfg, rs, log.Named("background"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && bg != nil {
+			bg.close(0)
 		}
 	}()
 	eg, caPEM, err := newEgress(cfg, reg, log.Named("egress"))
@@ -185,7 +196,11 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	if err != nil {
 		return nil, err
 	}
-	fsrv, err := filter.New(filterConfig(cfg), ic.Processor(), metrics, log.Named("filter"))
+	fc := filterConfig(cfg)
+	if bg != nil {
+		fc.Background = bg.runner
+	}
+	fsrv, err := filter.New(fc, ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +221,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, conversations: cs, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -248,7 +263,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, mgr, eg, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, bg, mgr, eg, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -343,6 +358,15 @@ func (a *app) shutdown(timeout time.Duration) {
 			_ = a.api.Close()
 		}
 	}()
+	// Background runs may finish within the timeout too; the rest end
+	// failed, so none is left in_progress.
+	bgDone := make(chan struct{})
+	go func() {
+		defer close(bgDone)
+		if a.background != nil {
+			a.background.close(timeout)
+		}
+	}()
 	// Runs other replicas forwarded here finish alongside; new ones wait
 	// for this server to checkpoint and release their containers.
 	repsDone := make(chan struct{})
@@ -362,6 +386,7 @@ func (a *app) shutdown(timeout time.Duration) {
 	}
 	<-apiDone
 	<-repsDone
+	<-bgDone
 	_ = a.containers.Close()
 	if a.replicas != nil {
 		a.replicas.close()

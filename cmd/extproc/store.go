@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/background"
 	"github.com/codeinterp/codeinterp/internal/config"
 	"github.com/codeinterp/codeinterp/internal/containers"
 	"github.com/codeinterp/codeinterp/internal/egress"
@@ -38,6 +39,10 @@ type (
 	}
 	conversationStore interface {
 		store.Conversations
+		Close() error
+	}
+	backgroundStore interface {
+		store.Background
 		Close() error
 	}
 )
@@ -85,11 +90,52 @@ func newConversations(ctx context.Context, cfg *config.Config) (conversationStor
 		func() conversationStore { return memory.NewConversations(l, nil) })
 }
 
+// newBackground opens the background responses' store.
+func newBackground(ctx context.Context, cfg *config.Config) (backgroundStore, error) {
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (backgroundStore, error) {
+			return redis.NewBackground(ctx, url, nil)
+		},
+		func() backgroundStore { return memory.NewBackground(nil) })
+}
+
+// backgroundRuns are the process's background mode: the runner driving
+// the runs it started and the store every replica shares.
+type backgroundRuns struct {
+	store  backgroundStore
+	runner *background.Runner
+}
+
+// startBackground opens background mode, or nil when
+// responses.max_background is 0.
+func startBackground(ctx context.Context, cfg *config.Config, rs store.Responses, log *zap.Logger) (*backgroundRuns, error) {
+	if cfg.Responses.MaxBackground == 0 {
+		return nil, nil
+	}
+	bs, err := newBackground(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := background.New(backgroundConfig(cfg, bs, rs), log)
+	if err != nil {
+		_ = bs.Close()
+		return nil, err
+	}
+	return &backgroundRuns{store: bs, runner: r}, nil
+}
+
+// close stops the runs (those still going after timeout end failed) and
+// closes the store.
+func (b *backgroundRuns) close(timeout time.Duration) {
+	b.runner.Close(timeout)
+	_ = b.store.Close()
+}
+
 // startAPI serves the Containers and Files APIs on api.listen.
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, bg *backgroundRuns, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
 	// network_policy on POST /v1/containers: bounded like the tool's, the
@@ -101,6 +147,9 @@ func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.C
 	// credential as follow-ups carry it.
 	ac.Responses = rs
 	ac.Conversations = cs
+	if bg != nil {
+		ac.Background, ac.CancelLocal = bg.store, bg.runner.Cancel
+	}
 	ac.ResponsesUpstreamURL = cfg.Upstream.URL
 	ac.ForwardHeaders = cfg.Upstream.ForwardHeaders
 	ac.UpstreamHeaders = cfg.Upstream.Headers

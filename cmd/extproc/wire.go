@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/background"
 	"github.com/codeinterp/codeinterp/internal/buildcache"
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
@@ -410,6 +411,16 @@ func responseLimits(cfg *config.Config) store.ResponseLimits {
 		MaxHistory:    r.MaxHistory,
 		Count:         r.MaxCount,
 		Bytes:         int64(r.MaxBytes),
+	}
+}
+
+// backgroundConfig maps responses' background settings onto the runner's.
+func backgroundConfig(cfg *config.Config, bs store.Background, rs store.Responses) background.Config {
+	r := cfg.Responses
+	return background.Config{
+		Store: bs, Responses: rs,
+		PerOwner: r.MaxBackground, Total: r.MaxBackgroundTotal,
+		Lifetime: r.BackgroundLifetime, Keep: r.BackgroundEventsTTL,
 	}
 }
 

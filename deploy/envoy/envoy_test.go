@@ -366,7 +366,7 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 					}
 				}
 				// Everything else must not open an ext_proc stream at all.
-				for _, p := range []string{"/v1/models", "/v1/chat/completions", "/v1/responses/resp_123", "/v1/responses/resp_123/input_items", "/health"} {
+				for _, p := range []string{"/v1/models", "/v1/chat/completions", "/v1/responses/resp_123", "/v1/responses/resp_123/input_items", "/v1/responses/resp_123/cancel", "/health"} {
 					r, err := firstRoute(vh, p)
 					if err != nil {
 						continue // not routed at all: no ext_proc either

@@ -93,9 +93,15 @@ type Config struct {
 	// (default http.DefaultClient); without that URL it is a 404.
 	Responses            store.Responses
 	ResponsesUpstreamURL string
-	ForwardHeaders       []string
-	UpstreamHeaders      map[string]string // added after the forwarded ones, as on follow-ups
-	HTTPClient           *http.Client
+	// Background, with Responses, serves background responses: their
+	// resumable streams (GET /v1/responses/{id}?stream=true) and
+	// POST /v1/responses/{id}/cancel. CancelLocal, when set, stops a run
+	// this replica drives at once (others stop at their next poll).
+	Background      store.Background
+	CancelLocal     func(owner, id string)
+	ForwardHeaders  []string
+	UpstreamHeaders map[string]string // added after the forwarded ones, as on follow-ups
+	HTTPClient      *http.Client
 	// Conversations, when set, serves OpenAI's Conversations API
 	// (/v1/conversations…).
 	Conversations store.Conversations

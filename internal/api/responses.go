@@ -34,18 +34,16 @@ const maxUpstreamAnswer = 64 << 20
 
 // getResponse is GET /v1/responses/{id}.
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, owner string) {
+	if wantsStream(r) {
+		s.streamResponse(w, r, owner)
+		return
+	}
 	id := r.PathValue("id")
 	rec, ok := s.storedResponse(w, r, owner, id)
 	if !ok {
 		return
 	}
-	obj := rec.Object
-	if !slices.Contains(includes(r.URL.Query()), includeOutputs) {
-		obj = withoutOutputs(obj)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(obj)
+	s.writeResponseObject(w, r, s.settled(r.Context(), owner, rec).Object)
 }
 
 // deleteResponse is DELETE /v1/responses/{id}.

@@ -68,11 +68,19 @@ func (s *Server) routes() *http.ServeMux {
 			handle(mux, "/v1/responses", other)
 			handle(mux, "/v1/responses/", other)
 		}
-		s.register(mux, other,
-			route{"GET /v1/responses/{id}", s.getResponse},
-			route{"DELETE /v1/responses/{id}", s.deleteResponse},
-			route{"GET /v1/responses/{id}/input_items", s.listInputItems},
-		)
+		rs := []route{
+			{"GET /v1/responses/{id}", s.getResponse},
+			{"DELETE /v1/responses/{id}", s.deleteResponse},
+			{"GET /v1/responses/{id}/input_items", s.listInputItems},
+		}
+		if s.cfg.Background != nil {
+			rs = append(rs,
+				// What the filter turns a background "stream": true request
+				// into (its method stays POST): the stream from its start.
+				route{"POST /v1/responses/{id}", s.resumeCreated},
+				route{"POST /v1/responses/{id}/cancel", s.cancelResponse})
+		}
+		s.register(mux, other, rs...)
 	}
 	if s.cfg.Conversations != nil {
 		s.register(mux, nil,

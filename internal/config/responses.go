@@ -21,6 +21,15 @@ type Responses struct {
 	// TTL and its own maxmemory.
 	MaxCount int      `json:"max_count"`
 	MaxBytes ByteSize `json:"max_bytes"`
+	// MaxBackground and MaxBackgroundTotal bound the background responses
+	// ("background": true) running at once, per credential and on this
+	// server (a 429 past either). BackgroundLifetime bounds one run;
+	// BackgroundEventsTTL is how long a streamed one's events stay
+	// resumable after it ended.
+	MaxBackground       int           `json:"max_background"`
+	MaxBackgroundTotal  int           `json:"max_background_total"`
+	BackgroundLifetime  time.Duration `json:"background_lifetime"`
+	BackgroundEventsTTL time.Duration `json:"background_events_ttl"`
 }
 
 func defaultResponses() Responses {
@@ -30,6 +39,11 @@ func defaultResponses() Responses {
 		MaxHistory:       1000,
 		MaxCount:         10000,
 		MaxBytes:         256 * MiB,
+
+		MaxBackground:       16,
+		MaxBackgroundTotal:  64,
+		BackgroundLifetime:  time.Hour,
+		BackgroundEventsTTL: 24 * time.Hour,
 	}
 }
 
@@ -40,6 +54,12 @@ func (c *Config) validateResponses(v *validator) {
 	v.check(r.MaxHistory > 0, "responses.max_history", "must be positive")
 	v.check(r.MaxCount > 0, "responses.max_count", "must be positive")
 	v.check(r.MaxBytes >= r.MaxResponseBytes, "responses.max_bytes", "must be at least responses.max_response_bytes")
+	v.check(r.MaxBackground >= 0 && r.MaxBackground <= 10000, "responses.max_background", "%d must be between 0 (none allowed) and 10000", r.MaxBackground)
+	v.check(r.MaxBackgroundTotal >= r.MaxBackground && r.MaxBackgroundTotal <= 100000, "responses.max_background_total",
+		"%d must be at least responses.max_background %d and at most 100000", r.MaxBackgroundTotal, r.MaxBackground)
+	v.check(r.BackgroundLifetime >= time.Minute && r.BackgroundLifetime <= 24*time.Hour, "responses.background_lifetime", "%s must be between 1m and 24h", r.BackgroundLifetime)
+	v.check(r.BackgroundEventsTTL >= time.Minute && r.BackgroundEventsTTL <= r.TTL, "responses.background_events_ttl",
+		"%s must be at least 1m and at most responses.ttl %s", r.BackgroundEventsTTL, r.TTL)
 }
 
 // Conversations bounds OpenAI's Conversations this server keeps (in the

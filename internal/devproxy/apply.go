@@ -34,6 +34,7 @@ func (ex *exchange) applyHeadersResponse(h *headerMap, cr *extprocv3.CommonRespo
 		ex.mutationFailed(err)
 		return out, false
 	}
+	ex.clearRouteCache(h, cr)
 	if !car {
 		return out, true // a body_mutation outside CONTINUE_AND_REPLACE is ignored here
 	}
@@ -71,6 +72,7 @@ func (ex *exchange) applyBodyResponse(h *headerMap, body []byte, cr *extprocv3.C
 			ex.mutationFailed(err)
 			return nil, false
 		}
+		ex.clearRouteCache(h, cr)
 	}
 	bm := cr.GetBodyMutation()
 	if bm == nil {
@@ -138,4 +140,21 @@ func (ex *exchange) immediate(ir *extprocv3.ImmediateResponse) {
 		}
 	}
 	ex.reply(st, h, ir.GetBody(), ir.GetDetails())
+}
+
+// clearRouteCache picks the route anew from the (mutated) :path when a
+// response that carries a header_mutation asks for it, as Envoy does for
+// a downstream filter with the default route_cache_action: the request
+// then goes to that route's cluster. The ext_proc filter, already
+// running, goes on processing the stream (its per-route configuration was
+// read when the stream began).
+func (ex *exchange) clearRouteCache(h *headerMap, cr *extprocv3.CommonResponse) {
+	if !cr.GetClearRouteCache() || cr.GetHeaderMutation() == nil {
+		return
+	}
+	p, _ := h.get(":path")
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	ex.cluster = ex.p.route(p).Cluster
 }

@@ -39,7 +39,9 @@ type Config struct {
 	// order: the first route whose match fits the request's path (query
 	// excluded) is taken. Like Envoy, the route is chosen from the
 	// client's :path when the request arrives; a processor's :path
-	// mutation changes the path sent, not the route.
+	// mutation changes the path sent, not the route — unless its response
+	// sets clear_route_cache (with a header_mutation), which picks the
+	// route anew from the mutated :path.
 	Routes []Route
 	// Processor is the ext_proc gRPC client. nil runs the proxy without the
 	// filter (a plain route), which benchmarks use as the baseline.

@@ -46,6 +46,9 @@ type Config struct {
 	// caller (store.Owner): its containers and files are its own. Default
 	// store.DefaultAuthHeaders.
 	AuthHeaders []string
+	// Background runs requests that ask for "background": true; nil
+	// answers them with a 400.
+	Background processor.BackgroundRunner
 	// AnonymousShared lets requests without a credential share one owner
 	// (api.anonymous: shared); otherwise such a request that uses the code
 	// interpreter's containers gets OpenAI's 401.

@@ -21,6 +21,7 @@ const (
 	OutcomeRejected      Outcome = "rejected"       // refused before upstream (4xx)
 	OutcomeUpstreamError Outcome = "upstream_error" // the upstream answered non-2xx or failed
 	OutcomeCancelled     Outcome = "cancelled"      // the stream ended before the reply
+	OutcomeBackground    Outcome = "background"     // handed to the background runner
 	OutcomeError         Outcome = "error"          // protocol or internal error
 )
 
@@ -73,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	for _, o := range []Outcome{OutcomeNotSelected, OutcomePassThrough, OutcomeCompleted, OutcomeRejected, OutcomeUpstreamError, OutcomeCancelled, OutcomeError} {
+	for _, o := range []Outcome{OutcomeNotSelected, OutcomePassThrough, OutcomeCompleted, OutcomeRejected, OutcomeUpstreamError, OutcomeCancelled, OutcomeBackground, OutcomeError} {
 		m.Requests.WithLabelValues(string(o))
 	}
 	return m, nil

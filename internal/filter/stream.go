@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -297,7 +298,20 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 	if !ok && !st.s.cfg.AnonymousShared {
 		owner = "" // no one: the interceptor refuses it a container
 	}
+	var rsv processor.Reservation
+	if st.s.cfg.Background != nil && gjson.GetBytes(body, "background").Type == gjson.True {
+		// Past the bounds a background request is refused before its
+		// exchange opens a container.
+		r, err := st.s.cfg.Background.Reserve(owner)
+		if err != nil {
+			return st.refuse(err)
+		}
+		rsv = r
+	}
 	ex, err := st.s.proc.NewExchange(ctx, processor.Caller{Owner: owner, Header: hdr}, body)
+	if err != nil && rsv != nil {
+		rsv.Release()
+	}
 	if err != nil {
 		var apiErr *apierror.Error
 		if !errors.As(err, &apiErr) {
@@ -310,6 +324,12 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		}
 		st.log.Info("request refused", zap.Int("status", apiErr.Status), zap.String("param", apiErr.Param), zap.String("message", apiErr.Message))
 		return st.immediate(apiErr)
+	}
+	if bg, ok := ex.(processor.Backgrounded); ok && bg.Background() {
+		return st.startBackground(processor.Caller{Owner: owner, Header: hdr}, bg, rsv)
+	}
+	if rsv != nil {
+		rsv.Release()
 	}
 	st.ex = ex
 	if st.duplex {

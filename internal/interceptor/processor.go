@@ -32,7 +32,10 @@ const (
 	ContentTypeSSE  = processor.ContentTypeSSE
 )
 
-var _ processor.Exchange = (*Exchange)(nil)
+var (
+	_ processor.Exchange     = (*Exchange)(nil)
+	_ processor.Backgrounded = (*Exchange)(nil)
+)
 
 // Processor is ic as the filter sees it: the /v1/responses endpoint's
 // processor.

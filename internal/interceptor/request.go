@@ -22,6 +22,8 @@ type request struct {
 	hasTool      bool // the request declares the code_interpreter tool (intercepted without it: history of ours)
 	modified     bool
 	clientStream bool
+	background   bool   // "background": true: the filter's runner drives the loop, detached from the client
+	clientBody   string // the request as the client sent it (what a queued response echoes)
 	live         bool   // the client's stream is live (StreamLive): the upstream streams too
 	upstream     []byte // body for the upstream (the client's own when !modified)
 
@@ -195,7 +197,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	r := request{modified: true, obfuscate: true}
 	var edits []jsonx.Edit
 	if hasTool || own {
-		r.intercepted, r.hasTool = true, hasTool
+		r.intercepted, r.hasTool, r.clientBody = true, hasTool, doc
 		te, err := i.rewriteTools(&r, root, tools)
 		if err != nil {
 			return nil, err

@@ -62,6 +62,9 @@ func (l *loop) echoEdits(edits []jsonx.Edit, first, last gjson.Result) []jsonx.E
 		// One response, one id of ours, for every round and both paths.
 		edits = append(edits, jsonx.Set("id", jsonx.Quote(l.x.respID)))
 	}
+	if req.background {
+		edits = append(edits, jsonx.Set("background", "true"))
+	}
 	if c := l.x.hist.conv; c != "" {
 		edits = append(edits, jsonx.Set("conversation", `{"id":`+jsonx.Quote(c)+`}`))
 	}

@@ -31,8 +31,25 @@ func hasNativeTool(tools gjson.Result) bool {
 // present and returns the edits for the upstream body.
 func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.Result) ([]jsonx.Edit, error) {
 	fn := i.cfg.FunctionName
-	if bg := root.Get("background"); bg.Type == gjson.True {
-		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode is not supported together with the code_interpreter tool on this server.")
+	var edits []jsonx.Edit
+	if bg := root.Get("background"); bg.Exists() {
+		switch bg.Type {
+		case gjson.True:
+			// The server runs the loop itself (the filter's background
+			// runner) and the record is what the client polls: it must be
+			// kept, as OpenAI requires.
+			if root.Get("store").Type == gjson.False {
+				return nil, apierror.Invalid("background", "invalid_value", "Background mode requires 'store' to be true; 'store': false cannot be used with 'background': true.")
+			}
+			if i.responses == nil {
+				return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode needs this server's response store, which is not configured.")
+			}
+			r.background = true
+			edits = append(edits, jsonx.Del("background"))
+		case gjson.False, gjson.Null:
+		default:
+			return nil, apierror.Invalid("background", "invalid_type", "Invalid type for 'background': expected a boolean, but got %s instead.", jsonx.TypeName(bg))
+		}
 	}
 	r.clientTools = tools.Raw
 	defer func() {
@@ -86,7 +103,6 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	var edits []jsonx.Edit
 	if tools.Exists() {
 		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 )
 
 // Processor is an endpoint's logic behind the filter.
@@ -96,4 +97,45 @@ type StreamUpstreamFunc func(ctx context.Context, body []byte) (int, http.Header
 // CreateResponseStream calls f.
 func (f StreamUpstreamFunc) CreateResponseStream(ctx context.Context, body []byte) (int, http.Header, io.ReadCloser, error) {
 	return f(ctx, body)
+}
+
+// Backgrounded is an Exchange that may ask to run in the background
+// (`"background": true`): detached from the client's connection, driven by
+// a BackgroundRunner, its client answered at once.
+type Backgrounded interface {
+	Exchange
+	// Background reports the request asked for it.
+	Background() bool
+	// ResponseID is the id the response has (its record's).
+	ResponseID() string
+	// ClientStream reports the client asked for a stream.
+	ClientStream() bool
+	// QueuedResponse is the Response object with status and no output.
+	QueuedResponse(status string, createdAt time.Time) []byte
+}
+
+// A BackgroundRunner drives background exchanges to their end, detached
+// from the client: the first inference and every follow-up through up.
+type BackgroundRunner interface {
+	// Reserve takes one of owner's background slots before the request's
+	// exchange is made (which may open a container), so that a request
+	// past the bounds costs nothing; an error is the client's answer.
+	Reserve(owner string) (Reservation, error)
+	// Start takes ex and the reservation over (it closes and releases
+	// them) and returns the Response object the client gets at once
+	// (status "queued"); an error is the client's answer (an OpenAI error)
+	// and nothing was started.
+	Start(caller Caller, ex Backgrounded, up Upstreams, rsv Reservation) (queued []byte, err error)
+}
+
+// A Reservation is a background slot held for a request being read.
+type Reservation interface {
+	// Release gives the slot back (idempotent).
+	Release()
+}
+
+// Upstreams is a model server reached both ways.
+type Upstreams interface {
+	Upstream
+	StreamUpstream
 }

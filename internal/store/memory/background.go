@@ -211,3 +211,6 @@ func (b *Background) Cancelled(_ context.Context, owner, id string) (bool, error
 	r := b.run(owner, id)
 	return r != nil && r.cancel, nil
 }
+
+// Close implements io.Closer; there is nothing to release.
+func (b *Background) Close() error { return nil }

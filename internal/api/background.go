@@ -1,0 +1,233 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/codeinterp/codeinterp/internal/apierror"
+	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/store"
+)
+
+// This file serves background responses (Config.Background): a stream
+// resumed from any event (GET /v1/responses/{id}?stream=true
+// &starting_after=N, and the POST the filter turns a background
+// "stream": true request into), POST /v1/responses/{id}/cancel, and the
+// status of a run whose server died (a record left queued or in_progress
+// whose run no longer renews is shown, and kept, failed).
+
+// keepAliveEvery is how long a resumed stream may be silent before a
+// comment line keeps proxies from timing it out.
+const keepAliveEvery = 15 * time.Second
+
+// cancelWait bounds how long a cancel waits for the run to store its end.
+const cancelWait = 5 * time.Second
+
+// unfinished reports a Response status of a run still going.
+func unfinished(status string) bool { return status == "queued" || status == "in_progress" }
+
+// settled is rec with a dead run's record marked failed (and kept so).
+func (s *Server) settled(ctx context.Context, owner string, rec store.Response) store.Response {
+	if s.cfg.Background == nil || !unfinished(gjson.GetBytes(rec.Object, "status").Str) || gjson.GetBytes(rec.Object, "background").Type != gjson.True {
+		return rec
+	}
+	running, err := s.cfg.Background.Running(ctx, owner, rec.ID)
+	if err != nil || running {
+		return rec
+	}
+	// The run's end is stored before it ends; a run that is not running
+	// and left no end was on a server that died.
+	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && !unfinished(gjson.GetBytes(again.Object, "status").Str) {
+		return again
+	}
+	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"failed"`), jsonx.Set("error",
+		`{"code":"server_error","message":"The server running this response stopped before it finished; create it again."}`))
+	if err := s.cfg.Responses.PutResponse(ctx, rec); err != nil {
+		s.log.Warn("a dead background response not marked failed in the store", zap.String("response_id", rec.ID), zap.Error(err))
+	}
+	return rec
+}
+
+// wantsStream reports a GET /v1/responses/{id} that asks for the stream:
+// "stream=true" in the query (OpenAI's documented parameter, as the Python
+// and Node SDKs send it) or "stream": true in a JSON body (as openai-go's
+// GetStreaming sends it).
+func wantsStream(r *http.Request) bool {
+	if r.URL.Query().Get("stream") == "true" {
+		return true
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
+	return err == nil && gjson.GetBytes(b, "stream").Type == gjson.True
+}
+
+// resumeCreated is the stream of a background "stream": true request,
+// from its first event (the filter rewrote the request to this path).
+func (s *Server) resumeCreated(w http.ResponseWriter, r *http.Request, owner string) {
+	if r.URL.Query().Get("stream") != "true" {
+		writeError(w, apierror.Invalid("", "", "Invalid URL (POST /v1/responses/%s): use POST /v1/responses/%s/cancel to cancel a response.", r.PathValue("id"), r.PathValue("id")))
+		return
+	}
+	s.streamResponse(w, r, owner)
+}
+
+// streamResponse is GET /v1/responses/{id}?stream=true: the events of a
+// background response created with "stream": true after starting_after
+// (all of them without it), then the live ones until it ends.
+func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	after := int64(-1)
+	if v := r.URL.Query().Get("starting_after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < -1 {
+			writeError(w, apierror.Invalid("starting_after", "invalid_value", "Invalid 'starting_after': expected a sequence number (an integer of at least 0), got '%s'.", v))
+			return
+		}
+		after = n
+	}
+	if _, ok := s.storedResponse(w, r, owner, id); !ok {
+		return
+	}
+	if s.cfg.Background == nil {
+		writeError(w, notStreamable(id))
+		return
+	}
+	events, done, err := s.cfg.Background.Events(ctx, owner, id, after, 0)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, notStreamable(id))
+		return
+	case err != nil:
+		s.storeFailed(w, err)
+		return
+	}
+	if len(events) == 0 && after < 0 {
+		// A streamed response's log opens with two events at its start.
+		writeError(w, notStreamable(id))
+		return
+	}
+	if len(events) == 0 && after >= 0 {
+		// Nothing after N: is there an event N at all?
+		if prev, _, err := s.cfg.Background.Events(ctx, owner, id, after-1, 0); err == nil && len(prev) == 0 {
+			writeError(w, apierror.Invalid("starting_after", "invalid_value", "Invalid 'starting_after': %d is beyond the last event of response '%s'.", after, id))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	flush()
+	for {
+		for _, e := range events {
+			typ := gjson.GetBytes(e.Data, "type").Str
+			if _, err := w.Write(append(append([]byte("event: "+typ+"\ndata: "), e.Data...), '\n', '\n')); err != nil {
+				return
+			}
+			after = e.Seq
+		}
+		if done {
+			flush()
+			return
+		}
+		if len(events) == 0 {
+			_, _ = w.Write([]byte(": keep-alive\n\n"))
+		}
+		flush()
+		events, done, err = s.cfg.Background.Events(ctx, owner, id, after, keepAliveEvery)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("resumed stream ended by the store", zap.String("response_id", id), zap.Error(err))
+			}
+			return
+		}
+	}
+}
+
+func notStreamable(id string) *apierror.Error {
+	return apierror.Invalid("stream", "invalid_value", "Response '%s' cannot be streamed: only a response created with 'background': true and 'stream': true can, while its events are kept.", id)
+}
+
+// cancelResponse is POST /v1/responses/{id}/cancel: a background response
+// still going is stopped and answered with status "cancelled" (the output
+// so far); one that ended is answered as it is, so cancelling twice is
+// harmless.
+func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, owner string) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	rec, ok := s.storedResponse(w, r, owner, id)
+	if !ok {
+		return
+	}
+	if gjson.GetBytes(rec.Object, "background").Type != gjson.True {
+		writeError(w, apierror.Invalid("", "invalid_request", "Only a response created with 'background': true can be cancelled; response '%s' was not.", id))
+		return
+	}
+	rec = s.settled(ctx, owner, rec)
+	if unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+		if err := s.cfg.Background.Cancel(ctx, owner, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.storeFailed(w, err)
+			return
+		}
+		if s.cfg.CancelLocal != nil {
+			s.cfg.CancelLocal(owner, id)
+		}
+		rec = s.awaitEnd(ctx, owner, rec)
+		if unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+			// Stopping (its runner stores the end): it is cancelled.
+			rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"cancelled"`))
+		}
+	}
+	s.writeResponseObject(w, r, rec.Object)
+}
+
+// awaitEnd polls rec until its run stored an end, for at most cancelWait.
+func (s *Server) awaitEnd(ctx context.Context, owner string, rec store.Response) store.Response {
+	deadline := time.Now().Add(cancelWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID)
+		if err == nil {
+			rec = again
+			if !unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+				return rec
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return s.settled(ctx, owner, rec)
+}
+
+// writeResponseObject writes a stored response object, its calls'
+// outputs removed unless the request includes them.
+func (s *Server) writeResponseObject(w http.ResponseWriter, r *http.Request, obj []byte) {
+	if !slices.Contains(includes(r.URL.Query()), includeOutputs) {
+		obj = withoutOutputs(obj)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(obj)
+}
+
+// storeFailed answers a store failure.
+func (s *Server) storeFailed(w http.ResponseWriter, err error) {
+	s.log.Error("background store failed", zap.Error(err))
+	writeError(w, apierror.Server(http.StatusInternalServerError, "", "The response store is unavailable; try again later."))
+}
