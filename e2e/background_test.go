@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -56,7 +60,7 @@ func TestBackgroundAcrossReplicas(t *testing.T) {
 		base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
 		return p, openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0)), base
 	}
-	pa, a, _ := start(apiKey)
+	pa, a, baseA := start(apiKey)
 	pb, b, baseB := start(apiKey)
 	other := openai.NewClient(option.WithBaseURL(baseB+"/"), option.WithAPIKey("sk-someone-else"), option.WithMaxRetries(0))
 	ctx := context.Background()
@@ -300,6 +304,56 @@ func TestBackgroundAcrossReplicas(t *testing.T) {
 			if _, err := b.Responses.Cancel(ctx, id); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+
+	t.Run("NodeSDK", func(t *testing.T) {
+		node := nodeReady(t)
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, node, filepath.Join(nodeDir, "background.mjs"))
+		cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+baseA, "BASE_URL_B="+baseB, "OPENAI_API_KEY="+apiKey)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("background.mjs: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+		}
+		var rep struct {
+			Poll struct {
+				QueuedStatus string   `json:"queued_status"`
+				Background   bool     `json:"background"`
+				Status       string   `json:"status"`
+				Text         string   `json:"text"`
+				CallLogs     []string `json:"call_logs"`
+			} `json:"poll"`
+			Stream struct {
+				Types     []string `json:"types"`
+				Seqs      []int64  `json:"seqs"`
+				Equal     bool     `json:"equal"`
+				FinalText string   `json:"final_text"`
+			} `json:"stream"`
+			Cancel struct{ Status, Again, Finished string } `json:"cancel"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			t.Fatalf("background.mjs printed no report (%v): %s", err, stdout.String())
+		}
+		t.Logf("what openai-node decoded: %s", stdout.String())
+		p := rep.Poll
+		if p.QueuedStatus != "queued" || !p.Background || p.Status != "completed" || !strings.Contains(p.Text, "42") || len(p.CallLogs) != 1 || !strings.Contains(p.CallLogs[0], "42") {
+			t.Errorf("poll: %+v", p)
+		}
+		st := rep.Stream
+		for k, seq := range st.Seqs {
+			if seq != int64(k) {
+				t.Fatalf("stream: event %d has sequence_number %d", k, seq)
+			}
+		}
+		if len(st.Types) < 5 || st.Types[0] != "response.created" || st.Types[1] != "response.queued" || st.Types[len(st.Types)-1] != "response.completed" ||
+			!st.Equal || !strings.Contains(st.FinalText, "line 2") {
+			t.Errorf("stream: %+v", st)
+		}
+		if c := rep.Cancel; c.Status != "cancelled" || c.Again != "cancelled" || c.Finished != "completed" {
+			t.Errorf("cancel: %+v", c)
 		}
 	})
 
