@@ -15,12 +15,21 @@ import (
 // every append and End closes and replaces. A run that stops being renewed
 // counts as ended (its slot is free, its log finished); a log is forgotten
 // keep after it ended, checked on every call, so nothing needs closing.
+// All logs together hold at most MaxBackgroundBytes: past it the logs of
+// runs that ended longest ago are forgotten first (their streams can no
+// longer be resumed; their records stay in Responses).
 type Background struct {
 	now func() time.Time
 
-	mu   sync.Mutex
-	runs map[bgKey]*bgRun
+	mu    sync.Mutex
+	runs  map[bgKey]*bgRun
+	ended    []bgKey // ended runs, in the order they ended
+	bytes    int64   // of every log held
+	maxBytes int64   // MaxBackgroundBytes (tests lower it)
 }
+
+// MaxBackgroundBytes bounds the events one in-process Background holds.
+const MaxBackgroundBytes = 256 << 20
 
 var _ store.Background = (*Background)(nil)
 
@@ -44,25 +53,46 @@ func NewBackground(now func() time.Time) *Background {
 	if now == nil {
 		now = time.Now
 	}
-	return &Background{now: now, runs: map[bgKey]*bgRun{}}
+	return &Background{now: now, runs: map[bgKey]*bgRun{}, maxBytes: MaxBackgroundBytes}
 }
 
 // sweepLocked settles runs that lapsed and forgets logs past their keep.
 func (b *Background) sweepLocked(now time.Time) {
 	for k, r := range b.runs {
 		if !r.ended && now.After(r.expires) {
-			b.endLocked(r, now)
+			b.endLocked(k, r, now)
 		}
 		if r.ended && now.After(r.forgetAt) {
+			b.bytes -= r.bytes
 			delete(b.runs, k)
 		}
 	}
+	// Past the bound, the logs that ended longest ago go first.
+	for b.bytes > b.maxBytes && len(b.ended) > 0 {
+		k := b.ended[0]
+		b.ended = b.ended[1:]
+		if r, ok := b.runs[k]; ok && r.ended {
+			b.bytes -= r.bytes
+			delete(b.runs, k)
+		}
+	}
+	if len(b.ended) > 2*len(b.runs)+64 {
+		// Drop the keys of runs already forgotten.
+		kept := b.ended[:0]
+		for _, k := range b.ended {
+			if r, ok := b.runs[k]; ok && r.ended {
+				kept = append(kept, k)
+			}
+		}
+		b.ended = kept
+	}
 }
 
-func (b *Background) endLocked(r *bgRun, now time.Time) {
+func (b *Background) endLocked(k bgKey, r *bgRun, now time.Time) {
 	if r.ended {
 		return
 	}
+	b.ended = append(b.ended, k)
 	r.ended = true
 	r.forgetAt = now.Add(r.keep)
 	close(r.changed)
@@ -122,7 +152,7 @@ func (b *Background) End(_ context.Context, owner, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r := b.run(owner, id); r != nil {
-		b.endLocked(r, b.now())
+		b.endLocked(bgKey{owner, id}, r, b.now())
 	}
 	return nil
 }
@@ -153,6 +183,7 @@ func (b *Background) AppendEvent(_ context.Context, owner, id string, seq int64,
 	}
 	r.events = append(r.events, store.Event{Seq: seq, Data: clone(event)})
 	r.bytes += int64(len(event))
+	b.bytes += int64(len(event))
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil
