@@ -21,8 +21,8 @@ import (
 type Background struct {
 	now func() time.Time
 
-	mu    sync.Mutex
-	runs  map[bgKey]*bgRun
+	mu       sync.Mutex
+	runs     map[bgKey]*bgRun
 	ended    []bgKey // ended runs, in the order they ended
 	bytes    int64   // of every log held
 	maxBytes int64   // MaxBackgroundBytes (tests lower it)
