@@ -1,5 +1,6 @@
 # codeinterp — every target does its own set-up through its dependencies.
 #   make demo    the main job: server + sandbox + scripted model, a real code_interpreter_call
+#                (sets up only what it uses: Go modules and the CPython-WASI runtime)
 #   make test    every test (needs root: cgroups; builds the CPython-WASI runtime first;
 #                the JS clients' tests need node and npm: make node-deps)
 #   make bench   benchmarks → docs/benchmarks.md
@@ -149,7 +150,11 @@ lint: deps
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags imagetest ./image
 
-demo: setup build
+# The demo needs the Go modules and the CPython-WASI runtime only (the wasm
+# provider, the in-process store): not runsc, the gVisor root, Redis or the
+# npm clients, which make test sets up.
+demo: deps runtime build
+	@echo "demo: set up only what it uses (Go modules, the CPython-WASI runtime); make test sets up the rest"
 	$(GO) build -o bin/extproc-demo ./cmd/extproc-demo
 	bin/extproc-demo --extproc bin/extproc
 

@@ -86,6 +86,24 @@ mkdir -p "$WORK"
 cd "$WORK"
 T0=$(date +%s)
 log() { echo "[build-python-wasi $(( $(date +%s) - T0 ))s] $*"; }
+# ticking runs "$@" (a long, silent compile whose output goes to its logs)
+# and says every 15 s which step it is, how long it has taken and roughly
+# how long it takes on two cores; its status is the command's.
+ticking() { # what about cmd...
+  local what=$1 about=$2 start n=0 pid
+  shift 2
+  start=$(date +%s)
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    n=$((n + 1))
+    if [ $((n % 15)) = 0 ] && kill -0 "$pid" 2>/dev/null; then
+      log "$what: $(( $(date +%s) - start ))s so far (about $about on two cores)"
+    fi
+  done
+  wait "$pid"
+}
 
 # ------------------------------------------------------------- 1. host packages
 need=()
@@ -261,11 +279,14 @@ pcfile sqlite3 "$(cat "$SQLITE_DIR/VERSION")" -lsqlite3
 
 # ------------------------------------------------------------- 9. native build python
 if [ ! -f "Python-$PYVER/.native-built" ]; then
-  log "native build python"
-  ( cd "Python-$PYVER"
+  log "native build python (a build tool for the cross build)"
+  native_python() (
+    cd "Python-$PYVER"
     mkdir -p builddir/build && cd builddir/build
     CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib ../../configure -C >configure.log 2>&1
-    CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib make -j"$JOBS" >make.log 2>&1 )
+    CC=gcc CPP= CXX=g++ AR=ar RANLIB=ranlib make -j"$JOBS" >make.log 2>&1
+  )
+  ticking "native build python" "4 min" native_python
   touch "Python-$PYVER/.native-built"
 fi
 BUILDPY=$WORK/Python-$PYVER/builddir/build/python
@@ -279,14 +300,17 @@ cat > "$WORK/config.site-wasm32-wasi" <<SITE
 ac_cv_func_clock_nanosleep=no
 ac_cv_lib_rt_clock_nanosleep=no
 SITE
-( cd "Python-$PYVER"
+cross_python() (
+  cd "Python-$PYVER"
   mkdir -p builddir/wasi && cd builddir/wasi
   PKG_CONFIG_PATH= PKG_CONFIG_SYSROOT_DIR= PKG_CONFIG_LIBDIR="$PC" \
   CONFIG_SITE="$WORK/config.site-wasm32-wasi" \
     ../../configure -C --host=wasm32-wasip1 --build="$(../../config.guess)" \
       --with-build-python="$BUILDPY" >configure.log 2>&1 || {
         tail -30 configure.log >&2; exit 1; }
-  make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; } )
+  make -j"$JOBS" >make.log 2>&1 || { tail -40 make.log >&2; exit 1; }
+)
+ticking "cross configure + make" "5 min" cross_python
 
 # The reactor: the same objects and libraries as python.wasm's link, with
 # ci_reactor.o in place of Programs/python.o and wasi-libc's reactor crt.
