@@ -31,6 +31,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
 	"github.com/codeinterp/codeinterp/internal/sandbox/worker"
 	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
 // app is the running server: the store, sandbox pool, interceptor,
@@ -47,6 +48,8 @@ type app struct {
 	conversations conversationStore
 	// background drives the background responses started here (nil: off).
 	background *backgroundRuns
+	// telemetry exports the spans (flushed last at shutdown).
+	telemetry *telemetry.Telemetry
 	// containers holds the interpreters of containers between responses.
 	containers *containers.Manager
 	api        *http.Server
@@ -102,6 +105,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	defer func() {
 		if err != nil {
 			_ = cs.Close()
+		}
+	}()
+	tel, err := telemetry.Setup(ctx, telemetryConfig(cfg), os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tel.Shutdown(context.Background())
 		}
 	}()
 	bg, err := startBackground(ctx, cfg, rs, log.Named("background"))
@@ -192,11 +204,12 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}
 	}()
 	ic, err := interceptor.New(interceptorConfig(cfg), prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
-		interceptor.WithNetwork(checker(eg)))
+		interceptor.WithNetwork(checker(eg)), interceptor.WithTelemetry(tel))
 	if err != nil {
 		return nil, err
 	}
 	fc := filterConfig(cfg)
+	fc.Telemetry = tel
 	if bg != nil {
 		fc.Background = bg.runner
 	}
@@ -221,7 +234,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, telemetry: tel, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -263,7 +276,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, bg, mgr, eg, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, bg, tel, mgr, eg, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -399,6 +412,12 @@ func (a *app) shutdown(timeout time.Duration) {
 			a.log.Warn("egress proxy close", zap.Error(err))
 		}
 	}
+	// The spans of the drain are exported before the process ends.
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.telemetry.Shutdown(fctx); err != nil {
+		a.log.Warn("exporting the last spans", zap.Error(err))
+	}
+	fcancel()
 	// Last: nothing uses the stores any more.
 	if err := a.store.Close(); err != nil {
 		a.log.Warn("closing the store", zap.Error(err))

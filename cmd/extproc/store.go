@@ -18,6 +18,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/store"
 	"github.com/codeinterp/codeinterp/internal/store/memory"
 	"github.com/codeinterp/codeinterp/internal/store/redis"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
 // newStore opens the configured store: one per process, shared by the
@@ -135,7 +136,7 @@ func (b *backgroundRuns) close(timeout time.Duration) {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, bg *backgroundRuns, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, bg *backgroundRuns, tel *telemetry.Telemetry, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
 	// network_policy on POST /v1/containers: bounded like the tool's, the
@@ -164,7 +165,7 @@ func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.C
 	}
 	// No WriteTimeout: a download of a large file to a slow client may
 	// take long; the bodies themselves are bounded.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: tel.Handler("api", h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := hs.Serve(lis); err != nil && err != http.ErrServerClosed {
 			errc <- fmt.Errorf("api: %w", err)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
 	"github.com/codeinterp/codeinterp/internal/store"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
 // The wiring: what the configuration's sections become in the packages'
@@ -414,6 +416,11 @@ func responseLimits(cfg *config.Config) store.ResponseLimits {
 	}
 }
 
+// telemetryConfig maps the telemetry section onto the tracing set-up.
+func telemetryConfig(cfg *config.Config) telemetry.Config {
+	return telemetry.Config{Tracing: cfg.Telemetry.Tracing, CaptureContent: cfg.Telemetry.CaptureContent, Version: version()}
+}
+
 // backgroundConfig maps responses' background settings onto the runner's.
 func backgroundConfig(cfg *config.Config, bs store.Background, rs store.Responses) background.Config {
 	r := cfg.Responses
@@ -474,4 +481,12 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// version is this build's main module version ("(devel)" from a checkout).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }

@@ -23,6 +23,7 @@ type Config struct {
 	Cluster       Cluster       `json:"cluster"`
 	Logging       Logging       `json:"logging"`
 	Metrics       Metrics       `json:"metrics"`
+	Telemetry     Telemetry     `json:"telemetry"`
 }
 
 // Server is the ext_proc gRPC server and its admin HTTP server.
@@ -274,6 +275,20 @@ type Logging struct {
 type Metrics struct {
 	Enabled bool   `json:"enabled"`
 	Path    string `json:"path"`
+}
+
+// Telemetry configures OpenTelemetry tracing (package telemetry). The
+// exporter is configured the standard way, by the OTEL_* environment
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+// OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER…); OTEL_TRACES_EXPORTER=otlp turns
+// tracing on as tracing: true does, =none turns it off.
+type Telemetry struct {
+	// Tracing exports spans: one per /v1/responses request, model round,
+	// code run and API request.
+	Tracing bool `json:"tracing"`
+	// CaptureContent puts the code and its output on the run spans (off:
+	// never code, output, file contents or secrets).
+	CaptureContent bool `json:"capture_content"`
 }
 
 // Default returns the documented defaults. A fresh value each call.

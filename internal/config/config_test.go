@@ -524,7 +524,7 @@ func TestEnvVarsSorted(t *testing.T) {
 			sections = append(sections, s)
 		}
 	}
-	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "api", "store", "responses", "conversations", "files", "containers", "checkpoints", "cluster", "logging", "metrics"}
+	want := []string{"server", "routes", "interceptor", "upstream", "sandbox", "api", "store", "responses", "conversations", "files", "containers", "checkpoints", "cluster", "logging", "metrics", "telemetry"}
 	if !reflect.DeepEqual(sections, want) {
 		t.Errorf("sections %v, want %v", sections, want)
 	}

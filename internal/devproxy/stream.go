@@ -1,6 +1,8 @@
 package devproxy
 
 import (
+	"google.golang.org/grpc/metadata"
+
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +120,15 @@ func (ex *exchange) open(ctx context.Context) error {
 		return nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	// Envoy with tracing on sends its span's context to the ext_proc server
+	// in the gRPC call's metadata; here the client's own, when it sent one.
+	if tp := ex.r.Header.Get("traceparent"); tp != "" {
+		md := metadata.Pairs("traceparent", tp)
+		if ts := ex.r.Header.Get("tracestate"); ts != "" {
+			md.Append("tracestate", ts)
+		}
+		sctx = metadata.NewOutgoingContext(sctx, md)
+	}
 	s, err := ex.p.cfg.Processor.Process(sctx)
 	if err != nil {
 		cancel()

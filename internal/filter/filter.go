@@ -1,12 +1,17 @@
 package filter
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +51,9 @@ type Config struct {
 	// caller (store.Owner): its containers and files are its own. Default
 	// store.DefaultAuthHeaders.
 	AuthHeaders []string
+	// Telemetry traces the streams and the model rounds the server makes;
+	// nil: off.
+	Telemetry *telemetry.Telemetry
 	// Background runs requests that ask for "background": true; nil
 	// answers them with a 400.
 	Background processor.BackgroundRunner
@@ -98,6 +106,10 @@ type Server struct {
 	methods map[string]bool
 	forward []string
 
+	tel          *telemetry.Telemetry
+	tracer       trace.Tracer
+	upstreamHost string
+
 	streams sync.WaitGroup
 }
 
@@ -118,7 +130,14 @@ func New(cfg Config, proc processor.Processor, metrics *Metrics, log *zap.Logger
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, proc: proc, metrics: metrics, log: log, client: cfg.Upstream.Client,
-		paths: map[string]bool{}, methods: map[string]bool{}}
+		paths: map[string]bool{}, methods: map[string]bool{}, tel: cfg.Telemetry}
+	if s.tel == nil {
+		s.tel = telemetry.Off()
+	}
+	s.tracer = s.tel.Tracer("filter")
+	if u, err := url.Parse(cfg.Upstream.URL); err == nil {
+		s.upstreamHost = u.Hostname()
+	}
 	for _, p := range cfg.Paths {
 		s.paths[p] = true
 	}

@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +75,10 @@ type streamState struct {
 	duplex    bool
 	handler   responseHandler
 	bodyEnded bool
+
+	// span is the stream's trace span once its request was selected (nil:
+	// tracing off, or not selected).
+	span trace.Span
 }
 
 func newStreamState(s *Server) *streamState {
@@ -124,6 +130,7 @@ func (st *streamState) run(stream extprocv3.ExternalProcessor_ProcessServer) err
 
 // finish records the stream's outcome once.
 func (st *streamState) finish(err error) {
+	defer st.endSpan(err)
 	if st.handler != nil {
 		st.handler.close() // a live stream's goroutine uses the exchange
 	}
@@ -155,6 +162,7 @@ func (st *streamState) finish(err error) {
 }
 
 func (st *streamState) handle(ctx context.Context, req *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, error) {
+	ctx = st.withSpan(ctx)
 	if st.handler != nil {
 		return nil, st.duplexMessage(ctx, req) // the handler sends its own answers
 	}
@@ -171,7 +179,11 @@ func (st *streamState) handle(ctx context.Context, req *extprocv3.ProcessingRequ
 		if st.phase != phaseRequestHeaders {
 			return nil, protocolError("request_headers in phase %s", st.phase)
 		}
-		return st.requestHeaders(r.RequestHeaders)
+		out, err := st.requestHeaders(r.RequestHeaders)
+		if st.phase == phaseRequestBody {
+			st.startSpan(ctx) // selected: the request is ours to trace
+		}
+		return out, err
 	case *extprocv3.ProcessingRequest_RequestBody:
 		if st.phase != phaseRequestBody {
 			return nil, protocolError("request_body in phase %s", st.phase)
@@ -342,6 +354,10 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
 			setHeader("content-length", strconv.Itoa(len(nb))),
 		}}
+		// The model server's spans of the first round join the trace.
+		for k, v := range st.traceHeader() {
+			mut.SetHeaders = append(mut.SetHeaders, setHeader(k, v))
+		}
 		if ex.Intercepted() {
 			// The loop must read the upstream's JSON: ask for it uncompressed.
 			mut.RemoveHeaders = []string{"accept-encoding"}
@@ -486,6 +502,9 @@ func (st *streamState) newUpstream() *httpUpstream {
 		header:  followUpHeaders(st.callerHeader(), st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
 		timeout: st.s.cfg.Upstream.Timeout,
 		maxBody: st.s.cfg.MaxBodyBytes,
+		tel:     st.s.tel,
+		tracer:  st.s.tracer,
+		host:    st.s.upstreamHost,
 	}
 }
 

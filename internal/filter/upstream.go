@@ -1,6 +1,10 @@
 package filter
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+
 	"bytes"
 	"context"
 	"errors"
@@ -60,20 +64,25 @@ type httpUpstream struct {
 	timeout time.Duration
 	maxBody int64
 	rounds  int // follow-ups sent, for the log line
+
+	tel    *telemetry.Telemetry
+	tracer trace.Tracer
+	host   string
 }
 
 // errUpstreamTooLarge is returned (as a transport failure) when a follow-up
 // answer exceeds the body limit; the interceptor turns it into a 502.
 var errUpstreamTooLarge = errors.New("upstream response exceeds the body limit")
 
-func (u *httpUpstream) CreateResponse(ctx context.Context, body []byte) (int, http.Header, []byte, error) {
-	resp, cancel, err := u.send(ctx, body, "application/json")
+func (u *httpUpstream) CreateResponse(ctx context.Context, body []byte) (status int, _ http.Header, data []byte, err error) {
+	resp, cancel, span, err := u.send(ctx, body, "application/json")
+	defer func() { endChat(span, status, data, err) }()
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	defer cancel()
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, u.maxBody+1))
+	data, err = io.ReadAll(io.LimitReader(resp.Body, u.maxBody+1))
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("follow-up to %s: reading the answer: %w", u.url, err)
 	}
@@ -85,8 +94,11 @@ func (u *httpUpstream) CreateResponse(ctx context.Context, body []byte) (int, ht
 
 // send posts one follow-up, accepting accept. The timeout, if any, bounds
 // the whole exchange: the caller calls cancel once done with the body.
-func (u *httpUpstream) send(ctx context.Context, body []byte, accept string) (*http.Response, context.CancelFunc, error) {
+// The round's chat span (nil when tracing is off) is the caller's to end.
+func (u *httpUpstream) send(ctx context.Context, body []byte, accept string) (*http.Response, context.CancelFunc, trace.Span, error) {
 	u.rounds++
+	h := u.header.Clone()
+	ctx, span := u.chatSpan(ctx, body, h)
 	cancel := context.CancelFunc(func() {})
 	if u.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, u.timeout)
@@ -94,17 +106,17 @@ func (u *httpUpstream) send(ctx context.Context, body []byte, accept string) (*h
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("follow-up request: %w", err)
+		return nil, nil, span, fmt.Errorf("follow-up request: %w", err)
 	}
-	req.Header = u.header.Clone()
+	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
 	resp, err := u.client.Do(req)
 	if err != nil {
 		cancel()
-		return nil, nil, fmt.Errorf("follow-up to %s: %w", u.url, err)
+		return nil, nil, span, fmt.Errorf("follow-up to %s: %w", u.url, err)
 	}
-	return resp, cancel, nil
+	return resp, cancel, span, nil
 }
 
 // followUpHeaders picks the configured headers out of the client's request
@@ -133,11 +145,16 @@ func isInternalHeader(key string) bool { return strings.HasPrefix(key, "x-codein
 // any, bounds the whole answer, so it ends when the body is closed; the
 // body yields at most maxBody bytes, then an error.
 func (u *httpUpstream) CreateResponseStream(ctx context.Context, body []byte) (int, http.Header, io.ReadCloser, error) {
-	resp, cancel, err := u.send(ctx, body, "text/event-stream")
+	resp, cancel, span, err := u.send(ctx, body, "text/event-stream")
 	if err != nil {
+		endChat(span, 0, nil, err)
 		return 0, nil, nil, err
 	}
-	return resp.StatusCode, resp.Header, &limitedBody{r: resp.Body, left: u.maxBody, cancel: cancel, what: u.url}, nil
+	var rc io.ReadCloser = &limitedBody{r: resp.Body, left: u.maxBody, cancel: cancel, what: u.url}
+	if span != nil {
+		rc = &tracedBody{ReadCloser: rc, span: span, status: resp.StatusCode}
+	}
+	return resp.StatusCode, resp.Header, rc, nil
 }
 
 // limitedBody bounds a streamed answer and releases its context on Close.

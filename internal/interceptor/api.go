@@ -9,6 +9,10 @@ package interceptor
 // Config's in config.go.
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
@@ -30,7 +34,13 @@ type Interceptor struct {
 	fn            functionTool // the rewritten tool, pre-rendered (no network)
 	// network is what a network_policy may ask of this server (WithNetwork).
 	network netpolicy.Gate
+	// tel traces the code runs (WithTelemetry); off by default.
+	tel    *telemetry.Telemetry
+	tracer trace.Tracer
 }
+
+// WithTelemetry traces each code run as a GenAI execute_tool span.
+func WithTelemetry(t *telemetry.Telemetry) Option { return func(i *Interceptor) { i.tel = t } }
 
 // Option configures an Interceptor beyond its Config.
 type Option func(*Interceptor)

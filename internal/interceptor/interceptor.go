@@ -1,6 +1,8 @@
 package interceptor
 
 import (
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -112,5 +114,9 @@ func New(cfg Config, provider sandbox.Provider, log *zap.Logger, opts ...Option)
 	for _, o := range opts {
 		o(i)
 	}
+	if i.tel == nil {
+		i.tel = telemetry.Off()
+	}
+	i.tracer = i.tel.Tracer("interceptor")
 	return i, nil
 }

@@ -4,16 +4,55 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
 // This file runs a call's code: in the response's container when it has one,
 // else in a sandbox session opened on first use and kept for the response.
 
+// runCall runs c, traced as a GenAI execute_tool span: never the code or
+// its output unless telemetry.capture_content says so.
 func (l *loop) runCall(ctx context.Context, c *call) {
+	ic := l.x.ic
+	ctx, span := ic.tracer.Start(ctx, "execute_tool code_interpreter", trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", "code_interpreter"),
+		attribute.String("gen_ai.tool.type", "function"),
+		attribute.String("gen_ai.tool.call.id", c.callID),
+		attribute.String("codeinterp.call.id", c.ciID),
+		telemetry.AttrProvider.String(ic.provider.Environment().Provider),
+	))
+	defer func() {
+		r := c.res
+		span.SetAttributes(telemetry.AttrOutcome.String(string(r.Outcome)),
+			telemetry.AttrOutputBytes.Int(len(r.Stdout)+len(r.Stderr)),
+			telemetry.AttrRunMS.Int64(r.Duration.Milliseconds()),
+			attribute.Bool("codeinterp.run.state_lost", r.StateLost || c.reset))
+		if l.x.ctr != nil {
+			span.SetAttributes(telemetry.AttrContainerID.String(l.x.ctr.ID()))
+		}
+		if ic.tel.CaptureContent {
+			span.SetAttributes(attribute.String("gen_ai.tool.call.arguments", c.code),
+				attribute.String("gen_ai.tool.call.result", r.Stdout+r.Stderr))
+		}
+		if r.Outcome.Failed() {
+			span.SetStatus(codes.Error, string(r.Outcome))
+		}
+		span.End()
+	}()
+	l.runIn(ctx, c)
+}
+
+// runIn runs c in the container, or the response's session.
+func (l *loop) runIn(ctx context.Context, c *call) {
 	if l.x.ctr != nil {
 		l.runInContainer(ctx, c)
 		return
