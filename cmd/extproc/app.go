@@ -48,6 +48,8 @@ type app struct {
 	conversations conversationStore
 	// background drives the background responses started here (nil: off).
 	background *backgroundRuns
+	// usage accounts sessions and runs per owner.
+	usage usageStore
 	// telemetry exports the spans (flushed last at shutdown).
 	telemetry *telemetry.Telemetry
 	// containers holds the interpreters of containers between responses.
@@ -105,6 +107,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	defer func() {
 		if err != nil {
 			_ = cs.Close()
+		}
+	}()
+	us, err := newUsage(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = us.Close()
 		}
 	}()
 	tel, err := telemetry.Setup(ctx, telemetryConfig(cfg), os.LookupEnv)
@@ -175,6 +186,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		return nil, err
 	}
 	ccfg := containers.Config{
+		Usage: us,
 		RestoreExpired: cfg.Containers.RestoreExpired,
 		ExpiryMinutes:  int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:   storeLimits(cfg).FileBytes,
@@ -204,7 +216,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}
 	}()
 	ic, err := interceptor.New(interceptorConfig(cfg), prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
-		interceptor.WithNetwork(checker(eg)), interceptor.WithTelemetry(tel))
+		interceptor.WithNetwork(checker(eg)), interceptor.WithTelemetry(tel), interceptor.WithUsage(us))
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +246,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, telemetry: tel, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, telemetry: tel, usage: us, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -264,6 +276,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
+		// Every owner's usage, by owner hash: the operator's view, here only.
+		mux.Handle("GET /usage/code_interpreter_sessions", api.UsageHandler(us, log.Named("usage")))
 		if cfg.Metrics.Enabled {
 			mux.Handle("GET "+cfg.Metrics.Path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		}
@@ -276,7 +290,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, bg, tel, mgr, eg, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, us, bg, tel, mgr, eg, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -427,6 +441,9 @@ func (a *app) shutdown(timeout time.Duration) {
 	}
 	if err := a.conversations.Close(); err != nil {
 		a.log.Warn("closing the conversation store", zap.Error(err))
+	}
+	if err := a.usage.Close(); err != nil {
+		a.log.Warn("closing the usage store", zap.Error(err))
 	}
 }
 

@@ -29,7 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	upstream := fs.String("upstream", "", "model server `URL` (scheme://host[:port][/prefix]), e.g. http://127.0.0.1:8000 for vLLM, http://127.0.0.1:11434 for Ollama, https://api.openai.com")
 	configPath := fs.String("config", "", "YAML configuration `FILE` (its upstream.url is replaced by --upstream)")
 	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "ext_proc gRPC `ADDR` (port 0 picks a free one)")
-	adminListen := fs.String("admin-listen", "", "health and metrics HTTP `ADDR` (empty: none)")
+	adminListen := fs.String("admin-listen", "", "health, metrics and the operator's usage view HTTP `ADDR` (empty: none)")
 	apiListen := fs.String("api-listen", "127.0.0.1:0", "Containers and Files API `ADDR` the proxy routes /v1/containers and /v1/files to (port 0 picks a free one; empty: no API)")
 	msgTimeout := fs.Duration("message-timeout", 10*time.Second, "Envoy ext_proc message_timeout to emulate")
 	maxMsgTimeout := fs.Duration("max-message-timeout", 900*time.Second, "Envoy ext_proc max_message_timeout to emulate")
@@ -110,7 +110,7 @@ func runDev(ctx context.Context, args []string) error {
 	go func() { herr <- hs.Serve(lis) }()
 	log.Info("dev proxy ready (an Envoy stand-in; production runs Envoy)",
 		zap.String("listen", "http://"+lis.Addr().String()), zap.String("upstream", up.String()),
-		zap.String("grpc", a.grpcAddr.String()), zap.String("api", a.apiAddr()))
+		zap.String("grpc", a.grpcAddr.String()), zap.String("api", a.apiAddr()), zap.String("admin", a.adminAddr()))
 	fmt.Fprintf(os.Stderr, "extproc dev: OPENAI_BASE_URL=http://%s/v1 → %s\n", lis.Addr(), up)
 
 	select {
@@ -142,5 +142,6 @@ func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	// through the filter) and conversations.
 	return append(routes,
 		devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: cluster, ExtProcDisabled: true},
-		devproxy.Route{Name: "conversations", PathSeparatedPrefix: "/v1/conversations", Cluster: cluster, ExtProcDisabled: true})
+		devproxy.Route{Name: "conversations", PathSeparatedPrefix: "/v1/conversations", Cluster: cluster, ExtProcDisabled: true},
+		devproxy.Route{Name: "code-interpreter-usage", Path: "/v1/organization/usage/code_interpreter_sessions", Cluster: cluster, ExtProcDisabled: true})
 }

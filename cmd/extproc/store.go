@@ -46,7 +46,18 @@ type (
 		store.Background
 		Close() error
 	}
+	usageStore interface {
+		store.Usage
+		Close() error
+	}
 )
+
+// newUsage opens the usage accounts.
+func newUsage(ctx context.Context, cfg *config.Config) (usageStore, error) {
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (usageStore, error) { return redis.NewUsage(ctx, url, nil) },
+		func() usageStore { return memory.NewUsage(nil) })
+}
 
 // openBackend opens one of the process's stores in the store's backend:
 // Redis with store.backend redis (so every replica sees it), else in
@@ -136,7 +147,7 @@ func (b *backgroundRuns) close(timeout time.Duration) {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, bg *backgroundRuns, tel *telemetry.Telemetry, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, us store.Usage, bg *backgroundRuns, tel *telemetry.Telemetry, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
 	// network_policy on POST /v1/containers: bounded like the tool's, the
@@ -148,6 +159,7 @@ func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.C
 	// credential as follow-ups carry it.
 	ac.Responses = rs
 	ac.Conversations = cs
+	ac.Usage = us
 	if bg != nil {
 		ac.Background, ac.CancelLocal = bg.store, bg.runner.Cancel
 	}

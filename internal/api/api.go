@@ -105,6 +105,9 @@ type Config struct {
 	// Conversations, when set, serves OpenAI's Conversations API
 	// (/v1/conversations…).
 	Conversations store.Conversations
+	// Usage, when set, serves the caller's own usage:
+	// GET /v1/organization/usage/code_interpreter_sessions.
+	Usage store.Usage
 }
 
 // SecretKeeper holds containers' domain secrets for their life, outside

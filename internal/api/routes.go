@@ -82,6 +82,9 @@ func (s *Server) routes() *http.ServeMux {
 		}
 		s.register(mux, other, rs...)
 	}
+	if s.cfg.Usage != nil {
+		s.register(mux, nil, route{"GET /v1/organization/usage/code_interpreter_sessions", s.codeInterpreterUsage})
+	}
 	if s.cfg.Conversations != nil {
 		s.register(mux, nil,
 			route{"POST /v1/conversations", s.createConversation},

@@ -55,6 +55,9 @@ type Config struct {
 	// sharing the store (cluster.Node), and forwards runs to it; nil:
 	// this server runs every container's code itself.
 	Placement Placement
+	// Usage accounts each container made as a code interpreter session of
+	// its owner (by memory_limit); nil: not accounted.
+	Usage store.Usage
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -224,6 +227,22 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 // key behind a whole application) reaches the quota long before the first
 // ones expire.
 func (m *Manager) Create(ctx context.Context, c store.Container) error {
+	err := m.create(ctx, c)
+	if err == nil && m.cfg.Usage != nil {
+		mem := c.MemoryLimit
+		if mem == "" {
+			mem = "1g" // OpenAI's default memory_limit
+		}
+		d := store.UsageDelta{Sessions: 1, SessionsByMemory: map[string]int64{mem: 1}}
+		if uerr := m.cfg.Usage.Add(context.WithoutCancel(ctx), c.Owner, time.Now(), d); uerr != nil {
+			m.log.Warn("a session not accounted in the usage", zap.String("container_id", c.ID), zap.Error(uerr))
+		}
+	}
+	return err
+}
+
+// create is Create without the accounting.
+func (m *Manager) create(ctx context.Context, c store.Container) error {
 	// Responses of one caller create at once: two can pick the same
 	// container to delete, and only one of them then finds room. Whoever
 	// finds none picks again, a bounded number of times.

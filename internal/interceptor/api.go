@@ -37,7 +37,12 @@ type Interceptor struct {
 	// tel traces the code runs (WithTelemetry); off by default.
 	tel    *telemetry.Telemetry
 	tracer trace.Tracer
+	// usage accounts runs (WithUsage); nil: not accounted.
+	usage store.Usage
 }
+
+// WithUsage accounts each code run to its owner (runs and their time).
+func WithUsage(u store.Usage) Option { return func(i *Interceptor) { i.usage = u } }
 
 // WithTelemetry traces each code run as a GenAI execute_tool span.
 func WithTelemetry(t *telemetry.Telemetry) Option { return func(i *Interceptor) { i.tel = t } }

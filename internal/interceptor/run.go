@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/store"
 	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
@@ -47,6 +49,12 @@ func (l *loop) runCall(ctx context.Context, c *call) {
 			span.SetStatus(codes.Error, string(r.Outcome))
 		}
 		span.End()
+		if ic.usage != nil && l.x.owner != "" && r.Outcome != sandbox.OutcomeCapacity && r.Outcome != sandbox.OutcomeRejected {
+			d := store.UsageDelta{Runs: 1, RunMillis: r.Duration.Milliseconds()}
+			if err := ic.usage.Add(context.WithoutCancel(ctx), l.x.owner, time.Now(), d); err != nil {
+				l.log.Warn("a run not accounted in the usage", zap.String("call_id", c.callID), zap.Error(err))
+			}
+		}
 	}()
 	l.runIn(ctx, c)
 }
