@@ -186,7 +186,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		return nil, err
 	}
 	ccfg := containers.Config{
-		Usage: us,
+		Usage:          us,
 		RestoreExpired: cfg.Containers.RestoreExpired,
 		ExpiryMinutes:  int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:   storeLimits(cfg).FileBytes,

@@ -118,7 +118,6 @@ const (
 	AttrRequestOut  = attribute.Key("codeinterp.outcome")
 )
 
-
 // Handler traces each request h serves as a server span named after the
 // route that served it ("GET /v1/containers/{id}"), continuing the
 // caller's traceparent.

@@ -106,4 +106,3 @@ func (r *Receiver) Await(t testing.TB, timeout time.Duration, done func([]Span) 
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
