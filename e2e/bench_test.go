@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/devproxy"
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+	"github.com/codeinterp/codeinterp/internal/telemetry/telemetrytest"
 )
 
 // median and p90 of a set of durations, in microseconds.
@@ -435,4 +438,88 @@ func startDev(b *testing.B, bin, upstream, config string) string {
 	b.Cleanup(func() { p.stop(b) })
 	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
 	return strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+}
+
+// BenchmarkTracingOverhead is a warm print(25) round (the request, one run,
+// one follow-up) through two stacks side by side, one with tracing off and
+// one with every span sampled and exported to the OpenTelemetry
+// Collector's OTLP receiver over gRPC on loopback; requests alternate
+// between them. on-over-off is the ratio of the medians (target ≤ 1.05).
+func BenchmarkTracingOverhead(b *testing.B) {
+	sh := loadShapes(b)
+	rcv := telemetrytest.Start(b)
+	for k, v := range map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + rcv.GRPC,
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_TRACES_SAMPLER": "always_on"} {
+		b.Setenv(k, v)
+	}
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	stack := func(t *telemetry.Telemetry) (*stack, string) {
+		var m *model
+		s := newStack(b, sh, func(_ testing.TB, c *convo) reply {
+			if len(c.outputs()) == 0 {
+				return reply{items: []string{m.call("print(25)")}}
+			}
+			return reply{items: []string{m.message("25")}}
+		}, stackOptions{quiet: true, synthetic: true, tel: t, pool: []func(*pool.Config){func(c *pool.Config) {
+			d := pool.DefaultConfig()
+			c.MaxSessions, c.WarmWorkers, c.SessionsPerWorker = d.MaxSessions, d.WarmWorkers, d.SessionsPerWorker
+		}}})
+		m = s.model
+		return s, s.proxyURL + "/v1/responses"
+	}
+	offStack, offURL := stack(nil)
+	onStack, onURL := stack(tel)
+	// Each request waits for both pools to have re-warmed (as in the
+	// "warm" mode of BenchmarkCodeInterpreterOverhead): a pool starting
+	// interpreters for one stack would slow the other's request.
+	warm := func() {
+		b.StopTimer()
+		defer b.StartTimer()
+		want := pool.DefaultConfig().WarmWorkers
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			a, o := offStack.runs.Capacity(), onStack.runs.Capacity()
+			if a.Warm >= want && a.InUse == 0 && o.Warm >= want && o.InUse == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the pools did not re-warm within a minute")
+			}
+		}
+	}
+	body := `{"model":"gpt-5.6","input":"print 25","store":false,"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
+	c := &http.Client{}
+	for range 5 {
+		timedPost(b, c, offURL, body)
+		timedPost(b, c, onURL, body)
+	}
+	var off, on []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		// Alternate which goes first, so neither always follows the other.
+		first, second := &off, &on
+		u1, u2 := offURL, onURL
+		if i%2 == 1 {
+			first, second, u1, u2 = &on, &off, onURL, offURL
+		}
+		warm()
+		*first = append(*first, timedPost(b, c, u1, body))
+		warm()
+		*second = append(*second, timedPost(b, c, u2, body))
+	}
+	b.StopTimer()
+	offMed, _ := quantiles(off)
+	onMed, _ := quantiles(on)
+	reportQuantiles(b, off, "off", false)
+	reportQuantiles(b, on, "on", false)
+	b.ReportMetric(onMed/offMed, "on-over-off")
+	if len(rcv.Spans()) == 0 {
+		_ = tel.Shutdown(context.Background())
+		if len(rcv.Spans()) == 0 {
+			b.Fatal("tracing on exported no span")
+		}
+	}
 }

@@ -360,3 +360,44 @@ func TestTwoReplicasShareRedis(t *testing.T) {
 	}
 	t.Fatalf("the first replica does not list out.txt: %+v", list.Data)
 }
+
+// TestDefaultStartIsQuiet: `extproc serve` on the default configuration
+// (only its addresses moved off the default ports, and the pool's cgroup
+// parent) says nothing at warn level or above while it starts: its own
+// defaults agree, and warnings are for settings a user wrote.
+func TestDefaultStartIsQuiet(t *testing.T) {
+	bin := buildExtproc(t)
+	cmd := exec.Command(bin, "serve")
+	// A clean environment: the test process's own CODEINTERP_* variables
+	// would be warned about, rightly.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"CODEINTERP_SERVER_LISTEN=127.0.0.1:0", "CODEINTERP_SERVER_ADMIN_LISTEN=127.0.0.1:0", "CODEINTERP_API_LISTEN=127.0.0.1:0",
+		"CODEINTERP_SANDBOX_ISOLATION_CGROUP_PARENT=/codeinterp-e2e"}
+	for _, k := range []string{"XDG_CACHE_HOME", "CODEINTERP_RUNTIME_DIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var lines []string
+	for sc.Scan() {
+		l := sc.Text()
+		lines = append(lines, l)
+		if lvl := logField(l, "level"); lvl != "" && lvl != "info" && lvl != "debug" {
+			t.Errorf("a %s line on the default configuration: %s", lvl, l)
+		}
+		if strings.Contains(l, `"msg":"serving"`) {
+			return
+		}
+	}
+	t.Fatalf("extproc serve did not start:\n%s", strings.Join(lines, "\n"))
+}

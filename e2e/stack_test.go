@@ -36,6 +36,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/internal/store"
 	"github.com/codeinterp/codeinterp/internal/store/memory"
+	"github.com/codeinterp/codeinterp/internal/telemetry"
 )
 
 // stackOptions tune one test's stack.
@@ -62,6 +63,8 @@ type stackOptions struct {
 	kind   func(*gvisor.Config)
 	// logs, when set, also receives every log line of the stack (JSON).
 	logs io.Writer
+	// tel traces the stack (nil: off).
+	tel *telemetry.Telemetry
 }
 
 // stack is the whole path: client → devproxy → ext_proc gRPC → filter →
@@ -169,6 +172,9 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		}
 		routes = append(routes, devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: au, ExtProcDisabled: true})
 	}
+	if o.tel != nil {
+		icOpts = append(icOpts, interceptor.WithTelemetry(o.tel))
+	}
 	ic, err := interceptor.New(o.interceptor, prov, log.Named("interceptor"), icOpts...)
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +183,7 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		OverrideMessageTimeout: 10 * time.Minute,
 		SyntheticStreams:       o.synthetic,
 		Upstream:               filter.UpstreamConfig{URL: upstream + "/v1/responses"},
+		Telemetry:              o.tel,
 	}, ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {
 		t.Fatal(err)

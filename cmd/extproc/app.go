@@ -118,7 +118,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = us.Close()
 		}
 	}()
-	tel, err := telemetry.Setup(ctx, telemetryConfig(cfg), os.LookupEnv)
+	tel, err := telemetry.Setup(ctx, telemetryConfig(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -53,10 +54,10 @@ func propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
-// Setup returns the process's telemetry. lookupEnv reads the OTEL_*
-// variables (os.LookupEnv in production).
-func Setup(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool)) (*Telemetry, error) {
-	env := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
+// Setup returns the process's telemetry, configured by cfg and the
+// process's OTEL_* environment (which the SDK's exporters read too).
+func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
+	env := func(k string) string { return strings.TrimSpace(os.Getenv(k)) }
 	switch exp := env("OTEL_TRACES_EXPORTER"); exp {
 	case "":
 		if !cfg.Tracing {
