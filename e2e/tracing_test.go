@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +49,7 @@ func TestTracing(t *testing.T) {
 			env := []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
 				"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol, "OTEL_SERVICE_NAME=codeinterp-e2e", "OTEL_BSP_SCHEDULE_DELAY=100",
 				"CODEINTERP_CHECKPOINTS_ENABLED=false"}
-			p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
+			p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--upstream", m.URL(),
 				"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 			t.Cleanup(func() { _ = p.cmd.Process.Kill() })
 			line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
@@ -123,6 +125,33 @@ func TestTracing(t *testing.T) {
 						t.Errorf("chat span: %+v", c)
 					}
 				}
+			}
+			// The run-time histogram links its observations to their traces
+			// (exemplars, in the OpenMetrics exposition).
+			var admin string
+			for _, l := range p.all() {
+				if a := logField(l, "admin"); a != "" {
+					admin = a
+				}
+			}
+			req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/metrics", nil)
+			req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			exemplar := false
+			for _, l := range strings.Split(string(metrics), "\n") {
+				if strings.HasPrefix(l, "codeinterp_code_run_duration_seconds_bucket") {
+					for _, tr := range traces {
+						exemplar = exemplar || strings.Contains(l, `trace_id="`+tr.traceID+`"`)
+					}
+				}
+			}
+			if !exemplar {
+				t.Errorf("no run-time bucket has an exemplar of the traces:\n%s", metrics)
 			}
 			// The model server got the trace context: the first request
 			// under the request span, each follow-up under its chat span.

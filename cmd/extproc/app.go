@@ -279,7 +279,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		// Every owner's usage, by owner hash: the operator's view, here only.
 		mux.Handle("GET /usage/code_interpreter_sessions", api.UsageHandler(us, log.Named("usage")))
 		if cfg.Metrics.Enabled {
-			mux.Handle("GET "+cfg.Metrics.Path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+			mux.Handle("GET "+cfg.Metrics.Path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 		}
 		a.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		a.adminLis = alis

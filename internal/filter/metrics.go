@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"errors"
 	"time"
@@ -133,10 +135,22 @@ func (s *instrumentedSession) Run(ctx context.Context, code string) (sandbox.Res
 		s.m.CodeRuns.WithLabelValues("not_run").Inc()
 		return res, err
 	}
-	s.m.RunSeconds.Observe(time.Since(start).Seconds())
+	observe(ctx, s.m.RunSeconds, time.Since(start).Seconds())
 	s.m.CodeRuns.WithLabelValues(string(res.Outcome)).Inc()
 	if res.Outcome == sandbox.OutcomeCapacity {
 		s.m.CapacityRejections.Inc()
 	}
 	return res, nil
+}
+
+// observe records v in h with the trace of ctx's span as its exemplar when
+// the span is sampled (tracing on), so that a slow bucket leads to its
+// trace; a Prometheus that negotiates OpenMetrics scrapes them.
+func observe(ctx context.Context, h prometheus.Histogram, v float64) {
+	sc := trace.SpanContextFromContext(ctx)
+	if eo, ok := h.(prometheus.ExemplarObserver); ok && sc.IsSampled() {
+		eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+		return
+	}
+	h.Observe(v)
 }
