@@ -136,7 +136,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			bg.close(0)
 		}
 	}()
-	eg, caPEM, err := newEgress(cfg, reg, log.Named("egress"))
+	eg, caPEM, err := newEgress(cfg, reg, tel, log.Named("egress"))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/codeinterp/codeinterp/internal/telemetry"
+
 	"context"
 	"fmt"
 	"os"
@@ -73,13 +75,16 @@ func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.
 // newEgress starts the egress proxy when sandbox.network.allowed_domains
 // is set (config validation has made sure the provider is gVisor), its
 // metrics on reg; nil when the feature is off.
-func newEgress(cfg *config.Config, reg prometheus.Registerer, log *zap.Logger) (*egress.Proxy, []byte, error) {
+func newEgress(cfg *config.Config, reg prometheus.Registerer, tel *telemetry.Telemetry, log *zap.Logger) (*egress.Proxy, []byte, error) {
 	if !cfg.Sandbox.Network.Enabled() || cfg.Sandbox.Provider != config.ProviderGVisor {
 		return nil, nil, nil
 	}
 	ec, caPEM, err := egressConfig(cfg)
 	if err != nil {
 		return nil, nil, err
+	}
+	if tel.Enabled {
+		ec.Tracer = tel.Tracer("egress")
 	}
 	p, err := egress.New(ec, log, reg)
 	return p, caPEM, err

@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"bufio"
 	"bytes"
 	"compress/gzip"
@@ -256,7 +258,12 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	e.proxy = p
-	s, err := p.Open(context.Background(), pol)
+	ctx := context.Background()
+	if cfg.Tracer != nil {
+		// As a response's session: opened under its request's span.
+		ctx = trace.ContextWithSpanContext(ctx, testParentSpan)
+	}
+	s, err := p.Open(ctx, pol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -28,6 +30,11 @@ const (
 
 // Config is the operator's bound (config: sandbox.network.*).
 type Config struct {
+	// Tracer records each connection's decision (allowed, or refused and
+	// why) as a span under the trace of the request that opened the
+	// session; nil: none.
+	Tracer trace.Tracer
+
 	AllowedDomains []string          // the domains any request may name; empty: the feature is off
 	MaxDomains     int               // per policy; 0: no bound beyond AllowedDomains
 	MaxBytes       int64             // per session, both directions summed; 0: DefaultMaxBytes

@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -91,6 +93,7 @@ func (p *Proxy) Open(ctx context.Context, pol Policy) (*Session, error) {
 	s := &Session{
 		p:            p,
 		cfg:          &p.cfg,
+		traceParent:  trace.SpanContextFromContext(ctx),
 		m:            p.m,
 		allowed:      map[string]bool{},
 		secrets:      map[string][]Secret{},

@@ -1,6 +1,9 @@
 package egress
 
 import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -27,6 +30,9 @@ type Session struct {
 	m   *metrics
 	log *zap.Logger
 	id  uint64
+	// traceParent is the span of the request that opened the session
+	// (invalid without tracing): connection spans go under it.
+	traceParent trace.SpanContext
 
 	allowed      map[string]bool
 	secrets      map[string][]Secret      // domain -> its secrets
@@ -217,6 +223,7 @@ func (s *Session) refuse(w io.Writer, c *meteredConn, host string, r *refusal) {
 	c.exempt = true
 	defer func() { c.exempt = false }()
 	s.m.refused(r.reason)
+	s.traceDecision(host, "refused", r.reason)
 	s.log.Info("egress refused", zap.String("host", host), zap.String("reason", r.reason), zap.String("detail", r.msg))
 	body := "egress proxy: " + r.msg + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Codeinterp-Egress-Refused: %s\r\n\r\n%s",
@@ -225,7 +232,20 @@ func (s *Session) refuse(w io.Writer, c *meteredConn, host string, r *refusal) {
 
 func (s *Session) allow(host, reason string) {
 	s.m.allowed(reason)
+	s.traceDecision(host, "allowed", reason)
 	s.log.Info("egress allowed", zap.String("host", host), zap.String("mode", reason))
+}
+
+// traceDecision records one connection's decision as a span (the host and
+// the reason's code; never a header, a path or a secret).
+func (s *Session) traceDecision(host, result, reason string) {
+	if s.cfg.Tracer == nil || !s.traceParent.IsValid() {
+		return
+	}
+	_, span := s.cfg.Tracer.Start(trace.ContextWithSpanContext(context.Background(), s.traceParent), "egress "+host,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("server.address", host),
+			attribute.String("codeinterp.egress.result", result), attribute.String("codeinterp.egress.reason", reason)))
+	span.End()
 }
 
 // authorise says whether host (as the client spelled it) may be reached by
