@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
@@ -159,7 +160,7 @@ func (r *Runner) refusal(err error) error {
 
 // Start implements processor.BackgroundRunner. The run takes its own slot
 // before the reservation's is released, so the bounds hold throughout.
-func (r *Runner) Start(caller processor.Caller, ex processor.Backgrounded, up processor.Upstreams, rsv processor.Reservation) (queued []byte, err error) {
+func (r *Runner) Start(reqCtx context.Context, caller processor.Caller, ex processor.Backgrounded, up processor.Upstreams, rsv processor.Reservation) (queued []byte, err error) {
 	ctx := context.Background()
 	k := runKey{caller.Owner, ex.ResponseID()}
 	defer rsv.Release()
@@ -194,7 +195,7 @@ func (r *Runner) Start(caller processor.Caller, ex processor.Backgrounded, up pr
 		r.event(ctx, ru, "response.created", queued)
 		r.event(ctx, ru, "response.queued", queued)
 	}
-	runCtx, cancel := context.WithCancelCause(r.base)
+	runCtx, cancel := context.WithCancelCause(trace.ContextWithSpanContext(r.base, trace.SpanContextFromContext(reqCtx)))
 	runCtx, stopTimer := context.WithTimeoutCause(runCtx, r.cfg.Lifetime, errLifetime)
 	ru.cancel = func(cause error) { cancel(cause); stopTimer() }
 	r.mu.Lock()

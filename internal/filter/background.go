@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -26,7 +27,7 @@ import (
 //     clear_route_cache makes Envoy route it anew, to the Responses API
 //     (any replica serves it from the shared event log). Its answer is let
 //     go (or echoed in duplex): the API streams the events as they come.
-func (st *streamState) startBackground(caller processor.Caller, ex processor.Backgrounded, rsv processor.Reservation) ([]*extprocv3.ProcessingResponse, error) {
+func (st *streamState) startBackground(ctx context.Context, caller processor.Caller, ex processor.Backgrounded, rsv processor.Reservation) ([]*extprocv3.ProcessingResponse, error) {
 	if st.s.cfg.Background == nil || rsv == nil {
 		ex.Close()
 		st.outcome = OutcomeRejected
@@ -34,7 +35,7 @@ func (st *streamState) startBackground(caller processor.Caller, ex processor.Bac
 	}
 	stream := ex.ClientStream()
 	id := ex.ResponseID()
-	queued, err := st.s.cfg.Background.Start(caller, ex, st.newUpstream(), rsv)
+	queued, err := st.s.cfg.Background.Start(ctx, caller, ex, st.newUpstream(), rsv)
 	if err != nil {
 		return st.refuse(err)
 	}

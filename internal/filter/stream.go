@@ -338,7 +338,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		return st.immediate(apiErr)
 	}
 	if bg, ok := ex.(processor.Backgrounded); ok && bg.Background() {
-		return st.startBackground(processor.Caller{Owner: owner, Header: hdr}, bg, rsv)
+		return st.startBackground(ctx, processor.Caller{Owner: owner, Header: hdr}, bg, rsv)
 	}
 	if rsv != nil {
 		rsv.Release()

@@ -124,8 +124,9 @@ type BackgroundRunner interface {
 	// Start takes ex and the reservation over (it closes and releases
 	// them) and returns the Response object the client gets at once
 	// (status "queued"); an error is the client's answer (an OpenAI error)
-	// and nothing was started.
-	Start(caller Caller, ex Backgrounded, up Upstreams, rsv Reservation) (queued []byte, err error)
+	// and nothing was started. ctx is the request's: the run outlives it,
+	// and keeps only its trace (the run's spans join the request's trace).
+	Start(ctx context.Context, caller Caller, ex Backgrounded, up Upstreams, rsv Reservation) (queued []byte, err error)
 }
 
 // A Reservation is a background slot held for a request being read.
