@@ -56,8 +56,7 @@ func BenchmarkBackground(b *testing.B) {
 		}
 		p := startProc(b, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
 		b.Cleanup(func() { p.stop(b) })
-		line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-		return strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+		return p.baseURL(b)
 	}
 	wasmCfg := "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e\nlogging:\n  level: warn\n"
 	a, other := dev(wasmCfg), dev(wasmCfg)

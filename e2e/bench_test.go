@@ -436,8 +436,7 @@ func startDev(b *testing.B, bin, upstream, config string) string {
 	}
 	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", upstream, "--config", cfg)
 	b.Cleanup(func() { p.stop(b) })
-	line := p.waitLine(b, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	return strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0] + "/responses"
+	return p.baseURL(b) + "/responses"
 }
 
 // BenchmarkTracingOverhead is a warm print(25) round (the request, one run,

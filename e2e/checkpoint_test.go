@@ -61,8 +61,7 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
 			"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 		t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-		line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-		base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+		base := p.baseURL(t)
 		return p, openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
 	}
 	pa, a := start()

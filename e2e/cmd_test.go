@@ -135,6 +135,15 @@ func (p *proc) stop(t testing.TB) {
 	}
 }
 
+// baseURL waits for `extproc dev`'s ready line and returns the
+// OPENAI_BASE_URL it prints (http://host:port/v1).
+func (p *proc) baseURL(t testing.TB) string {
+	t.Helper()
+	const ready = "extproc dev: OPENAI_BASE_URL="
+	line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, ready) })
+	return strings.Fields(strings.TrimPrefix(line, ready))[0]
+}
+
 func logField(line, field string) string {
 	var m map[string]any
 	if json.Unmarshal([]byte(line), &m) != nil {
@@ -245,8 +254,7 @@ func TestDevCommand(t *testing.T) {
 	m = newModel(t, sh, oneCallScript(&m, sh))
 	p := startProc(t, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
 		"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
-	line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+	base := p.baseURL(t)
 	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
 	r, err := client.Responses.New(context.Background(), ciParams(sh.prompt, true))
 	if err != nil {
@@ -316,8 +324,7 @@ func TestTwoReplicasShareRedis(t *testing.T) {
 		p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
 			"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 		t.Cleanup(func() { p.stop(t) })
-		line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-		base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+		base := p.baseURL(t)
 		return openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
 	}
 	a, b := start(), start()

@@ -52,8 +52,7 @@ func TestTracing(t *testing.T) {
 			p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--upstream", m.URL(),
 				"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 			t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-			line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-			base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+			base := p.baseURL(t)
 			ctx := context.Background()
 			type sent struct{ traceID, spanID string }
 			var traces []sent

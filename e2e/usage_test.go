@@ -37,8 +37,7 @@ func TestUsage(t *testing.T) {
 	p := startProc(t, bin, []string{"CODEINTERP_CHECKPOINTS_ENABLED=false"}, "dev", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--upstream", m.URL(),
 		"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	line := p.waitLine(t, "dev ready line", func(l string) bool { return strings.HasPrefix(l, "extproc dev: OPENAI_BASE_URL=") })
-	base := strings.Fields(strings.TrimPrefix(line, "extproc dev: OPENAI_BASE_URL="))[0]
+	base := p.baseURL(t)
 	var admin string
 	for _, l := range p.all() {
 		if a := logField(l, "admin"); a != "" {
