@@ -39,8 +39,16 @@ func TestTracing(t *testing.T) {
 		return reply{items: []string{m.message("two runs done")}}
 	})
 	m.live = true
-	for _, protocol := range []string{"http/protobuf", "grpc"} {
-		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		capture  bool // telemetry.capture_content: the code and output on the run spans
+	}{{"http/protobuf", false}, {"grpc", false}, {"grpc", true}} {
+		protocol, capture := tc.protocol, tc.capture
+		name := strings.ReplaceAll(protocol, "/", "-")
+		if capture {
+			name += "-capture_content"
+		}
+		t.Run(name, func(t *testing.T) {
 			rcv := telemetrytest.Start(t)
 			endpoint := "http://" + rcv.HTTP
 			if protocol == "grpc" {
@@ -48,7 +56,7 @@ func TestTracing(t *testing.T) {
 			}
 			env := []string{"OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint,
 				"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol, "OTEL_SERVICE_NAME=codeinterp-e2e", "OTEL_BSP_SCHEDULE_DELAY=100",
-				"CODEINTERP_CHECKPOINTS_ENABLED=false"}
+				"CODEINTERP_CHECKPOINTS_ENABLED=false", fmt.Sprintf("CODEINTERP_TELEMETRY_CAPTURE_CONTENT=%v", capture)}
 			p := startProc(t, bin, env, "dev", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--upstream", m.URL(),
 				"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))
 			t.Cleanup(func() { _ = p.cmd.Process.Kill() })
@@ -90,7 +98,7 @@ func TestTracing(t *testing.T) {
 						continue
 					}
 					for k, v := range sp.Attrs {
-						if strings.Contains(fmt.Sprint(v), marker) {
+						if strings.Contains(fmt.Sprint(v), marker) && !capture {
 							t.Errorf("span %q attribute %s carries the code or its output: %v", sp.Name, k, v)
 						}
 					}
@@ -113,6 +121,9 @@ func TestTracing(t *testing.T) {
 					t.Fatalf("trace %s: %d execute_tool and %d chat spans, want 2 and 2", tr.traceID, len(runs), len(chats))
 				}
 				for _, r := range runs {
+					if code := fmt.Sprint(r.Attrs["gen_ai.tool.call.arguments"]); capture != strings.Contains(code, marker) {
+						t.Errorf("capture_content %v: the run span's code is %q", capture, code)
+					}
 					if r.ParentID != req.SpanID || r.Attrs["gen_ai.tool.name"] != "code_interpreter" || r.Attrs["gen_ai.operation.name"] != "execute_tool" ||
 						r.Attrs["codeinterp.run.outcome"] != "completed" || r.Attrs["gen_ai.tool.call.id"] == "" || r.Attrs["codeinterp.sandbox.provider"] != "wasm" {
 						t.Errorf("execute_tool span: %+v", r)
