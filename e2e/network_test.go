@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	goredis "github.com/redis/go-redis/v9"
@@ -21,6 +22,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/egresstest"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
 	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
+	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 	"github.com/codeinterp/codeinterp/internal/store"
 	redisstore "github.com/codeinterp/codeinterp/internal/store/redis"
 	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
@@ -72,11 +74,32 @@ func netStackWith(t *testing.T, s script, st store.Store) (*stack, *egresstest.O
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
+	used := &egressUsage{bytes: map[string]int64{}}
 	stk := newStack(t, loadShapes(t), s, stackOptions{
 		provider: "gvisor", containers: true, egress: p, logs: logs, st: st,
 		kind: func(c *gvisor.Config) { c.ExtraCAPEM = o.CAPEM },
+		pool: []func(*pool.Config){func(c *pool.Config) { c.EgressUsed = used.add }},
 	})
+	stk.egressUsed = used
 	return stk, o, logs, reg
+}
+
+// egressUsage records the egress bytes the pool accounts to each owner.
+type egressUsage struct {
+	mu    sync.Mutex
+	bytes map[string]int64
+}
+
+func (u *egressUsage) add(owner string, n int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.bytes[owner] += n
+}
+
+func (u *egressUsage) of(owner string) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.bytes[owner]
 }
 
 // netCode fetches an allowed domain, the secret's domain with the
@@ -181,6 +204,16 @@ func TestNetworkPolicyResponse(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "egress allowed") || !strings.Contains(logs.String(), "interceptor") {
 		t.Error("the logs captured nothing of the egress path: the check above proves nothing")
+	}
+	// When the session closes, what its egress carried is the owner's usage.
+	if err := s.manager.Close(); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := store.Owner(http.Header{"Authorization": {"Bearer " + apiKey}}, store.DefaultAuthHeaders())
+	for deadline := time.Now().Add(30 * time.Second); s.egressUsed.of(owner) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session's egress bytes were not accounted to its owner")
+		}
 	}
 }
 

@@ -78,6 +78,8 @@ type stack struct {
 	metrics  *filter.Metrics
 	runs     *runRecorder
 	client   openai.Client
+	// egressUsed records the pool's egress accounting (network stacks).
+	egressUsed *egressUsage
 }
 
 func newStack(t testing.TB, sh shapes, s script, o stackOptions) *stack {

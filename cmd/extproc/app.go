@@ -159,7 +159,12 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			bases = keeper
 		}
 	}
-	p, origin, err := newProvider(ctx, cfg, self, false, eg, caPEM, bases, log.Named("sandbox"))
+	egressUsed := func(owner string, n int64) {
+		if err := us.Add(context.Background(), owner, time.Now(), store.UsageDelta{EgressBytes: n}); err != nil {
+			log.Warn("egress bytes not accounted in the usage", zap.Error(err))
+		}
+	}
+	p, origin, err := newProvider(ctx, cfg, self, false, eg, caPEM, egressUsed, bases, log.Named("sandbox"))
 	if err != nil {
 		return nil, err
 	}

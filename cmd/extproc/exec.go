@@ -103,7 +103,7 @@ func runExec(ctx context.Context, args []string) error {
 	if sb.Isolation.Cgroup != "off" {
 		log = zap.NewNop() // keep stdout/stderr clean for the JSON result
 	}
-	p, _, err := newProvider(ctx, cfg, self, true, nil, nil, nil, log)
+	p, _, err := newProvider(ctx, cfg, self, true, nil, nil, nil, nil, log)
 	if err != nil {
 		return err
 	}

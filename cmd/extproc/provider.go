@@ -30,7 +30,8 @@ import (
 // origin is what the gVisor provider's session checkpoints are bound to
 // (runsc, the root and the kernel, known once it is prepared); "" for
 // wasm, whose origin is known before (worker.Fingerprint).
-func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, caPEM []byte, bases wasm.Bases, log *zap.Logger) (p *pool.Pool, origin string, err error) {
+// egressUsed, when set, accounts each session's egress bytes to its owner.
+func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot bool, eg *egress.Proxy, caPEM []byte, egressUsed func(string, int64), bases wasm.Bases, log *zap.Logger) (p *pool.Pool, origin string, err error) {
 	switch cfg.Sandbox.Provider {
 	case config.ProviderWASM:
 		if err := resolvePaths(cfg, os.LookupEnv); err != nil {
@@ -42,19 +43,19 @@ func newProvider(ctx context.Context, cfg *config.Config, self string, oneShot b
 		p, err := wasm.New(ctx, wc, log)
 		return p, "", err
 	case config.ProviderGVisor:
-		return newGVisor(ctx, cfg, self, eg, caPEM, log)
+		return newGVisor(ctx, cfg, self, eg, caPEM, egressUsed, log)
 	}
 	return nil, "", fmt.Errorf("sandbox.provider: %q is not one of wasm, gvisor", cfg.Sandbox.Provider)
 }
 
 // newGVisor starts a pool of gVisor sandboxes. It fails closed when runsc
 // or the Python packages are missing, saying what to install.
-func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, caPEM []byte, log *zap.Logger) (*pool.Pool, string, error) {
+func newGVisor(ctx context.Context, cfg *config.Config, self string, eg *egress.Proxy, caPEM []byte, egressUsed func(string, int64), log *zap.Logger) (*pool.Pool, string, error) {
 	gc := gvisorConfig(cfg, self)
 	pc := poolConfig(cfg)
 	if eg != nil {
 		gc.ExtraCAPEM = caPEM
-		pc.Egress = eg
+		pc.Egress, pc.EgressUsed = eg, egressUsed
 	}
 	k, err := gvisor.New(gc, log)
 	if err != nil {

@@ -153,6 +153,7 @@ type ownerUsage struct {
 	SessionsByMemory map[string]int64 `json:"sessions_by_memory_limit"`
 	Runs             int64            `json:"runs"`
 	RunSeconds       float64          `json:"run_seconds"`
+	EgressBytes      int64            `json:"egress_bytes"`
 }
 
 // UsageHandler is the operator's view of every owner's usage — owners by
@@ -181,7 +182,7 @@ func UsageHandler(u store.Usage, log *zap.Logger) http.Handler {
 		}{Object: "list", StartTime: from.Unix(), EndTime: uq.end.Unix(), Data: []ownerUsage{}}
 		for o, d := range all {
 			out.Data = append(out.Data, ownerUsage{Owner: o, NumSessions: d.Sessions, SessionsByMemory: d.SessionsByMemory,
-				Runs: d.Runs, RunSeconds: float64(d.RunMillis) / 1000})
+				Runs: d.Runs, RunSeconds: float64(d.RunMillis) / 1000, EgressBytes: d.EgressBytes})
 		}
 		sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].Owner < out.Data[j].Owner })
 		w.Header().Set("Content-Type", "application/json")

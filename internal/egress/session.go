@@ -204,6 +204,9 @@ func (s *Session) untrack(c net.Conn) {
 	s.mu.Unlock()
 }
 
+// BytesUsed is what the session's connections carried, both directions.
+func (s *Session) BytesUsed() int64 { return s.bytesUsed.Load() }
+
 // spend charges n bytes to the session; false once the budget is spent.
 func (s *Session) spend(n int) bool {
 	return s.bytesUsed.Add(int64(n)) <= s.cfg.MaxBytes

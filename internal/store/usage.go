@@ -32,11 +32,14 @@ type UsageDelta struct {
 	// Runs are code runs, RunMillis their wall time.
 	Runs      int64
 	RunMillis int64
+	// EgressBytes are what sessions' network_policy connections carried.
+	EgressBytes int64
 }
 
 // Plus is d and e together.
 func (d UsageDelta) Plus(e UsageDelta) UsageDelta {
-	out := UsageDelta{Sessions: d.Sessions + e.Sessions, Runs: d.Runs + e.Runs, RunMillis: d.RunMillis + e.RunMillis}
+	out := UsageDelta{Sessions: d.Sessions + e.Sessions, Runs: d.Runs + e.Runs, RunMillis: d.RunMillis + e.RunMillis,
+		EgressBytes: d.EgressBytes + e.EgressBytes}
 	for _, m := range []map[string]int64{d.SessionsByMemory, e.SessionsByMemory} {
 		for k, v := range m {
 			if out.SessionsByMemory == nil {

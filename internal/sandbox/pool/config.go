@@ -29,6 +29,9 @@ type Config struct {
 	// so its byte and connection budgets span every interpreter the
 	// session has, and closes it with the session.
 	Egress *egress.Proxy
+	// EgressUsed, when set, is told the bytes each closed session's egress
+	// carried (both directions), with the session's owner: its usage.
+	EgressUsed func(owner string, bytes int64)
 }
 
 // Limits bound what one run or session may use.

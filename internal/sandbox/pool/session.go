@@ -281,6 +281,11 @@ func (s *session) closeEgress() {
 		if err := s.egress.Close(); err != nil {
 			s.pool.log.Warn("closing a session's egress proxy failed", zap.Error(err))
 		}
+		if f := s.pool.cfg.EgressUsed; f != nil && s.owner != "" {
+			if n := s.egress.BytesUsed(); n > 0 {
+				f(s.owner, n)
+			}
+		}
 	}
 }
 

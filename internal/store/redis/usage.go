@@ -15,7 +15,7 @@ import (
 
 // Usage is the Redis store.Usage, shared by every replica. Keys:
 //
-//	P{owner}:usage:m:<unix minute start>  hash  s (sessions), s:<memory> (sessions by memory_limit), r (runs), ms (run milliseconds); TTL UsageMinutesKept
+//	P{owner}:usage:m:<unix minute start>  hash  s (sessions), s:<memory> (sessions by memory_limit), r (runs), ms (run milliseconds), eb (egress bytes); TTL UsageMinutesKept
 //	P{owner}:usage:h:<unix hour start>    hash  the same per hour; TTL UsageHoursKept
 //	<prefix>usage:owners                  zset  owners, scored by their last usage (Unix seconds)
 //
@@ -69,6 +69,9 @@ func (u *Usage) Add(ctx context.Context, owner string, at time.Time, d store.Usa
 		}
 		if d.RunMillis != 0 {
 			p.HIncrBy(ctx, k, "ms", d.RunMillis)
+		}
+		if d.EgressBytes != 0 {
+			p.HIncrBy(ctx, k, "eb", d.EgressBytes)
 		}
 		p.Expire(ctx, k, g.keep)
 	}
@@ -127,6 +130,8 @@ func (u *Usage) read(ctx context.Context, owner string, from, to time.Time, widt
 				d.Runs = n
 			case f == "ms":
 				d.RunMillis = n
+			case f == "eb":
+				d.EgressBytes = n
 			case strings.HasPrefix(f, "s:"):
 				if d.SessionsByMemory == nil {
 					d.SessionsByMemory = map[string]int64{}
@@ -172,7 +177,7 @@ func (u *Usage) Owners(ctx context.Context, from, to time.Time) (map[string]stor
 		for _, d := range sums {
 			total = total.Plus(d)
 		}
-		if total.Sessions != 0 || total.Runs != 0 {
+		if total.Sessions != 0 || total.Runs != 0 || total.EgressBytes != 0 {
 			out[o] = total
 		}
 	}

@@ -28,7 +28,7 @@ func RunUsage(t *testing.T, newStore UsageFactory) {
 		return store.UsageDelta{Sessions: 1, SessionsByMemory: map[string]int64{mem: 1}}
 	}
 	add("alice", base.Add(10*time.Second), session("1g"))
-	add("alice", base.Add(20*time.Second), store.UsageDelta{Runs: 2, RunMillis: 1500})
+	add("alice", base.Add(20*time.Second), store.UsageDelta{Runs: 2, RunMillis: 1500, EgressBytes: 4096})
 	add("alice", base.Add(3*time.Minute), session("4g"))
 	add("alice", base.Add(61*time.Minute), session("1g"))
 	add("bob", base.Add(30*time.Second), session("1g"))
@@ -76,7 +76,7 @@ func RunUsage(t *testing.T, newStore UsageFactory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all["alice"].Sessions != 3 || all["alice"].Runs != 2 || all["bob"].Sessions != 1 || len(all) != 2 {
+	if all["alice"].Sessions != 3 || all["alice"].Runs != 2 || all["alice"].EgressBytes != 4096 || all["bob"].Sessions != 1 || len(all) != 2 {
 		t.Fatalf("the operator's view: %+v", all)
 	}
 }
