@@ -58,6 +58,10 @@ func TestUsage(t *testing.T) {
 	if _, err := a.Containers.New(ctx, openai.ContainerNewParams{Name: "explicit"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := a.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(strings.Repeat("x", 1024)), "data.csv", "text/csv"),
+		Purpose: openai.FilePurposeUserData}); err != nil {
+		t.Fatal(err)
+	}
 	get := func(key, query string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, base+"/organization/usage/code_interpreter_sessions?"+query, nil)
@@ -147,13 +151,15 @@ func TestUsage(t *testing.T) {
 			NumSessions      int64            `json:"num_sessions"`
 			SessionsByMemory map[string]int64 `json:"sessions_by_memory_limit"`
 			Runs             int64            `json:"runs"`
+			BytesStored      *int64           `json:"bytes_stored"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(b, &view); err != nil || len(view.Data) != 1 {
 		t.Fatalf("the operator's view: %s (%v)", b, err)
 	}
 	own, _ := store.Owner(http.Header{"Authorization": {"Bearer " + apiKey}}, store.DefaultAuthHeaders())
-	if v := view.Data[0]; v.Owner != own || v.NumSessions != 3 || v.SessionsByMemory["1g"] != 3 || v.Runs != 2 {
+	if v := view.Data[0]; v.Owner != own || v.NumSessions != 3 || v.SessionsByMemory["1g"] != 3 || v.Runs != 2 ||
+		v.BytesStored == nil || *v.BytesStored < 1024 {
 		t.Fatalf("the operator's view: %+v, want owner %s with 3 sessions of 1g and 2 runs", v, own)
 	}
 }

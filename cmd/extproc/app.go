@@ -282,7 +282,8 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_, _ = w.Write([]byte("ok\n"))
 		})
 		// Every owner's usage, by owner hash: the operator's view, here only.
-		mux.Handle("GET /usage/code_interpreter_sessions", api.UsageHandler(us, log.Named("usage")))
+		held, _ := st.(store.OwnerBytes)
+		mux.Handle("GET /usage/code_interpreter_sessions", api.UsageHandler(us, held, log.Named("usage")))
 		if cfg.Metrics.Enabled {
 			mux.Handle("GET "+cfg.Metrics.Path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 		}

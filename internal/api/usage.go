@@ -154,13 +154,17 @@ type ownerUsage struct {
 	Runs             int64            `json:"runs"`
 	RunSeconds       float64          `json:"run_seconds"`
 	EgressBytes      int64            `json:"egress_bytes"`
+	// BytesStored is what the owner holds now (its containers' files and
+	// Files API files), when the store tells it.
+	BytesStored *int64 `json:"bytes_stored,omitempty"`
 }
 
 // UsageHandler is the operator's view of every owner's usage — owners by
 // their hash (the credential itself is never stored) — for the admin
 // listener only: GET with start_time (required) and end_time, Unix
 // seconds, whole hours.
-func UsageHandler(u store.Usage, log *zap.Logger) http.Handler {
+// held, when not nil, tells each owner's bytes stored.
+func UsageHandler(u store.Usage, held store.OwnerBytes, log *zap.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		uq, e := parseUsage(r, time.Now())
 		if e != nil {
@@ -181,8 +185,14 @@ func UsageHandler(u store.Usage, log *zap.Logger) http.Handler {
 			Data      []ownerUsage `json:"data"`
 		}{Object: "list", StartTime: from.Unix(), EndTime: uq.end.Unix(), Data: []ownerUsage{}}
 		for o, d := range all {
-			out.Data = append(out.Data, ownerUsage{Owner: o, NumSessions: d.Sessions, SessionsByMemory: d.SessionsByMemory,
-				Runs: d.Runs, RunSeconds: float64(d.RunMillis) / 1000, EgressBytes: d.EgressBytes})
+			ou := ownerUsage{Owner: o, NumSessions: d.Sessions, SessionsByMemory: d.SessionsByMemory,
+				Runs: d.Runs, RunSeconds: float64(d.RunMillis) / 1000, EgressBytes: d.EgressBytes}
+			if held != nil {
+				if n, err := held.OwnerBytes(r.Context(), o); err == nil {
+					ou.BytesStored = &n
+				}
+			}
+			out.Data = append(out.Data, ou)
 		}
 		sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].Owner < out.Data[j].Owner })
 		w.Header().Set("Content-Type", "application/json")

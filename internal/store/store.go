@@ -413,3 +413,10 @@ func ValidID(id string) bool {
 	}
 	return true
 }
+
+// OwnerBytes is a Store that tells what an owner holds: the bytes of its
+// live containers' files (and of expired ones kept for restore) and of its
+// Files API files — what Limits.OwnerBytes bounds.
+type OwnerBytes interface {
+	OwnerBytes(ctx context.Context, owner string) (int64, error)
+}

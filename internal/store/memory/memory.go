@@ -374,6 +374,19 @@ func clone(b []byte) []byte {
 
 // Owners reports how many owners the store holds anything for (tests, and
 // a gauge for operators).
+// OwnerBytes implements store.OwnerBytes.
+func (s *Store) OwnerBytes(_ context.Context, owner string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.owners[owner]
+	if o == nil {
+		return 0, nil
+	}
+	s.reapOwner(o, s.now())
+	return o.bytes, nil
+}
+
+// Owners returns how many owners the store holds.
 func (s *Store) Owners() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

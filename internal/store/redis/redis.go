@@ -405,3 +405,15 @@ func onePage[T any](page []T, more bool, limit int) ([]T, bool) {
 	}
 	return page, false
 }
+
+// OwnerBytes implements store.OwnerBytes.
+func (s *Store) OwnerBytes(ctx context.Context, owner string) (int64, error) {
+	res, err := s.run(ctx, s.scripts.ownerBytes, owner, s.now())
+	if err != nil {
+		return 0, err
+	}
+	if len(res) < 2 {
+		return 0, errors.New("store/redis: owner bytes: short reply")
+	}
+	return strconv.ParseInt(res[1], 10, 64)
+}

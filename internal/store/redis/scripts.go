@@ -141,7 +141,7 @@ func script(flags, body string) *goredis.Script {
 // package has no mutable state.
 type scripts struct {
 	putContainer, touch, deleteContainer, putContainerFile, putAPIFile, deleteFile *goredis.Script
-	readFile                                                                       *goredis.Script
+	readFile, ownerBytes                                                           *goredis.Script
 }
 
 func newScripts() scripts {
@@ -162,6 +162,12 @@ else
   f[3] = false
 end
 return {c[1], c[2], f[1], f[2], f[3]}
+`),
+		// What the owner holds, once what has expired is reaped.
+		ownerBytes: script(" flags=allow-oom", `
+local st = reap()
+settle(st)
+return {'ok', int(st.bytes)}
 `),
 		// ARGV[4] cid, [5] meta, [6] member, [7] la (s), [8] minutes, [9] max containers.
 		putContainer: script("", `

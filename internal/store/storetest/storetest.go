@@ -174,6 +174,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PathsFormATree", testPathsFormATree},
 		{"Revisions", testRevisions},
 		{"Origin", testOrigin},
+		{"OwnerBytes", testOwnerBytes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore) })
@@ -1170,4 +1171,32 @@ func testRevive(t *testing.T, f Factory) {
 	wantErr(t, "ReviveContainer without ExpiredKeep", err, store.ErrExpired)
 	_, err = e2.s.ReviveContainer(e2.ctx, alice, "cntr_unknown", e2.clock.Now())
 	wantErr(t, "ReviveContainer of an unknown container", err, store.ErrNotFound)
+}
+
+// testOwnerBytes: what an owner holds is its containers' files and its
+// Files API files, its own only; a deleted container's files go.
+func testOwnerBytes(t *testing.T, f Factory) {
+	e := newEnv(t, f, store.DefaultLimits())
+	ob, ok := e.s.(store.OwnerBytes)
+	if !ok {
+		t.Fatalf("%T does not tell an owner's bytes (store.OwnerBytes)", e.s)
+	}
+	want := func(owner string, n int64) {
+		t.Helper()
+		got, err := ob.OwnerBytes(e.ctx, owner)
+		if err != nil || got != n {
+			t.Fatalf("OwnerBytes(%s) = %d, %v; want %d", owner, got, err, n)
+		}
+	}
+	want(alice, 0)
+	c := e.container(alice, "c")
+	e.file(alice, c.ID, "/mnt/data/a.txt", make([]byte, 100))
+	want(alice, 100)
+	e.apiFile(alice, "b.txt", make([]byte, 50))
+	want(alice, 150)
+	want(bob, 0)
+	if err := e.s.DeleteContainer(e.ctx, alice, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	want(alice, 50)
 }
