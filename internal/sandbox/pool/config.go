@@ -31,7 +31,7 @@ type Config struct {
 	Egress *egress.Proxy
 	// EgressUsed, when set, is told the bytes each closed session's egress
 	// carried (both directions), with the session's owner: its usage.
-	EgressUsed func(owner string, bytes int64)
+	EgressUsed func(owner string, bytes int64) `json:"-"`
 }
 
 // Limits bound what one run or session may use.
