@@ -41,6 +41,7 @@ runtime:
 # Debian's python3 scientific stack, the native baseline (apt; nothing is
 # asked of apt once they are installed), for sandbox.provider: gvisor.
 gvisor:
+	@echo "gvisor: runsc and Debian's python3 scientific stack, for sandbox.provider: gvisor and its tests (the demo does not use them)"
 	GO=$(GO) bash runtime/build-runsc.sh
 	bash runtime/install-gvisor.sh
 
@@ -48,6 +49,7 @@ gvisor:
 # package set, made with mmdebstrap from the machine's apt sources into
 # ~/.cache/codeinterp (minutes once, seconds when cached).
 gvisor-rootfs:
+	@echo "gvisor-rootfs: the gVisor sandbox's root filesystem, for sandbox.provider: gvisor and its tests"
 	bash runtime/build-gvisor-rootfs.sh
 
 # versitygw, the S3-compatible server the tests of the S3 checkpoint
@@ -55,11 +57,13 @@ gvisor-rootfs:
 # version into the build cache: about two minutes once). Tests only: the
 # demo and the server never need it.
 s3-server:
+	@echo "s3-server: versitygw, the S3-compatible server the checkpoint store tests start"
 	GO=$(GO) bash runtime/build-versitygw.sh
 
 # Debian's redis-server for the store/redis tests (each test starts its own
 # on a loopback port; nothing runs globally).
 redis:
+	@echo "redis: redis-server, which the store/redis and cluster tests start (store.backend: redis in production)"
 	bash runtime/install-redis.sh
 
 # Node.js and npm for the JS client tests (e2e/node): Debian's nodejs and
@@ -79,6 +83,7 @@ node:
 # npm ci runs again only when the lock file or package.json changed.
 NODE_STAMP = e2e/node/node_modules/.installed
 node-deps: node $(NODE_STAMP)
+	@echo "node-deps: the pinned npm clients (OpenAI Node SDK, Agents SDK, AI SDK, LangChain) the JS client tests run"
 $(NODE_STAMP): e2e/node/package-lock.json e2e/node/package.json
 	npm ci --prefix e2e/node --no-audit --no-fund
 	@touch $@
