@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,15 +47,7 @@ func BenchmarkBackground(b *testing.B) {
 	})
 	m.live = true
 	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL, "CODEINTERP_CHECKPOINTS_ENABLED=false"}
-	dev := func(config string) string {
-		cfg := filepath.Join(b.TempDir(), "extproc.yaml")
-		if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		p := startProc(b, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(), "--config", cfg)
-		b.Cleanup(func() { p.stop(b) })
-		return p.baseURL(b)
-	}
+	dev := func(config string) string { return startDev(b, bin, m.URL(), config, env...) }
 	wasmCfg := "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e\nlogging:\n  level: warn\n"
 	a, other := dev(wasmCfg), dev(wasmCfg)
 	c := &http.Client{}

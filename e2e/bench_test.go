@@ -247,7 +247,7 @@ func BenchmarkNewContainerOverhead(b *testing.B) {
 		}
 		return reply{items: []string{m.message("25")}}
 	})
-	dev := startDev(b, bin, m.URL(), "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-newctr\n")
+	dev := startDev(b, bin, m.URL(), "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e-newctr\n") + "/responses"
 	direct := m.URL() + "/v1/responses"
 	code := `{"model":"gpt-5.6","input":"print 25","include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	plain := `{"model":"gpt-5.6","input":"say plain"}`
@@ -324,7 +324,7 @@ func loadThroughDev(b *testing.B, bin, sandboxExtra string) {
 		}
 		return reply{items: []string{m.message("done")}}
 	})
-	u := startDev(b, bin, m.URL(), "sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n")
+	u := startDev(b, bin, m.URL(), "sandbox:\n"+sandboxExtra+"  isolation:\n    cgroup_parent: /codeinterp-e2e-load\nlogging:\n  level: warn\n") + "/responses"
 	body := `{"model":"gpt-5.6","input":"print 25","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var completed, lost, calls int
@@ -404,7 +404,7 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 		}
 		return reply{items: []string{m.message("done")}}
 	})
-	u := startDev(b, bin, m.URL(), "sandbox:\n  provider: gvisor\n  isolation:\n    cgroup_parent: /codeinterp-e2e-gvisor\nlogging:\n  level: warn\n")
+	u := startDev(b, bin, m.URL(), "sandbox:\n  provider: gvisor\n  isolation:\n    cgroup_parent: /codeinterp-e2e-gvisor\nlogging:\n  level: warn\n") + "/responses"
 	body := `{"model":"gpt-5.6","input":"sum","store":false,"include":["code_interpreter_call.outputs"],"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	c := &http.Client{}
 	do := func() time.Duration {
@@ -426,17 +426,17 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 	b.ReportMetric(p90/1000, "request-p90-ms")
 }
 
-// startDev runs `extproc dev` in front of upstream with config (YAML) until
-// the benchmark ends, and returns its /v1/responses URL.
-func startDev(b *testing.B, bin, upstream, config string) string {
+// startDev runs `extproc dev` in front of upstream with config (YAML) and
+// env until the benchmark ends, and returns its OPENAI_BASE_URL.
+func startDev(b *testing.B, bin, upstream, config string, env ...string) string {
 	b.Helper()
 	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	p := startProc(b, bin, nil, "dev", "--listen", "127.0.0.1:0", "--upstream", upstream, "--config", cfg)
+	p := startProc(b, bin, env, "dev", "--listen", "127.0.0.1:0", "--upstream", upstream, "--config", cfg)
 	b.Cleanup(func() { p.stop(b) })
-	return p.baseURL(b) + "/responses"
+	return p.baseURL(b)
 }
 
 // BenchmarkTracingOverhead is a warm print(25) round (the request, one run,

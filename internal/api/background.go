@@ -31,12 +31,9 @@ const keepAliveEvery = 15 * time.Second
 // cancelWait bounds how long a cancel waits for the run to store its end.
 const cancelWait = 5 * time.Second
 
-// unfinished reports a Response status of a run still going.
-func unfinished(status string) bool { return status == "queued" || status == "in_progress" }
-
 // settled is rec with a dead run's record marked failed (and kept so).
 func (s *Server) settled(ctx context.Context, owner string, rec store.Response) store.Response {
-	if s.cfg.Background == nil || !unfinished(gjson.GetBytes(rec.Object, "status").Str) || gjson.GetBytes(rec.Object, "background").Type != gjson.True {
+	if s.cfg.Background == nil || !store.Unfinished(rec.Object) || gjson.GetBytes(rec.Object, "background").Type != gjson.True {
 		return rec
 	}
 	running, err := s.cfg.Background.Running(ctx, owner, rec.ID)
@@ -45,7 +42,7 @@ func (s *Server) settled(ctx context.Context, owner string, rec store.Response) 
 	}
 	// The run's end is stored before it ends; a run that is not running
 	// and left no end was on a server that died.
-	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && !unfinished(gjson.GetBytes(again.Object, "status").Str) {
+	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && !store.Unfinished(again.Object) {
 		return again
 	}
 	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"failed"`), jsonx.Set("error",
@@ -179,7 +176,7 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, owner st
 		return
 	}
 	rec = s.settled(ctx, owner, rec)
-	if unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+	if store.Unfinished(rec.Object) {
 		if err := s.cfg.Background.Cancel(ctx, owner, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.storeFailed(w, err)
 			return
@@ -188,7 +185,7 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, owner st
 			s.cfg.CancelLocal(owner, id)
 		}
 		rec = s.awaitEnd(ctx, owner, rec)
-		if unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+		if store.Unfinished(rec.Object) {
 			// Stopping (its runner stores the end): it is cancelled.
 			rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"cancelled"`))
 		}
@@ -203,7 +200,7 @@ func (s *Server) awaitEnd(ctx context.Context, owner string, rec store.Response)
 		again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID)
 		if err == nil {
 			rec = again
-			if !unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+			if !store.Unfinished(rec.Object) {
 				return rec
 			}
 		}

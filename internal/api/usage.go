@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strconv"
@@ -195,7 +194,6 @@ func UsageHandler(u store.Usage, held store.OwnerBytes, log *zap.Logger) http.Ha
 			out.Data = append(out.Data, ou)
 		}
 		sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].Owner < out.Data[j].Owner })
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
+		writeJSON(w, http.StatusOK, out)
 	})
 }

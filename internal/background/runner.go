@@ -134,11 +134,8 @@ const reserveTTL = 2 * time.Minute
 
 // Reserve implements processor.BackgroundRunner.
 func (r *Runner) Reserve(owner string) (processor.Reservation, error) {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return nil, apierror.Server(http.StatusServiceUnavailable, "", "The server is shutting down; send the request again.")
+	if err := r.open(); err != nil {
+		return nil, err
 	}
 	v := &reservation{r: r, owner: owner, id: "rsv_" + idgen.New("")}
 	// Kept briefly after its end: a placeholder has no events.
@@ -146,6 +143,17 @@ func (r *Runner) Reserve(owner string) (processor.Reservation, error) {
 		return nil, r.refusal(err)
 	}
 	return v, nil
+}
+
+// open is nil while the runner takes runs, the client's 503 once it is
+// closing.
+func (r *Runner) open() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return apierror.Server(http.StatusServiceUnavailable, "", "The server is shutting down; send the request again.")
+	}
+	return nil
 }
 
 // refusal is the client's answer to a Begin that failed.
@@ -172,11 +180,8 @@ func (r *Runner) Start(reqCtx context.Context, caller processor.Caller, ex proce
 	if k.id == "" {
 		return nil, apierror.Invalid("background", "unsupported_parameter", "Background mode needs this server's response store, which is not configured.")
 	}
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return nil, apierror.Server(http.StatusServiceUnavailable, "", "The server is shutting down; send the request again.")
+	if err := r.open(); err != nil {
+		return nil, err
 	}
 	// The reservation's slot counts: admit one more than the bounds, for
 	// the moment both are held.
@@ -401,13 +406,13 @@ func (r *Runner) finish(ctx context.Context, ru *run, status string, why error) 
 // (too large to keep), the final object is stored alone.
 func (r *Runner) settle(ctx context.Context, ru *run) {
 	rec, err := r.cfg.Responses.GetResponse(ctx, ru.owner, ru.id)
-	if err == nil && !Unfinished(gjson.GetBytes(rec.Object, "status").Str) {
+	if err == nil && !store.Unfinished(rec.Object) {
 		return
 	}
 	ru.mu.Lock()
 	obj := ru.snapshot
 	ru.mu.Unlock()
-	if Unfinished(gjson.GetBytes(obj, "status").Str) {
+	if store.Unfinished(obj) {
 		r.finish(ctx, ru, "failed", errors.New("the response ended without a final answer"))
 		return
 	}
@@ -415,9 +420,6 @@ func (r *Runner) settle(ctx context.Context, ru *run) {
 		r.finish(ctx, ru, "failed", fmt.Errorf("the response could not be stored: %w", err))
 	}
 }
-
-// Unfinished reports a Response status of a run that has not ended.
-func Unfinished(status string) bool { return status == "queued" || status == "in_progress" }
 
 // Close stops the runner: no run starts; those running may finish within
 // timeout, then the rest are cancelled and stored failed.

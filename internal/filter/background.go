@@ -73,16 +73,19 @@ func (st *streamState) startBackground(ctx context.Context, caller processor.Cal
 	return one(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: resp}})
 }
 
-// refuse answers a background request the runner refused.
+// refuse answers a request refused before it went upstream — by the
+// processor (its exchange) or the background runner — with its OpenAI
+// error, or a 500 for an error that is not one.
 func (st *streamState) refuse(err error) ([]*extprocv3.ProcessingResponse, error) {
 	var apiErr *apierror.Error
 	if !errors.As(err, &apiErr) {
-		st.log.Error("background start failed", zap.Error(err))
-		apiErr = apierror.Server(http.StatusInternalServerError, "", "The background response could not be started; try again later.")
+		st.log.Error("request failed before going upstream", zap.Error(err))
+		apiErr = apierror.Server(http.StatusInternalServerError, "", "The request could not be processed.")
 	}
 	st.outcome = OutcomeRejected
 	if apiErr.Status >= 500 {
 		st.outcome = OutcomeError
 	}
+	st.log.Info("request refused", zap.Int("status", apiErr.Status), zap.String("param", apiErr.Param), zap.String("message", apiErr.Message))
 	return st.immediate(apiErr)
 }

@@ -325,17 +325,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		rsv.Release()
 	}
 	if err != nil {
-		var apiErr *apierror.Error
-		if !errors.As(err, &apiErr) {
-			apiErr = &apierror.Error{Status: http.StatusInternalServerError, Type: apierror.TypeServer, Message: "The request could not be processed."}
-			st.log.Error("rewrite failed", zap.Error(err))
-		}
-		st.outcome = OutcomeRejected
-		if apiErr.Status >= 500 {
-			st.outcome = OutcomeError
-		}
-		st.log.Info("request refused", zap.Int("status", apiErr.Status), zap.String("param", apiErr.Param), zap.String("message", apiErr.Message))
-		return st.immediate(apiErr)
+		return st.refuse(err)
 	}
 	if bg, ok := ex.(processor.Backgrounded); ok && bg.Background() {
 		return st.startBackground(ctx, processor.Caller{Owner: owner, Header: hdr}, bg, rsv)

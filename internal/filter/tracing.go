@@ -172,19 +172,26 @@ type tracedBody struct {
 
 func (b *tracedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	for _, c := range p[:n] {
-		if c != '\n' {
-			if len(b.line) < 1<<20 {
-				b.line = append(b.line, c)
-			}
-			continue
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			b.keep(rest)
+			break
 		}
+		b.keep(rest[:i])
 		if d, ok := bytes.CutPrefix(b.line, []byte("data: ")); ok && gjson.GetBytes(d, "response.id").Exists() {
 			b.last = append(b.last[:0], gjson.GetBytes(d, "response").Raw...)
 		}
-		b.line = b.line[:0]
+		b.line, rest = b.line[:0], rest[i+1:]
 	}
 	return n, err
+}
+
+// keep adds part of the current line (bounded: an event is far smaller).
+func (b *tracedBody) keep(part []byte) {
+	if room := 1<<20 - len(b.line); room > 0 {
+		b.line = append(b.line, part[:min(len(part), room)]...)
+	}
 }
 
 func (b *tracedBody) Close() error {

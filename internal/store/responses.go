@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // Response is one response this server produced (the interceptor's
@@ -157,4 +159,12 @@ func (r Response) HasItem(itemID string) bool {
 		}
 	}
 	return false
+}
+
+// Unfinished reports a Response object whose status says its run has not
+// ended (queued or in_progress): a background response still going, or
+// one whose runner died (the API shows it failed).
+func Unfinished(obj []byte) bool {
+	st := gjson.GetBytes(obj, "status").Str
+	return st == "queued" || st == "in_progress"
 }

@@ -115,8 +115,6 @@ const (
 	AttrOutcome     = attribute.Key("codeinterp.run.outcome")
 	AttrOutputBytes = attribute.Key("codeinterp.run.output_bytes")
 	AttrRunMS       = attribute.Key("codeinterp.run.duration_ms")
-	AttrWarm        = attribute.Key("codeinterp.session.start")
-	AttrRequestOut  = attribute.Key("codeinterp.outcome")
 )
 
 // Handler traces each request h serves as a server span named after the

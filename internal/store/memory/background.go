@@ -14,7 +14,8 @@ import (
 // mutex guards it; a reader waiting for events waits on a channel that
 // every append and End closes and replaces. A run that stops being renewed
 // counts as ended (its slot is free, its log finished); a log is forgotten
-// keep after it ended, checked on every call, so nothing needs closing.
+// keep after it ended — a run is settled when it is asked for, all of them
+// on Begin — so nothing needs closing.
 // All logs together hold at most MaxBackgroundBytes: past it the logs of
 // runs that ended longest ago are forgotten first (their streams can no
 // longer be resumed; their records stay in Responses).
@@ -56,7 +57,9 @@ func NewBackground(now func() time.Time) *Background {
 	return &Background{now: now, runs: map[bgKey]*bgRun{}, maxBytes: MaxBackgroundBytes}
 }
 
-// sweepLocked settles runs that lapsed and forgets logs past their keep.
+// sweepLocked settles every run that lapsed, forgets logs past their keep
+// and, past the bytes bound, the oldest ended ones: on Begin (which counts
+// every run anyway) and on an append past the bound.
 func (b *Background) sweepLocked(now time.Time) {
 	for k, r := range b.runs {
 		if !r.ended && now.After(r.expires) {
@@ -129,10 +132,25 @@ func (b *Background) Begin(_ context.Context, owner, id string, perOwner, total 
 	return nil
 }
 
-// run returns the (owner, id) run, nil when there is none.
+// run returns the (owner, id) run, nil when there is none, settling it
+// alone (a lapse, its keep over): the calls a run's watchers make often
+// (Cancelled, Renew, Events) cost one lookup, not a sweep of every run.
 func (b *Background) run(owner, id string) *bgRun {
-	b.sweepLocked(b.now())
-	return b.runs[bgKey{owner, id}]
+	k := bgKey{owner, id}
+	r := b.runs[k]
+	if r == nil {
+		return nil
+	}
+	now := b.now()
+	if !r.ended && now.After(r.expires) {
+		b.endLocked(k, r, now)
+	}
+	if r.ended && now.After(r.forgetAt) {
+		b.bytes -= r.bytes
+		delete(b.runs, k)
+		return nil
+	}
+	return r
 }
 
 // Renew implements store.Background.
@@ -184,6 +202,9 @@ func (b *Background) AppendEvent(_ context.Context, owner, id string, seq int64,
 	r.events = append(r.events, store.Event{Seq: seq, Data: clone(event)})
 	r.bytes += int64(len(event))
 	b.bytes += int64(len(event))
+	if b.bytes > b.maxBytes {
+		b.sweepLocked(b.now())
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil

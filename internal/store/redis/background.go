@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -229,8 +230,7 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 			if !ok {
 				return out, true
 			}
-			_, n, _ := cutID(m.ID)
-			out = append(out, store.Event{Seq: n - 1, Data: []byte(d)})
+			out = append(out, store.Event{Seq: entrySeq(m.ID) - 1, Data: []byte(d)})
 		}
 		return out, false
 	}
@@ -270,16 +270,11 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 	return out, end, nil
 }
 
-// cutID splits a stream entry id "ms-seq".
-func cutID(id string) (int64, int64, bool) {
-	for i := range len(id) {
-		if id[i] == '-' {
-			a, err1 := strconv.ParseInt(id[:i], 10, 64)
-			b, err2 := strconv.ParseInt(id[i+1:], 10, 64)
-			return a, b, err1 == nil && err2 == nil
-		}
-	}
-	return 0, 0, false
+// entrySeq is the sequence part of a stream entry id "ms-seq".
+func entrySeq(id string) int64 {
+	_, seq, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(seq, 10, 64)
+	return n
 }
 
 // Cancel implements store.Background.
