@@ -32,8 +32,10 @@ type Config struct {
 	// with token. Its answer is returned to the forwarding replica.
 	Handler func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error)
 	// OnLost is called (from the renewal loop) with a key whose lease
-	// another replica took: the interpreter held for it must not run
-	// again here.
+	// this Node no longer holds — another replica took it, the store
+	// forgot it, or it could not be renewed for a whole TTL: the
+	// interpreter held for it must not run again here, and runs in
+	// flight on it are cancelled.
 	OnLost func(key string)
 	// DialTimeout bounds reaching a holder before a run is sent to it
 	// (default 2s): one that cannot be reached in that time is gone.
@@ -49,7 +51,7 @@ type Node struct {
 	self Lease
 
 	mu       sync.Mutex
-	held     map[string]uint64 // key → token of the leases held
+	held     map[string]heldLease
 	conns    map[string]*grpc.ClientConn
 	draining bool
 	metrics  *Metrics
@@ -83,8 +85,20 @@ func NewNode(cfg Config) (*Node, error) {
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
 	return &Node{cfg: cfg, id: id, self: Lease{Holder: id, Addr: cfg.Addr},
-		held: map[string]uint64{}, conns: map[string]*grpc.ClientConn{}}, nil
+		held: map[string]heldLease{}, conns: map[string]*grpc.ClientConn{}}, nil
 }
+
+// heldLease is a lease this Node holds, as far as it knows.
+type heldLease struct {
+	token uint64
+	// until is when the lease expires at the latest unless renewed: the
+	// time the last take or renewal was sent, plus TTL (this process's
+	// monotonic clock; the store's expiry comes later, never sooner).
+	until time.Time
+}
+
+// TTL is a lease's life without renewal.
+func (n *Node) TTL() time.Duration { return n.cfg.TTL }
 
 // ID is this process's holder ID.
 func (n *Node) ID() string { return n.id }
@@ -94,14 +108,18 @@ func (n *Node) Addr() string { return n.cfg.Addr }
 
 // Claim makes this Node the key's holder unless another holds it, and
 // returns the lease in force; mine says whose it is. Called before every
-// run: a holder whose lease was taken learns it here, before it runs.
+// run: a holder whose lease was taken learns it here, before it runs. An
+// error means the store could not be asked: nothing may run (fencing
+// fails closed).
 func (n *Node) Claim(ctx context.Context, key string) (l Lease, mine bool, err error) {
 	return n.take(ctx, key, 0)
 }
 
-// Steal takes the key's lease from gone, a holder found gone (Forward's
-// ErrGone), unless the lease changed since: then the lease in force is
-// returned, as Claim does.
+// Steal takes the key's lease from gone, a holder proven gone (Forward's
+// ErrGone: another process answers at its address), unless the lease
+// changed since: then the lease in force is returned, as Claim does. A
+// holder that merely cannot be reached (ErrUnreachable) is not stolen
+// from: its lease expires by the store's clock, and Claim takes it then.
 func (n *Node) Steal(ctx context.Context, key string, gone Lease) (Lease, bool, error) {
 	l, mine, err := n.take(ctx, key, gone.Token)
 	if err == nil && mine {
@@ -113,6 +131,7 @@ func (n *Node) Steal(ctx context.Context, key string, gone Lease) (Lease, bool, 
 }
 
 func (n *Node) take(ctx context.Context, key string, prev uint64) (Lease, bool, error) {
+	sent := time.Now()
 	l, err := n.cfg.Leases.Take(ctx, key, n.self, prev, n.cfg.TTL)
 	if err != nil {
 		return Lease{}, false, err
@@ -120,7 +139,7 @@ func (n *Node) take(ctx context.Context, key string, prev uint64) (Lease, bool, 
 	mine := l.Holder == n.id
 	n.mu.Lock()
 	if mine {
-		n.held[key] = l.Token
+		n.held[key] = heldLease{token: l.Token, until: sent.Add(n.cfg.TTL)}
 	} else {
 		delete(n.held, key)
 	}
@@ -128,7 +147,16 @@ func (n *Node) take(ctx context.Context, key string, prev uint64) (Lease, bool, 
 	return l, mine, nil
 }
 
-// Holds reports whether this Node holds key with token, as the store says
+// Confirm reports whether this Node still holds key with token, as the
+// store says: asked before a run's result is reported, so that a holder
+// paused past its lease (which another replica may have taken and run
+// since) reports its run as failed instead. An error means it cannot be
+// known: the caller treats the run as not confirmed.
+func (n *Node) Confirm(ctx context.Context, key string, token uint64) (bool, error) {
+	return n.holds(ctx, key, token)
+}
+
+// holds reports whether this Node holds key with token, as the store says
 // (a stale holder's own view is not enough).
 func (n *Node) holds(ctx context.Context, key string, token uint64) (bool, error) {
 	l, ok, err := n.cfg.Leases.Get(ctx, key)
@@ -142,13 +170,13 @@ func (n *Node) holds(ctx context.Context, key string, token uint64) (bool, error
 // state checkpointed). A store that cannot be reached lets it expire.
 func (n *Node) Release(ctx context.Context, key string) {
 	n.mu.Lock()
-	token, ok := n.held[key]
+	h, ok := n.held[key]
 	delete(n.held, key)
 	n.mu.Unlock()
 	if !ok {
 		return
 	}
-	if err := n.cfg.Leases.Release(ctx, key, n.id, token); err != nil {
+	if err := n.cfg.Leases.Release(ctx, key, n.id, h.token); err != nil {
 		n.cfg.Log.Warn("releasing a lease failed; it expires", zap.String("key", key), zap.Error(err))
 	}
 }
@@ -161,9 +189,13 @@ func (n *Node) Held() int {
 }
 
 // Renew keeps this Node's leases alive until ctx ends: every TTL/3 each
-// is taken again (same token). A lease another replica took meanwhile is
-// lost (Config.OnLost); one the store forgot (Redis restarted) is taken
-// again with a new token.
+// is renewed (same token). A lease this Node no longer holds is lost
+// (Config.OnLost): another replica took it, or the store has none — it
+// expired while this process was paused, or the store lost its data — and
+// is never taken back by a renewal (another replica may have held it
+// meanwhile: the next Claim takes a new lease, with a new token, and the
+// container's state comes from its checkpoint). A lease that could not be
+// renewed for a whole TTL is lost too: the store may have expired it.
 func (n *Node) Renew(ctx context.Context) {
 	t := time.NewTicker(n.cfg.TTL / 3)
 	defer t.Stop()
@@ -179,48 +211,58 @@ func (n *Node) Renew(ctx context.Context) {
 
 func (n *Node) renewOnce(ctx context.Context) {
 	n.mu.Lock()
-	keys := make(map[string]uint64, len(n.held))
-	for k, t := range n.held {
-		keys[k] = t
+	keys := make(map[string]heldLease, len(n.held))
+	for k, h := range n.held {
+		keys[k] = h
 	}
 	n.mu.Unlock()
-	for key, token := range keys {
+	for key, h := range keys {
 		rctx, cancel := context.WithTimeout(ctx, n.cfg.TTL/3)
-		l, ok, err := n.cfg.Leases.Renew(rctx, key, n.id, token, n.cfg.TTL)
-		if err == nil && !ok && n.stillHolds(key, token) {
-			// The store forgot it (Redis restarted without its data): no
-			// one else holds it, so it is taken again.
-			l, _, err = n.take(rctx, key, 0)
-			ok = true
-		}
+		sent := time.Now()
+		l, ok, err := n.cfg.Leases.Renew(rctx, key, n.id, h.token, n.cfg.TTL)
 		cancel()
 		if err != nil {
-			n.cfg.Log.Warn("renewing a lease failed", zap.String("key", key), zap.Error(err))
+			if time.Now().Before(h.until) {
+				n.cfg.Log.Warn("renewing a lease failed", zap.String("key", key), zap.Error(err))
+				continue
+			}
+			n.lose(key, h.token, "its lease could not be renewed for a whole TTL", zap.Error(err))
 			continue
 		}
-		if ok && l.Holder == n.id {
+		if ok && l.Holder == n.id && l.Token == h.token {
+			n.mu.Lock()
+			if cur, still := n.held[key]; still && cur.token == h.token {
+				cur.until = sent.Add(n.cfg.TTL)
+				n.held[key] = cur
+			}
+			n.mu.Unlock()
 			continue
 		}
-		n.mu.Lock()
-		lost := n.held[key] == token
-		if lost {
-			delete(n.held, key)
-		}
-		n.mu.Unlock()
-		if lost {
-			n.cfg.Log.Warn("another replica took a lease this one held; its interpreter here is dropped",
-				zap.String("key", key), zap.String("holder", l.Addr))
-			n.metrics.lost()
-			n.cfg.OnLost(key)
+		if ok {
+			n.lose(key, h.token, "another replica took a lease this one held", zap.String("holder", l.Addr))
+		} else {
+			n.lose(key, h.token, "the lease store no longer has a lease this replica held (it expired, or the store lost its data)")
 		}
 	}
 }
 
-func (n *Node) stillHolds(key string, token uint64) bool {
+// lose forgets the lease on key held with token (if it still is) and
+// tells the Config's OnLost.
+func (n *Node) lose(key string, token uint64, why string, fields ...zap.Field) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	t, ok := n.held[key]
-	return ok && t == token
+	cur, held := n.held[key]
+	lost := held && cur.token == token
+	if lost {
+		delete(n.held, key)
+	}
+	n.mu.Unlock()
+	if !lost {
+		return
+	}
+	n.cfg.Log.Warn(why+"; its interpreter here is dropped and its runs in flight fail",
+		append([]zap.Field{zap.String("key", key), zap.Uint64("token", token)}, fields...)...)
+	n.metrics.lost()
+	n.cfg.OnLost(key)
 }
 
 // Drain makes the forwarding service refuse new runs (ErrDraining at the

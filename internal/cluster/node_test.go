@@ -26,6 +26,9 @@ type replica struct {
 	mu   sync.Mutex
 	ran  []string // the payloads its handler ran
 	lost chan string
+	// pause stops its renewals, as a paused process's (SIGSTOP, a long
+	// GC): its leases expire by the store's clock.
+	pause func()
 }
 
 func startReplica(t *testing.T, url, sec string, ttl time.Duration) *replica {
@@ -55,7 +58,9 @@ func startReplica(t *testing.T, url, sec string, ttl time.Duration) *replica {
 	r.srv = r.node.NewServer()
 	go func() { _ = r.srv.Serve(lis) }()
 	ctx, cancel := context.WithCancel(context.Background())
-	go r.node.Renew(ctx)
+	renewed := make(chan struct{})
+	go func() { r.node.Renew(ctx); close(renewed) }()
+	r.pause = func() { cancel(); <-renewed }
 	t.Cleanup(func() { cancel(); r.srv.Stop(); _ = r.node.Close(); _ = leases.Close() })
 	return r
 }
@@ -112,38 +117,84 @@ func TestForwardRefusals(t *testing.T) {
 	}
 	stale := l
 	stale.Token--
-	if _, err := b.node.Forward(context.Background(), "cntr_1", stale, []byte("stale")); !errors.Is(err, cluster.ErrGone) {
-		t.Fatalf("a run for an older lease: %v, want ErrGone", err)
+	if _, err := b.node.Forward(context.Background(), "cntr_1", stale, []byte("stale")); !errors.Is(err, cluster.ErrMoved) {
+		t.Fatalf("a run for an older lease: %v, want ErrMoved", err)
 	}
 	other := l
 	other.Holder = "a-restarted-process"
 	if _, err := b.node.Forward(context.Background(), "cntr_1", other, []byte("restarted")); !errors.Is(err, cluster.ErrGone) {
 		t.Fatalf("a run for another process at A's address: %v, want ErrGone", err)
 	}
-	if _, err := b.node.Forward(context.Background(), "cntr_never", l, []byte("never")); !errors.Is(err, cluster.ErrGone) {
-		t.Fatalf("a run for a container A does not hold: %v, want ErrGone", err)
+	if _, err := b.node.Forward(context.Background(), "cntr_never", l, []byte("never")); !errors.Is(err, cluster.ErrMoved) {
+		t.Fatalf("a run for a container A does not hold: %v, want ErrMoved", err)
 	}
 	if got := a.runs(); len(got) != 0 {
 		t.Fatalf("A ran refused runs: %q", got)
 	}
 }
 
-// TestTakeOverFromGoneHolder: a holder that stopped answering is gone;
-// the replica that finds so takes the lease with a larger token, and the
-// old holder, when it renews, learns it lost the container (fencing).
-func TestTakeOverFromGoneHolder(t *testing.T) {
+// TestUnreachableHolderKeepsItsLease: a holder that cannot be reached
+// but is alive (its forwarding port unreachable, its renewals going on) is
+// never taken from: a dial failure is no proof it is gone (a paused or
+// slow process looks the same), and taking it would make two interpreters
+// of one container.
+func TestUnreachableHolderKeepsItsLease(t *testing.T) {
 	url := redistest.Start(t)
-	a, b := startReplica(t, url, secret, 600*time.Millisecond), startReplica(t, url, secret, 600*time.Millisecond)
+	const ttl = 600 * time.Millisecond
+	a, b := startReplica(t, url, secret, ttl), startReplica(t, url, secret, ttl)
 	la, _ := claim(t, a.node, "cntr_1")
-	a.srv.Stop() // A's process is alive (it renews) but unreachable
+	a.srv.Stop()
 	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x"))
-	if !errors.Is(err, cluster.ErrGone) {
-		t.Fatalf("forwarding to an unreachable holder: %v, want ErrGone", err)
+	if !errors.Is(err, cluster.ErrUnreachable) || errors.Is(err, cluster.ErrGone) {
+		t.Fatalf("forwarding to an unreachable holder: %v, want ErrUnreachable (not ErrGone)", err)
 	}
-	lb, mine, err := b.node.Steal(context.Background(), "cntr_1", la)
-	if err != nil || !mine || lb.Token <= la.Token {
-		t.Fatalf("B's takeover: %+v mine=%v %v", lb, mine, err)
+	deadline := time.Now().Add(3 * ttl)
+	for time.Now().Before(deadline) {
+		if l, mine := claim(t, b.node, "cntr_1"); mine || l != la {
+			t.Fatalf("B's claim while A renews: %+v mine=%v, want A's lease %+v", l, mine, la)
+		}
+		time.Sleep(ttl / 4)
 	}
+	select {
+	case key := <-a.lost:
+		t.Fatalf("A, alive and renewing, was told it lost %q", key)
+	default:
+	}
+}
+
+// TestTakeOverAfterExpiry: a holder paused past its lease (no renewals)
+// loses it by the store's clock; the next claim elsewhere takes it with a
+// larger token, and the old holder, when it runs again, learns it lost
+// the container (fencing) and never takes it back by renewing.
+func TestTakeOverAfterExpiry(t *testing.T) {
+	url := redistest.Start(t)
+	const ttl = 600 * time.Millisecond
+	a, b := startReplica(t, url, secret, ttl), startReplica(t, url, secret, ttl)
+	la, _ := claim(t, a.node, "cntr_1")
+	a.pause()
+	if l, mine := claim(t, b.node, "cntr_1"); mine || l != la {
+		t.Fatalf("B's claim before A's lease expired: %+v mine=%v", l, mine)
+	}
+	var lb cluster.Lease
+	deadline := time.Now().Add(10 * ttl)
+	for {
+		l, mine := claim(t, b.node, "cntr_1")
+		if mine {
+			lb = l
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B never took the lease of a holder that stopped renewing")
+		}
+		time.Sleep(ttl / 10)
+	}
+	if lb.Token <= la.Token {
+		t.Fatalf("B's token %d is not above A's %d", lb.Token, la.Token)
+	}
+	// A wakes up: its renewal finds B's lease and gives A's up.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.node.Renew(ctx)
 	select {
 	case key := <-a.lost:
 		if key != "cntr_1" {
@@ -152,11 +203,38 @@ func TestTakeOverFromGoneHolder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("A was never told it lost the container")
 	}
+	if ok, err := a.node.Confirm(context.Background(), "cntr_1", la.Token); ok || err != nil {
+		t.Fatalf("A confirming its old lease: %v %v, want false", ok, err)
+	}
 	if l, mine := claim(t, a.node, "cntr_1"); mine || l != lb {
 		t.Fatalf("the fenced A's claim: %+v mine=%v, want B's lease", l, mine)
 	}
 	if a.node.Held() != 0 {
 		t.Fatalf("A still counts %d leases", a.node.Held())
+	}
+}
+
+// TestTakeOverFromRestartedHolder: another process answering at the
+// holder's address proves the holder gone: Steal takes its lease at once
+// (a compare-and-set on the token seen).
+func TestTakeOverFromRestartedHolder(t *testing.T) {
+	url := redistest.Start(t)
+	a, b := startReplica(t, url, secret, 10*time.Second), startReplica(t, url, secret, 10*time.Second)
+	la, _ := claim(t, a.node, "cntr_1")
+	restarted := la
+	restarted.Holder = "the-process-that-was-here-before"
+	_, err := b.node.Forward(context.Background(), "cntr_1", restarted, []byte("x"))
+	if !errors.Is(err, cluster.ErrGone) {
+		t.Fatalf("forwarding to another process at the holder's address: %v, want ErrGone", err)
+	}
+	// Steal is a compare-and-set: on a token that is not the lease's, it
+	// changes nothing.
+	if l, mine, err := b.node.Steal(context.Background(), "cntr_1", cluster.Lease{Token: la.Token - 1}); err != nil || mine || l != la {
+		t.Fatalf("stealing with a token that is not the lease's: %+v mine=%v %v", l, mine, err)
+	}
+	lb, mine, err := b.node.Steal(context.Background(), "cntr_1", la)
+	if err != nil || !mine || lb.Token <= la.Token {
+		t.Fatalf("B's takeover: %+v mine=%v %v", lb, mine, err)
 	}
 }
 
@@ -177,35 +255,70 @@ func TestDrainingHolder(t *testing.T) {
 	}
 }
 
-// TestLeasesSurviveRedisFlush: a Redis that lost its data (restarted
-// without persistence) gets the holders' leases back at their next
-// renewal; no one is told it lost a container no one else took.
-func TestLeasesSurviveRedisFlush(t *testing.T) {
-	url := redistest.Start(t)
-	a := startReplica(t, url, secret, 300*time.Millisecond)
-	b := startReplica(t, url, secret, 300*time.Millisecond)
-	claim(t, a.node, "cntr_1")
-	o, _ := goredis.ParseURL(url)
+// TestRedisFlushLosesLeases: a Redis that lost its data (restarted
+// without persistence) has no lease for anyone. A holder's renewal never
+// takes it back (another replica may have taken and run the container in
+// the meantime): it is told it lost it, and the next claim — its own or
+// another's — takes a new lease with a token above every one before.
+func TestRedisFlushLosesLeases(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const ttl = 300 * time.Millisecond
+	a := startReplica(t, srv.URL, secret, ttl)
+	b := startReplica(t, srv.URL, secret, ttl)
+	la, _ := claim(t, a.node, "cntr_1")
+	srv.Restart(t)
+	select {
+	case key := <-a.lost:
+		if key != "cntr_1" {
+			t.Fatalf("A lost %q", key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A was never told the store lost its lease")
+	}
+	o, _ := goredis.ParseURL(srv.URL)
 	rdb := goredis.NewClient(o)
 	defer rdb.Close()
-	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
-		t.Fatal(err)
+	if n := rdb.Exists(context.Background(), "codeinterp:lease:cntr_1").Val(); n != 0 {
+		t.Fatal("A's renewal took the lease back after the store lost it")
 	}
-	// (Until A renews, the container is free: a claim then would take
-	// it, as it should; this test looks without claiming.)
-	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Exists(context.Background(), "codeinterp:lease:cntr_1").Val() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("A did not take its lease back after the flush")
-		}
-		time.Sleep(20 * time.Millisecond)
+	lb, mine, err := b.node.Claim(context.Background(), "cntr_1")
+	if err != nil || !mine || lb.Token <= la.Token {
+		t.Fatalf("B's claim after the restart: %+v mine=%v %v, want a token above %d", lb, mine, err, la.Token)
 	}
-	if l, mine := claim(t, b.node, "cntr_1"); mine || l.Holder != a.node.ID() {
-		t.Fatalf("after A's renewal B's claim: %+v mine=%v, want A's lease", l, mine)
+}
+
+// TestStoreDownFailsClosed: with the lease store unreachable, claims fail
+// (nothing may run), a holder refuses forwarded runs with
+// ErrStoreUnavailable, and a holder that cannot renew for a whole TTL is
+// told it lost its leases.
+func TestStoreDownFailsClosed(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const ttl = 600 * time.Millisecond
+	a := startReplica(t, srv.URL, secret, ttl)
+	b := startReplica(t, srv.URL, secret, ttl)
+	la, _ := claim(t, a.node, "cntr_1")
+	// Only A loses the store: its own client is pointed nowhere by
+	// stopping the server after B has its lease view.
+	lb, _ := claim(t, b.node, "cntr_1")
+	if lb != la {
+		t.Fatalf("B's view %+v, want A's lease %+v", lb, la)
+	}
+	srv.Stop(t)
+	if _, _, err := a.node.Claim(context.Background(), "cntr_1"); err == nil {
+		t.Fatal("a claim with the store down succeeded")
+	}
+	if _, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x")); !errors.Is(err, cluster.ErrStoreUnavailable) {
+		t.Fatalf("a forwarded run to a holder that cannot reach the store: %v, want ErrStoreUnavailable", err)
+	}
+	if got := a.runs(); len(got) != 0 {
+		t.Fatalf("A ran %q without confirming its lease", got)
 	}
 	select {
 	case key := <-a.lost:
-		t.Fatalf("A was told it lost %q", key)
-	default:
+		if key != "cntr_1" {
+			t.Fatalf("A lost %q", key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A, unable to renew for a whole TTL, was never told it lost its lease")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -95,14 +96,14 @@ func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrappe
 	// Fencing: the run is for the lease as the caller saw it; this Node
 	// runs it only while the store says it still holds exactly that.
 	if holder != n.id {
-		return nil, status.Error(codes.FailedPrecondition, "cluster: not the holder (another process)")
+		return nil, refusal(reasonOtherProcess, "cluster: not the holder (another process)")
 	}
 	ok, err := n.holds(ctx, key, token)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "cluster: the lease store: %v", err)
+		return nil, refusal(reasonStore, "cluster: the lease store: "+err.Error())
 	}
 	if !ok {
-		return nil, status.Error(codes.FailedPrecondition, "cluster: not the holder of that lease")
+		return nil, refusal(reasonMoved, "cluster: not the holder of that lease")
 	}
 	n.metrics.served()
 	out, err := n.cfg.Handler(ctx, key, token, in.GetValue())
@@ -112,26 +113,57 @@ func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrappe
 	return wrapperspb.Bytes(out), nil
 }
 
+// The reasons a holder refuses a forwarded run before it starts, carried
+// as a google.rpc.ErrorInfo detail of a FailedPrecondition status: the
+// caller's next step differs for each (steal, claim again, retry later).
+const (
+	errorDomain        = "cluster.codeinterp"
+	reasonOtherProcess = "OTHER_PROCESS"     // ErrGone
+	reasonMoved        = "NOT_HOLDER"        // ErrMoved
+	reasonStore        = "STORE_UNAVAILABLE" // ErrStoreUnavailable
+)
+
+func refusal(reason, msg string) error {
+	st, err := status.New(codes.FailedPrecondition, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain})
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, msg)
+	}
+	return st.Err()
+}
+
+// refusalReason is the ErrorInfo reason of a refusal, or "".
+func refusalReason(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
 // Forward sends a run of l's key to its holder and returns the Handler's
-// answer there. Errors: ErrGone (not started: the holder cannot be
-// reached or does not hold l), ErrDraining (not started), ErrLost (the
-// connection broke during the run), or another error.
+// answer there. Errors, all but the last two saying the run was not
+// started: ErrGone (another process answers at l's address),
+// ErrUnreachable (the holder could not be reached in time: not proof it is
+// gone), ErrMoved (it does not hold l now), ErrStoreUnavailable (it could
+// not check its lease), ErrDraining; ErrLost (the connection broke during
+// the run: its fate is unknown), or another error.
 func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte) ([]byte, error) {
 	if l.Holder == n.id {
 		return nil, fmt.Errorf("cluster: forwarding %s to this node itself", key)
 	}
 	conn, err := n.conn(l.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrGone, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	// Reach the holder before the run is sent: a holder that cannot be
-	// reached has not started it, so the caller may take over; once it
-	// is sent, a broken connection leaves it unknown (ErrLost).
+	// reached has not started it; once it is sent, a broken connection
+	// leaves it unknown (ErrLost).
 	if err := n.ready(ctx, conn); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s unreachable: %v", ErrGone, l.Addr, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, l.Addr, err)
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, mdSecret, "Bearer "+n.cfg.Secret, mdKey, key,
 		mdHolder, l.Holder, mdToken, strconv.FormatUint(l.Token, 10))
@@ -155,9 +187,18 @@ func forwardError(ctx context.Context, addr string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	switch status.Code(err) {
+	st := status.Convert(err)
+	switch st.Code() {
 	case codes.FailedPrecondition:
-		return fmt.Errorf("%w: %v", ErrGone, status.Convert(err).Message())
+		switch refusalReason(st) {
+		case reasonOtherProcess:
+			return fmt.Errorf("%w: %v", ErrGone, st.Message())
+		case reasonStore:
+			return fmt.Errorf("%w: %v", ErrStoreUnavailable, st.Message())
+		}
+		// NOT_HOLDER, or a replica of a build without reasons: claim
+		// again (never steal on a reason not understood).
+		return fmt.Errorf("%w: %v", ErrMoved, st.Message())
 	case codes.Aborted:
 		return ErrDraining
 	case codes.Unavailable:

@@ -61,9 +61,20 @@ func (l *Leases) Close() error {
 func (l *Leases) key(k string) string { return l.prefix + "lease:" + k }
 func (l *Leases) seq() string         { return l.prefix + "lease-seq" }
 
+// The scripts run when Redis is full (allow-oom): deploy/ runs Redis
+// with maxmemory and noeviction, which refuses writes once full, and a
+// lease that cannot be taken or renewed stops every run of its container
+// (fencing fails closed). A lease is a few hundred bytes; what a full
+// Redis holds beyond maxmemory for them is bounded by the containers in
+// use. The flags need Redis 7.
+
 // take: KEYS lease, seq; ARGV holder, addr, prev token, ttl ms. The
-// counter never expires: tokens only grow (until Redis loses it).
-var take = goredis.NewScript(`
+// counter never expires, and a counter the store lost (a restart without
+// persistence, a flush) starts again from the store's clock in
+// microseconds: tokens only grow, across the store's restarts too (as
+// long as fewer than a million leases a second are taken, and the store's
+// clock does not go back).
+var take = goredis.NewScript(`#!lua flags=allow-oom
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'addr')
 if cur[1] then
   if cur[2] == ARGV[1] then
@@ -75,15 +86,21 @@ if cur[1] then
     return {cur[1], cur[2], cur[3]}
   end
 end
-local t = redis.call('INCR', KEYS[2])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
+redis.call('INCR', KEYS[2])
+-- As a string: Lua's numbers are doubles, which print in exponent form.
+local t = redis.call('GET', KEYS[2])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'token', t, 'holder', ARGV[1], 'addr', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {tostring(t), ARGV[1], ARGV[2]}
+return {t, ARGV[1], ARGV[2]}
 `)
 
 // renew: KEYS lease; ARGV holder, token, ttl ms.
-var renew = goredis.NewScript(`
+var renew = goredis.NewScript(`#!lua flags=allow-oom
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'addr')
 if not cur[1] then
   return {}
@@ -95,7 +112,7 @@ return {cur[1], cur[2], cur[3]}
 `)
 
 // release: KEYS lease; ARGV holder, token.
-var release = goredis.NewScript(`
+var release = goredis.NewScript(`#!lua flags=allow-oom
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder')
 if cur[1] == ARGV[2] and cur[2] == ARGV[1] then
   return redis.call('DEL', KEYS[1])

@@ -2,8 +2,12 @@ package redislease_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/codeinterp/codeinterp/internal/cluster"
 	"github.com/codeinterp/codeinterp/internal/cluster/redislease"
@@ -89,5 +93,90 @@ func TestSharedSecret(t *testing.T) {
 	s2, err := dial(t, url).SharedSecret(context.Background())
 	if err != nil || s1 != s2 || len(s1) < 32 {
 		t.Fatalf("secrets %q, %q (%v): want one of 32+ characters", s1, s2, err)
+	}
+}
+
+// TestLeasesWhenRedisIsFull: deploy/ runs Redis with maxmemory under
+// noeviction, which refuses writes once full. Leases must still be taken,
+// renewed and released then — a container whose lease cannot be had
+// cannot run at all — while an ordinary write is refused.
+func TestLeasesWhenRedisIsFull(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
+	l := dial(t, srv.URL)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	la, err := l.Take(ctx, "cntr_held", cluster.Lease{Holder: "A", Addr: "a:1"}, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, rdb)
+	if err := rdb.Set(ctx, "codeinterp:probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("a plain write to the full Redis: %v, want it refused (OOM)", err)
+	}
+	if got, ok, err := l.Renew(ctx, "cntr_held", "A", la.Token, time.Minute); err != nil || !ok || got != la {
+		t.Fatalf("renewing on a full Redis: %+v %v %v", got, ok, err)
+	}
+	lb, err := l.Take(ctx, "cntr_new", cluster.Lease{Holder: "B", Addr: "b:1"}, 0, time.Minute)
+	if err != nil || lb.Holder != "B" || lb.Token <= la.Token {
+		t.Fatalf("a new lease on a full Redis: %+v, %v", lb, err)
+	}
+	if err := l.Release(ctx, "cntr_new", "B", lb.Token); err != nil {
+		t.Fatalf("releasing on a full Redis: %v", err)
+	}
+	if _, ok, err := l.Get(ctx, "cntr_new"); ok || err != nil {
+		t.Fatalf("after the release on a full Redis: %v %v", ok, err)
+	}
+}
+
+// fill makes the Redis refuse writes: maxmemory set at what it uses now.
+func fill(t *testing.T, rdb *goredis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			used, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if used == 0 {
+		t.Fatalf("no used_memory in INFO memory: %q", info)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used/2, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTokensNeverRepeat: a Redis restarted without persistence has lost
+// the token counter; the tokens given after it are still larger than every
+// token given before (the counter restarts from the store's clock), so a
+// checkpoint store that recorded an old holder's token refuses it, and a
+// new holder's is never mistaken for an old one.
+func TestTokensNeverRepeat(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.StartServer(t)
+	l := dial(t, srv.URL)
+	var last uint64
+	for i := range 5 {
+		le, err := l.Take(ctx, "cntr_"+strconv.Itoa(i), cluster.Lease{Holder: "A", Addr: "a:1"}, 0, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = max(last, le.Token)
+	}
+	srv.Restart(t)
+	if _, ok, err := l.Get(ctx, "cntr_0"); err != nil || ok {
+		t.Fatalf("after a restart without persistence the lease is still there (%v, %v): the test restarts nothing", ok, err)
+	}
+	le, err := l.Take(ctx, "cntr_0", cluster.Lease{Holder: "B", Addr: "b:1"}, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if le.Token <= last {
+		t.Fatalf("the first token after a restart is %d, not above the %d given before it", le.Token, last)
 	}
 }

@@ -24,6 +24,10 @@ type Server struct {
 	Addr string // 127.0.0.1:PORT
 	cmd  *exec.Cmd
 	out  *syncBuffer
+	bin  string
+	args []string
+	mu   sync.Mutex
+	stop func()
 }
 
 // Start starts a redis-server for t and returns its URL; it is killed when
@@ -67,17 +71,62 @@ func start(t testing.TB, bin string, extra []string) (*Server, error) {
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir(),
 		"--daemonize", "no", "--protected-mode", "yes",
 	}, extra...)
+	s := &Server{URL: "redis://" + addr + "/0", Addr: addr, bin: bin, args: args}
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.stop()
+	})
+	return s, nil
+}
+
+// Restart kills the server (as kill -9 would: nothing is saved, and it
+// had no persistence) and starts a new one on the same port: every key
+// is gone, as after a Redis restart without persistence.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stop()
+	var err error
+	for range 50 { // the port is free again once the old process is reaped
+		if err = s.run(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("redistest: restarting redis-server on %s: %v", s.Addr, err)
+}
+
+// Stop kills the server (until Restart): clients then get connection
+// errors, as with a Redis that is down.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stop()
+}
+
+// run starts the server process and waits until it answers.
+func (s *Server) run() error {
+	bin, args, addr := s.bin, s.args, s.Addr
 	cmd := exec.Command(bin, args...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return fmt.Errorf("start %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
+	var once sync.Once
+	stop := func() { // once: a stopped server is stopped again by Restart and the cleanup
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -88,21 +137,25 @@ func start(t testing.TB, bin string, extra []string) (*Server, error) {
 		case err := <-exited:
 			exited <- err
 			stop()
-			return nil, fmt.Errorf("redis-server exited (%v): %s", err, out.String())
+			return fmt.Errorf("redis-server exited (%v): %s", err, out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING: %s", addr, out.String())
+			return fmt.Errorf("redis-server on %s did not answer PING: %s", addr, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Cleanup(stop)
-	return &Server{URL: "redis://" + addr + "/0", Addr: addr, cmd: cmd, out: out}, nil
+	s.cmd, s.out, s.stop = cmd, out, stop
+	return nil
 }
 
 // Output is what redis-server printed so far.
-func (s *Server) Output() string { return s.out.String() }
+func (s *Server) Output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
