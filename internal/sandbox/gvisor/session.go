@@ -166,7 +166,9 @@ func tarDir(w io.Writer, dir string) error {
 }
 
 // readSession checks a session state against this kind and limits l and
-// unpacks its image into dir. Every refusal wraps sandbox.ErrNoCheckpoint.
+// unpacks its image into dir. Every refusal of the state wraps
+// sandbox.ErrNoCheckpoint; a failure of this disk while unpacking (full,
+// read-only) does not: the state may unpack on a later try.
 func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHeader, error) {
 	var h sessionHeader
 	refuse := func(format string, a ...any) (sessionHeader, error) {
@@ -214,15 +216,21 @@ func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHead
 			return refuse("its image holds %q", name)
 		}
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return refuse("%v", err)
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if errors.Is(err, fs.ErrExist) {
+			return refuse("its image holds %q twice", name)
 		}
 		if err != nil {
-			return refuse("its image: %v", err)
+			return h, fmt.Errorf("gvisor: unpacking a session state: %w", err)
+		}
+		rerr, werr := copyFrom(f, tr)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if rerr != nil {
+			return refuse("its image: %v", rerr)
+		}
+		if werr != nil {
+			return h, fmt.Errorf("gvisor: unpacking a session state: %w", werr)
 		}
 	}
 	if st, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil || st.Size() == 0 {
@@ -231,8 +239,33 @@ func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHead
 	return h, nil
 }
 
+// copyFrom copies r to w and says which side failed: reading r (the
+// state's own fault) or writing w (this disk's).
+func copyFrom(w io.Writer, r io.Reader) (rerr, werr error) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
 // startRestored starts a sandbox from a session state (StartOptions.Restore):
 // its kernel resumes where the session's was, waiting for the next cell.
+// Only readSession refuses the state (sandbox.ErrNoCheckpoint): it is
+// sealed by this server's key and its header names this runsc, root,
+// kernel and limits, so a runsc restore that fails after that (a timeout,
+// ctx, no memory, the sandbox not coming up) is returned as it is, never
+// read as a refusal of the image.
 func (k *Kind) startRestored(ctx context.Context, o pool.StartOptions) (pool.Interpreter, error) {
 	if o.Egress != nil {
 		return nil, fmt.Errorf("%w: a session with a network_policy is not restored", sandbox.ErrNoCheckpoint)

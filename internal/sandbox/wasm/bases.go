@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/worker"
 )
@@ -25,8 +26,23 @@ import (
 type Bases interface {
 	PutBase(ctx context.Context, id string, meta, image []byte) error
 	// GetBase returns an error for a base it does not have or that fails
-	// its check.
+	// its check. Such a definite answer matches checkpoint.ErrNone (it
+	// has none) or checkpoint.ErrRefused (it fails its check), as
+	// checkpoint.Keeper's errors do, or sandbox.ErrNoCheckpoint (for
+	// another implementation): a restore over that base is then refused
+	// for good (sandbox.ErrNoCheckpoint) and the checkpoint may be
+	// dropped. Any other error (the store unreachable, a timeout, ctx)
+	// is taken as transient: the restore fails with it, and the
+	// checkpoint is kept for a later try.
 	GetBase(ctx context.Context, id string) (meta, image []byte, err error)
+}
+
+// definiteAbsence reports whether a GetBase error says the base is not
+// there, or fails its check, for good (see Bases). The package checkpoint
+// is imported for its two errors alone: it imports nothing of sandbox, so
+// there is no cycle, and no adapter at the wiring can be forgotten.
+func definiteAbsence(err error) bool {
+	return errors.Is(err, checkpoint.ErrNone) || errors.Is(err, checkpoint.ErrRefused) || errors.Is(err, sandbox.ErrNoCheckpoint)
 }
 
 // keepBase keeps the snapshot in dir in Bases before the first checkpoint
@@ -84,7 +100,11 @@ func (k *Kind) publish(ctx context.Context, dir string) error {
 
 // restoreDir returns the snapshot directory a session state was taken
 // over: the current snapshot, an older one still on disk, or one fetched
-// from Bases into basesDir.
+// from Bases into basesDir. Its error wraps sandbox.ErrNoCheckpoint only
+// when the state cannot be restored here for good (it names no snapshot;
+// the snapshot is gone and Bases definitely does not have it, or has one
+// that fails its check or is of another runtime); a failure to fetch or
+// write the base is returned as it is.
 func (k *Kind) restoreDir(ctx context.Context, state []byte) (string, error) {
 	id, err := worker.StateSnapshot(state)
 	if err != nil {
@@ -117,7 +137,7 @@ func (k *Kind) restoreDir(ctx context.Context, state []byte) (string, error) {
 		return "", fmt.Errorf("%w: the snapshot the state was taken over is no longer on this server", sandbox.ErrNoCheckpoint)
 	}
 	if err := k.fetchBase(ctx, id, dir); err != nil {
-		return "", fmt.Errorf("%w: the state's snapshot: %v", sandbox.ErrNoCheckpoint, err)
+		return "", fmt.Errorf("wasm: the snapshot the state was taken over: %w", err)
 	}
 	return dir, nil
 }
@@ -129,17 +149,24 @@ func (k *Kind) basesDir() string { return k.snaps.root + ".bases" }
 // fetchBase writes the base id into dir: its image and metadata from
 // Bases, and the stripped module of the current snapshot, which every
 // snapshot of this runtime shares (checked against the metadata's hash).
+// A base Bases definitely does not have, or that fails a check (its
+// metadata, its id, its module), is an error wrapping
+// sandbox.ErrNoCheckpoint; any other failure (Bases' transient errors,
+// this disk) is not.
 func (k *Kind) fetchBase(ctx context.Context, id, dir string) error {
 	metaJSON, image, err := k.cfg.Bases.GetBase(ctx, id)
 	if err != nil {
-		return err
+		if definiteAbsence(err) {
+			return fmt.Errorf("%w: no usable base %s: %v", sandbox.ErrNoCheckpoint, id, err)
+		}
+		return fmt.Errorf("fetching the base %s: %w", id, err)
 	}
 	var meta worker.SnapshotMeta
 	if err := json.Unmarshal(metaJSON, &meta); err != nil {
-		return fmt.Errorf("base metadata: %w", err)
+		return fmt.Errorf("%w: base metadata: %v", sandbox.ErrNoCheckpoint, err)
 	}
 	if worker.SnapshotID(&meta) != id || int64(len(image)) != int64(meta.Pages)*wasmPageSize {
-		return errors.New("the base does not match its id")
+		return fmt.Errorf("%w: the base does not match its id", sandbox.ErrNoCheckpoint)
 	}
 	module := filepath.Join(k.snaps.Current(), worker.SnapshotModuleFile)
 	if err := checkModule(module, meta.Module); err != nil {
@@ -204,7 +231,7 @@ func checkModule(path, want string) error {
 		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("the base was taken from another runtime (module %s, this server's %s)", want, got)
+		return fmt.Errorf("%w: the base was taken from another runtime (module %s, this server's %s)", sandbox.ErrNoCheckpoint, want, got)
 	}
 	return nil
 }

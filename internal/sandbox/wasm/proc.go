@@ -182,6 +182,9 @@ func (w *proc) awaitReady(ctx context.Context) error {
 		return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.p.Err(), w.diag.String())
 	case err != nil:
 		return fmt.Errorf("wasm: worker start-up: %w", err)
+	case m.Kind == wire.KindFatal && m.RestoreRefused:
+		// The state the worker was to restore is bad for good.
+		return fmt.Errorf("%w: the worker refused the state: %s", sandbox.ErrNoCheckpoint, m.Fatal)
 	case m.Kind == wire.KindFatal:
 		return fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
 	case m.Kind != wire.KindReady:

@@ -53,6 +53,11 @@ type Msg struct {
 	Ready  *Ready  `json:"ready,omitempty"`
 	Result *Result `json:"result,omitempty"`
 	Fatal  string  `json:"fatal,omitempty"`
+	// RestoreRefused, on the KindFatal answering an Init with Restore,
+	// says the state itself was refused (corrupt, cut short, or not of
+	// this snapshot): it can never be restored. Any other fatal start-up
+	// error (the worker's own failure) says nothing of the state.
+	RestoreRefused bool `json:"restore_refused,omitempty"`
 
 	File       *FileRequest `json:"file,omitempty"`
 	FileResult *FileResult  `json:"file_result,omitempty"`
