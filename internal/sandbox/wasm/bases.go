@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,32 +46,151 @@ func definiteAbsence(err error) bool {
 	return errors.Is(err, checkpoint.ErrNone) || errors.Is(err, checkpoint.ErrRefused) || errors.Is(err, sandbox.ErrNoCheckpoint)
 }
 
-// keepBase keeps the snapshot in dir in Bases before the first checkpoint
-// taken over it is handed out (later ones find it kept), so that such
-// checkpoints restore anywhere, later. It costs the first checkpoint of
-// each snapshot a compression and an upload of the image (tens of MB,
-// under a second here); snapshots no checkpoint was taken over are never
-// uploaded.
-func (k *Kind) keepBase(ctx context.Context, dir string) {
+// A snapshot is kept in Bases as soon as it is taken (at start and at
+// each rotation, publishBase), in the background, so that the first
+// checkpoint taken over it — on a replica started seconds before — does
+// not wait for an upload of tens of MB before it can be stored (issue 37,
+// row 7: a checkpoint is durable within checkpoints.after + 1 s of a
+// response). keepBase, before a checkpoint is handed out, only waits for
+// that upload if it is still under way, and tries again if it failed.
+
+// baseUpload is one upload of a snapshot to Bases.
+type baseUpload struct {
+	done chan struct{} // closed once err is set
+	err  error
+}
+
+// baseState is what the kind knows of one snapshot directory's base.
+type baseState struct {
+	stored   time.Time   // when the last upload that succeeded began (zero: none did)
+	inflight *baseUpload // the upload under way, nil if none
+}
+
+// publishBase starts keeping the snapshot in dir in Bases in the
+// background, unless it is kept already or being kept. The snapshots
+// call it for each snapshot they take or reuse (snapshots.onUse).
+func (k *Kind) publishBase(dir string) {
 	if k.cfg.Bases == nil || dir == "" {
 		return
 	}
 	k.publishMu.Lock()
-	if k.published == nil {
-		k.published = map[string]time.Time{}
+	defer k.publishMu.Unlock()
+	// Forget the snapshots pruned since (a rotation removes the old ones).
+	for d, st := range k.published {
+		if st.inflight == nil && d != dir {
+			if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+				delete(k.published, d)
+			}
+		}
 	}
-	if last, ok := k.published[dir]; ok && time.Since(last) < baseRefresh {
-		k.publishMu.Unlock()
-		return
-	}
-	k.published[dir] = time.Now()
-	k.publishMu.Unlock()
-	if err := k.publish(ctx, dir); err != nil {
-		k.publishMu.Lock()
-		delete(k.published, dir) // the next checkpoint tries again
-		k.publishMu.Unlock()
+	st := k.baseStateLocked(dir)
+	if st.inflight == nil && (st.stored.IsZero() || time.Since(st.stored) >= baseRefresh) {
+		k.uploadLocked(dir, st)
 	}
 }
+
+// keepBase makes sure the snapshot in dir is in Bases before a checkpoint
+// taken over it is handed out, so that the checkpoint restores anywhere,
+// later. Normally the upload publishBase started at start or rotation has
+// long finished and this costs nothing; while it is still under way it is
+// waited for (never a second one started beside it); when it failed (or
+// there was none: a base fetched from Bases, an older snapshot) it is
+// tried again, once per call, and waited for. A base stored once is
+// written again every baseRefresh while checkpoints are taken over it, in
+// the background: it is in the store meanwhile. ctx bounds the wait
+// only; the upload goes on for the next checkpoint.
+func (k *Kind) keepBase(ctx context.Context, dir string) {
+	if k.cfg.Bases == nil || dir == "" {
+		return
+	}
+	for try := 0; try < 2; try++ {
+		k.publishMu.Lock()
+		st := k.baseStateLocked(dir)
+		if !st.stored.IsZero() {
+			if time.Since(st.stored) >= baseRefresh && st.inflight == nil {
+				k.uploadLocked(dir, st)
+			}
+			k.publishMu.Unlock()
+			return
+		}
+		u := st.inflight
+		if u == nil {
+			u = k.uploadLocked(dir, st)
+		}
+		k.publishMu.Unlock()
+		select {
+		case <-u.done:
+		case <-ctx.Done():
+			return
+		}
+		if u.err == nil {
+			return
+		}
+	}
+}
+
+// fetchedBase records that the snapshot in dir was just fetched from
+// Bases: it is there, so a checkpoint taken over it need not wait for an
+// upload; one is started in the background all the same, since when the
+// store last wrote it is not known here (its expiry counts from then).
+func (k *Kind) fetchedBase(dir string) {
+	k.publishMu.Lock()
+	defer k.publishMu.Unlock()
+	st := k.baseStateLocked(dir)
+	if st.stored.IsZero() {
+		st.stored = time.Now().Add(-baseRefresh) // in the store; to be written again
+	}
+	if st.inflight == nil {
+		k.uploadLocked(dir, st)
+	}
+}
+
+// baseStateLocked returns dir's entry, made if missing. Callers hold
+// publishMu.
+func (k *Kind) baseStateLocked(dir string) *baseState {
+	if k.published == nil {
+		k.published = map[string]*baseState{}
+	}
+	st := k.published[dir]
+	if st == nil {
+		st = &baseState{}
+		k.published[dir] = st
+	}
+	return st
+}
+
+// uploadLocked starts an upload of dir's snapshot in the background,
+// bounded by baseUploadTimeout and the kind's life. Callers hold
+// publishMu.
+func (k *Kind) uploadLocked(dir string, st *baseState) *baseUpload {
+	u := &baseUpload{done: make(chan struct{})}
+	if k.ctx.Err() != nil {
+		u.err = k.ctx.Err()
+		close(u.done)
+		return u
+	}
+	st.inflight = u
+	began := time.Now()
+	k.uploads.Add(1)
+	go func() {
+		defer k.uploads.Done()
+		ctx, cancel := context.WithTimeout(k.ctx, baseUploadTimeout)
+		err := k.publish(ctx, dir)
+		cancel()
+		k.publishMu.Lock()
+		u.err = err
+		if err == nil {
+			st.stored = began
+		}
+		st.inflight = nil
+		close(u.done)
+		k.publishMu.Unlock()
+	}()
+	return u
+}
+
+// baseUploadTimeout bounds one upload of a snapshot (tens of MB).
+const baseUploadTimeout = 5 * time.Minute
 
 // baseRefresh is how often a base still in use is written again, so that
 // the checkpoint store's expiry (checkpoint.Keeper.Sweep) never takes the
@@ -200,6 +320,7 @@ func (k *Kind) fetchBase(ctx context.Context, id, dir string) error {
 		}
 	}
 	k.log.Info("fetched the wasm snapshot a checkpoint was taken over", zap.String("dir", dir))
+	k.fetchedBase(dir)
 	return nil
 }
 

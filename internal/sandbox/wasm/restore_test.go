@@ -32,6 +32,7 @@ type fakeBases struct {
 	// ends); putStarted receives once per PutBase as it begins.
 	putGate    chan struct{}
 	putStarted chan string
+	putFails   int // the first putFails PutBase calls fail
 	getBase    func(ctx context.Context, id string) (meta, image []byte, err error)
 }
 
@@ -42,9 +43,13 @@ func newFakeBases() *fakeBases {
 func (b *fakeBases) PutBase(ctx context.Context, id string, meta, image []byte) error {
 	b.mu.Lock()
 	b.puts[id]++
-	gate := b.putGate
+	gate, fail := b.putGate, b.putFails > 0
+	b.putFails--
 	b.mu.Unlock()
 	b.putStarted <- id
+	if fail {
+		return errors.New("blob: put: 503 Slow Down")
+	}
 	if gate != nil {
 		select {
 		case <-gate:
