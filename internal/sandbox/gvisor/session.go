@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/internal/limitbuf"
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 )
 
@@ -117,19 +118,35 @@ func (it *interp) Checkpoint(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.WriteString(sessionMagic)
-	_ = binary.Write(&buf, binary.BigEndian, uint32(len(hdr)))
-	buf.Write(hdr)
-	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	// The state is bounded as it is written (checkpoints.max_bytes): an
+	// image of a session holding GiBs is never compressed whole into the
+	// server's memory before it is found too large.
+	buf := limitbuf.New(it.limits.CheckpointBytes)
+	tooLarge := func() ([]byte, error) {
+		it.k.log.Info("gvisor session checkpoint refused: too large", zap.String("id", it.id), zap.Int64("max_bytes", buf.Max()))
+		return nil, fmt.Errorf("%w: %w: the session's state passed checkpoints.max_bytes (%d bytes) while it was written",
+			sandbox.ErrNoCheckpoint, sandbox.ErrTooLarge, buf.Max())
+	}
+	var head []byte
+	head = append(head, sessionMagic...)
+	head = binary.BigEndian.AppendUint32(head, uint32(len(hdr)))
+	head = append(head, hdr...)
+	if _, err := buf.Write(head); err != nil {
+		return tooLarge()
+	}
+	zw, err := zstd.NewWriter(buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		return nil, err
 	}
-	if err := tarDir(zw, dir); err != nil {
-		return nil, fmt.Errorf("gvisor: session image: %w", err)
+	err = tarDir(zw, dir)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
 	}
-	if err := zw.Close(); err != nil {
-		return nil, err
+	if errors.Is(err, limitbuf.ErrFull) {
+		return tooLarge()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: session image: %w", err)
 	}
 	it.k.log.Debug("gvisor session checkpointed", zap.String("id", it.id), zap.Int("bytes", buf.Len()), zap.Duration("took", time.Since(started)))
 	return buf.Bytes(), nil

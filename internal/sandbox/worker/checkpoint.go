@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/codeinterp/codeinterp/internal/sandbox/internal/limitbuf"
 	"github.com/codeinterp/codeinterp/internal/sandbox/internal/wire"
 )
 
@@ -103,8 +104,16 @@ func (w *worker) checkpoint() *wire.Checkpoint {
 		w.exited <- err // the run path reports the end
 		return &wire.Checkpoint{Refused: "the interpreter ended"}
 	}
-	st, err := w.capture()
+	limit := w.init.CheckpointBytes
+	if limit <= 0 || limit > wire.MaxCheckpointBytes {
+		limit = wire.MaxCheckpointBytes
+	}
+	st, err := w.capture(limit)
 	w.resume <- struct{}{}
+	if errors.Is(err, limitbuf.ErrFull) {
+		return &wire.Checkpoint{TooLarge: true,
+			Refused: fmt.Sprintf("the session's state passed %d bytes while it was written (checkpoints.max_bytes, or what one message carries)", limit)}
+	}
 	if err != nil {
 		return &wire.Checkpoint{Refused: err.Error()}
 	}
@@ -133,8 +142,9 @@ func (w *worker) yieldGuest() (string, error) {
 	}
 }
 
-// capture encodes the quiescent session.
-func (w *worker) capture() ([]byte, error) {
+// capture encodes the quiescent session, in at most limit bytes: it
+// stops with limitbuf.ErrFull as soon as the state passes them.
+func (w *worker) capture(limit int64) ([]byte, error) {
 	mem := w.mod.Memory()
 	st := &sessionState{
 		Format: stateFormat, Snapshot: snapshotID(w.snap.meta),
@@ -202,13 +212,17 @@ func (w *worker) capture() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+	out := limitbuf.New(limit)
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}
-	_ = binary.Write(zw, binary.BigEndian, uint32(len(header)))
-	_, _ = zw.Write(header)
+	if err := binary.Write(zw, binary.BigEndian, uint32(len(header))); err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(header); err != nil {
+		return nil, err
+	}
 	// Each page goes as its XOR with the snapshot's (zero beyond it): a
 	// page where the code changed a few counters is mostly zeros, which
 	// zstd passes at memory speed and stores in a few bytes.
