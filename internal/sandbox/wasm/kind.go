@@ -203,11 +203,15 @@ func (k *Kind) countSession() string {
 // Close stops the spawning thread (every worker it started gets its
 // parent-death signal, though the pool has reaped them all by now).
 func (k *Kind) Close() error {
+	// Under publishMu: an upload starts (uploads.Add) only while ctx is
+	// live, so none starts once uploads.Wait may have begun.
+	k.publishMu.Lock()
 	k.cancel()
+	k.publishMu.Unlock()
 	if k.snaps != nil {
 		k.snaps.wg.Wait()
 	}
-	k.uploads.Wait() // after the rotations: one may start an upload
+	k.uploads.Wait()
 	if k.spawner != nil {
 		k.spawner.stop()
 	}
