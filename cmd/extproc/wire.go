@@ -309,6 +309,12 @@ func poolConfig(cfg *config.Config) pool.Config {
 	if s.Provider == config.ProviderGVisor {
 		overheadCPUs = config.GVisorOverheadCPUs
 	}
+	// Both kinds bound a checkpoint as they write it (gVisor's through
+	// gvisorConfig's Limits, which are these).
+	var checkpointBytes int64
+	if cfg.Checkpoints.Enabled {
+		checkpointBytes = int64(cfg.Checkpoints.MaxBytes)
+	}
 	return pool.Config{
 		MaxSessions:       s.MaxSessions,
 		WarmWorkers:       s.WarmWorkers,
@@ -326,6 +332,7 @@ func poolConfig(cfg *config.Config) pool.Config {
 			Pids:                l.Pids,
 			CPUs:                l.CPUs,
 			WorkerOverheadCPUs:  overheadCPUs,
+			CheckpointBytes:     checkpointBytes,
 		},
 		Isolation: pool.Isolation{
 			Cgroup:       s.Isolation.Cgroup,

@@ -279,6 +279,16 @@ func TestPoolConfig(t *testing.T) {
 	if p := poolConfig(c); p.Limits.WorkerOverheadCPUs != gvisor.RecommendedOverheadCPUs || p.Limits.CPUs != 0.5 {
 		t.Errorf("gvisor: CPUs %v + WorkerOverheadCPUs %v, want 0.5 + %v", p.Limits.CPUs, p.Limits.WorkerOverheadCPUs, gvisor.RecommendedOverheadCPUs)
 	}
+	// checkpoints.max_bytes bounds both kinds' checkpoints as they are
+	// written; gVisor's kind takes the pool's limits.
+	c.Checkpoints.MaxBytes = 5 * config.MiB
+	if p, g := poolConfig(c), gvisorConfig(c, "/extproc"); p.Limits.CheckpointBytes != 5<<20 || g.Limits.CheckpointBytes != 5<<20 {
+		t.Errorf("checkpoints.max_bytes: pool %d, gvisor %d, want %d", p.Limits.CheckpointBytes, g.Limits.CheckpointBytes, 5<<20)
+	}
+	c.Checkpoints.Enabled = false
+	if p := poolConfig(c); p.Limits.CheckpointBytes != 0 {
+		t.Errorf("checkpoints off: CheckpointBytes %d, want 0", p.Limits.CheckpointBytes)
+	}
 }
 
 // TestStoreLimitsAgreeWithTheSandbox: the store never accepts what a

@@ -153,13 +153,33 @@ type SessionOptions struct {
 	// Restore is a state a session of this provider returned from
 	// Checkpoint: the session starts from it (its variables, imports and
 	// /tmp) rather than a fresh interpreter. It must be the provider's own
-	// (sealed and checked by the caller); one the provider cannot use fails
-	// the Open with an error wrapping ErrNoCheckpoint.
+	// (sealed and checked by the caller); one the provider definitely
+	// cannot use fails the Open with an error wrapping ErrNoCheckpoint.
+	// An Open that fails for any other reason (see ErrNoCheckpoint) says
+	// nothing of the state: it may restore on a later try.
 	Restore []byte
 }
 
 // ErrNoCheckpoint says a session's state cannot be checkpointed or
 // restored; the session, or a fresh interpreter, goes on.
+//
+// On a restore (SessionOptions.Restore) it is a definite refusal, and
+// callers may drop the state: an error wraps it only when the state can
+// never be restored by this provider as configured — it is corrupt or
+// cut short, it was made by another runtime or under other sandbox
+// limits, the snapshot it was taken over is gone for good (no longer on
+// this server, and its Bases does not have it or has one that fails its
+// check, or it is of another runtime), or the provider cannot restore
+// sessions at all. A failure that a later try may not meet never wraps
+// it and is returned as it is: the caller's context ending (a refusal
+// made while it ended included), a start or fetch timeout, no capacity,
+// a worker or runsc that failed to start or run, a store or network
+// error fetching a base, a local disk error. Callers keep the state
+// then, and report a retryable error.
+//
+// On a checkpoint (Session.Checkpoint) it says there is none to take
+// now, for any reason (open files, a state above the provider's bound,
+// an interpreter that failed), and the session goes on.
 var ErrNoCheckpoint = errors.New("sandbox: no checkpoint")
 
 // Capacity is a snapshot of a provider's occupancy.

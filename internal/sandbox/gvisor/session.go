@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/sandbox/internal/limitbuf"
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
 )
 
@@ -117,19 +118,35 @@ func (it *interp) Checkpoint(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.WriteString(sessionMagic)
-	_ = binary.Write(&buf, binary.BigEndian, uint32(len(hdr)))
-	buf.Write(hdr)
-	zw, err := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	// The state is bounded as it is written (checkpoints.max_bytes): an
+	// image of a session holding GiBs is never compressed whole into the
+	// server's memory before it is found too large.
+	buf := limitbuf.New(it.limits.CheckpointBytes)
+	tooLarge := func() ([]byte, error) {
+		it.k.log.Info("gvisor session checkpoint refused: too large", zap.String("id", it.id), zap.Int64("max_bytes", buf.Max()))
+		return nil, fmt.Errorf("%w: %w: the session's state passed checkpoints.max_bytes (%d bytes) while it was written",
+			sandbox.ErrNoCheckpoint, sandbox.ErrTooLarge, buf.Max())
+	}
+	var head []byte
+	head = append(head, sessionMagic...)
+	head = binary.BigEndian.AppendUint32(head, uint32(len(hdr)))
+	head = append(head, hdr...)
+	if _, err := buf.Write(head); err != nil {
+		return tooLarge()
+	}
+	zw, err := zstd.NewWriter(buf, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		return nil, err
 	}
-	if err := tarDir(zw, dir); err != nil {
-		return nil, fmt.Errorf("gvisor: session image: %w", err)
+	err = tarDir(zw, dir)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
 	}
-	if err := zw.Close(); err != nil {
-		return nil, err
+	if errors.Is(err, limitbuf.ErrFull) {
+		return tooLarge()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: session image: %w", err)
 	}
 	it.k.log.Debug("gvisor session checkpointed", zap.String("id", it.id), zap.Int("bytes", buf.Len()), zap.Duration("took", time.Since(started)))
 	return buf.Bytes(), nil
@@ -166,7 +183,9 @@ func tarDir(w io.Writer, dir string) error {
 }
 
 // readSession checks a session state against this kind and limits l and
-// unpacks its image into dir. Every refusal wraps sandbox.ErrNoCheckpoint.
+// unpacks its image into dir. Every refusal of the state wraps
+// sandbox.ErrNoCheckpoint; a failure of this disk while unpacking (full,
+// read-only) does not: the state may unpack on a later try.
 func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHeader, error) {
 	var h sessionHeader
 	refuse := func(format string, a ...any) (sessionHeader, error) {
@@ -214,15 +233,21 @@ func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHead
 			return refuse("its image holds %q", name)
 		}
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return refuse("%v", err)
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if errors.Is(err, fs.ErrExist) {
+			return refuse("its image holds %q twice", name)
 		}
 		if err != nil {
-			return refuse("its image: %v", err)
+			return h, fmt.Errorf("gvisor: unpacking a session state: %w", err)
+		}
+		rerr, werr := copyFrom(f, tr)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if rerr != nil {
+			return refuse("its image: %v", rerr)
+		}
+		if werr != nil {
+			return h, fmt.Errorf("gvisor: unpacking a session state: %w", werr)
 		}
 	}
 	if st, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil || st.Size() == 0 {
@@ -231,8 +256,33 @@ func (k *Kind) readSession(state []byte, l pool.Limits, dir string) (sessionHead
 	return h, nil
 }
 
+// copyFrom copies r to w and says which side failed: reading r (the
+// state's own fault) or writing w (this disk's).
+func copyFrom(w io.Writer, r io.Reader) (rerr, werr error) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
 // startRestored starts a sandbox from a session state (StartOptions.Restore):
 // its kernel resumes where the session's was, waiting for the next cell.
+// Only readSession refuses the state (sandbox.ErrNoCheckpoint): it is
+// sealed by this server's key and its header names this runsc, root,
+// kernel and limits, so a runsc restore that fails after that (a timeout,
+// ctx, no memory, the sandbox not coming up) is returned as it is, never
+// read as a refusal of the image.
 func (k *Kind) startRestored(ctx context.Context, o pool.StartOptions) (pool.Interpreter, error) {
 	if o.Egress != nil {
 		return nil, fmt.Errorf("%w: a session with a network_policy is not restored", sandbox.ErrNoCheckpoint)

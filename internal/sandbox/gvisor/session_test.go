@@ -3,6 +3,7 @@ package gvisor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,43 @@ func BenchmarkGVisorSessionCheckpoint(b *testing.B) {
 	b.ReportMetric(sandboxtest.MedianMillis(took), "checkpoint-ms")
 	b.ReportMetric(sandboxtest.MedianMillis(restored), "restore-ms")
 	b.ReportMetric(float64(size)/(1<<20), "MB")
+}
+
+// TestSessionCheckpointBound (issue 37, row 6): a session's state above
+// the checkpoint bound (checkpoints.max_bytes: pool.Limits.CheckpointBytes)
+// is refused as too large while it is written — the server never holds
+// the whole image compressed in its heap first — and the session goes on
+// unharmed.
+func TestSessionCheckpointBound(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(t)
+	// 48 MiB that do not compress: the image is larger than that.
+	a.expectOK("import os\nblob = os.urandom(48 << 20)\nx = 41\nprint('ok')", "ok")
+	full := checkpointOf(t, a)
+	if len(full) < 48<<20 {
+		t.Fatalf("the unbounded state is %d bytes: want more than the 48 MiB the session holds", len(full))
+	}
+
+	const bound = 4 << 20
+	b := e.start(t, func(o *pool.StartOptions) { o.Limits.CheckpointBytes = bound })
+	b.expectOK("import os\nblob = os.urandom(48 << 20)\nx = 41\nprint('ok')", "ok")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	state, err := b.it.(pool.Checkpointer).Checkpoint(ctx)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, sbx.ErrNoCheckpoint) || !errors.Is(err, sbx.ErrTooLarge) || !strings.Contains(err.Error(), "max_bytes") {
+		t.Fatalf("a checkpoint of a %d-byte state under a %d-byte bound: %d bytes, %v; want ErrNoCheckpoint and ErrTooLarge naming max_bytes",
+			len(full), bound, len(state), err)
+	}
+	// What the server allocated for it: the bound, the compressor's
+	// buffers, a tar block — far from the whole image.
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("the refused checkpoint allocated %d bytes in the server (the whole state: %d bytes, the bound %d)", allocated, len(full), bound)
+	if allocated > uint64(len(full))/2 {
+		t.Fatalf("the refused checkpoint allocated %d bytes in the server: the state is %d, the bound %d", allocated, len(full), bound)
+	}
+	b.expectOK("x += 1\nprint(x, len(blob))", "42 50331648")
 }

@@ -51,6 +51,12 @@ type Limits struct {
 	// sentry serves each system call while the code's thread waits
 	// spinning for it; on systrap both are on a core during the handoff).
 	WorkerOverheadCPUs float64
+	// CheckpointBytes bounds one session checkpoint (checkpoints.max_bytes;
+	// 0: only the kind's own bound). The kind enforces it while it writes
+	// the state, so that no more than that is ever held: a larger state
+	// is refused with an error wrapping sandbox.ErrNoCheckpoint and
+	// sandbox.ErrTooLarge, and the session goes on.
+	CheckpointBytes int64
 }
 
 // Isolation says how workers are confined.
@@ -112,6 +118,7 @@ func (c Config) Validate() error {
 	check(l.ScratchBytes >= 0, "limits.scratch_bytes", "must not be negative")
 	check(l.Pids > 0, "limits.pids", "must be positive")
 	check(l.CPUs > 0, "limits.cpus", "must be positive")
+	check(l.CheckpointBytes >= 0, "limits.checkpoint_bytes", "must not be negative")
 	switch c.Isolation.Cgroup {
 	case "auto", "v1", "v2", "off":
 	default:

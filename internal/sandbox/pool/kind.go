@@ -63,6 +63,11 @@ type StartOptions struct {
 	// Restore is a Checkpointer's state the interpreter resumes from
 	// instead of starting fresh (nil: fresh). A kind that cannot restore
 	// it, or that finds it does not match what it runs, fails the start.
+	// It fails with an error wrapping sandbox.ErrNoCheckpoint only when
+	// the state definitely can never be restored here (the rule is
+	// sandbox.ErrNoCheckpoint's); any other failure (ctx, a timeout, a
+	// process or store that failed) is returned as it is, and the pool
+	// passes it on unchanged.
 	Restore []byte
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -207,7 +208,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 			s.closeEgress()
 			<-p.slots
 			if opts.Restore != nil {
-				return nil, fmt.Errorf("%w: %v", sandbox.ErrNoCheckpoint, err)
+				return nil, restoreError(ctx, err)
 			}
 			return nil, err
 		}
@@ -217,6 +218,22 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	s.it.sessions++
 	s.gen.Store(1)
 	return s, nil
+}
+
+// restoreError is what Open reports when an interpreter restoring a
+// state did not start. Only the kind's definite refusal of the state (an
+// error wrapping sandbox.ErrNoCheckpoint: corrupt, not of this runtime,
+// its base gone for good) says there is no checkpoint, which its caller
+// may then drop; anything else — the context ended, a start timeout, a
+// worker or runsc that failed, a store that could not be read — is
+// returned as it is, and the state is kept for a later try. A refusal
+// made while ctx was ending is not trusted to be definite either (the
+// context's end may be what made the state look unusable).
+func restoreError(ctx context.Context, err error) error {
+	if errors.Is(err, sandbox.ErrNoCheckpoint) && ctx.Err() != nil {
+		return fmt.Errorf("pool: restore: %v (%w)", err, context.Cause(ctx))
+	}
+	return err
 }
 
 // takeIdle returns a recycled interpreter of owner's, or nil. When none

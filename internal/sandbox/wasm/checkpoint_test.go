@@ -193,6 +193,21 @@ func TestSessionCheckpointOtherSnapshot(t *testing.T) {
 			if got := runOK(t, r, "print(z)"); got != "made on a" {
 				t.Fatalf("restored %q", got)
 			}
+			// A checkpoint over the fetched base (in Bases: it is not
+			// waited for) restores too.
+			runOK(t, r, "z += ', then b'")
+			again, err := takeCheckpoint(t, r)
+			if err != nil {
+				t.Fatalf("a checkpoint over a fetched base: %v", err)
+			}
+			r2, err := b.Open(context.Background(), sandbox.SessionOptions{Restore: again})
+			if err != nil {
+				t.Fatalf("restoring a checkpoint over a fetched base: %v", err)
+			}
+			defer r2.Close()
+			if got := runOK(t, r2, "print(z)"); got != "made on a, then b" {
+				t.Fatalf("restored %q", got)
+			}
 		})
 	}
 }

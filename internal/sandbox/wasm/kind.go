@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -77,11 +76,13 @@ type Kind struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// published are the snapshots kept in Bases (or being kept), by
-	// directory, and when: each is kept when its first checkpoint is
-	// taken, and again every baseRefresh while checkpoints are.
+	// published says, by snapshot directory, when each was last kept in
+	// Bases and which upload is under way: a snapshot is kept when it is
+	// taken (publishBase), and again every baseRefresh while checkpoints
+	// are taken over it (keepBase).
 	publishMu sync.Mutex
-	published map[string]time.Time
+	published map[string]*baseState
+	uploads   sync.WaitGroup // uploads under way, for Close
 }
 
 var _ pool.Kind = (*Kind)(nil)
@@ -164,6 +165,9 @@ func (k *Kind) Prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Each snapshot taken (or reused) goes up to Bases at once, in
+		// the background: the first checkpoint over it finds it there.
+		s.onUse = k.publishBase
 		switch err := s.start(ctx, k.cfg.ReuseSnapshot); {
 		case err == nil:
 			k.snaps = s
@@ -199,10 +203,15 @@ func (k *Kind) countSession() string {
 // Close stops the spawning thread (every worker it started gets its
 // parent-death signal, though the pool has reaped them all by now).
 func (k *Kind) Close() error {
+	// Under publishMu: an upload starts (uploads.Add) only while ctx is
+	// live, so none starts once uploads.Wait may have begun.
+	k.publishMu.Lock()
 	k.cancel()
+	k.publishMu.Unlock()
 	if k.snaps != nil {
 		k.snaps.wg.Wait()
 	}
+	k.uploads.Wait()
 	if k.spawner != nil {
 		k.spawner.stop()
 	}

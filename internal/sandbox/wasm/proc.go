@@ -29,6 +29,8 @@ type proc struct {
 	diag       *tailBuffer // the worker's own stderr (never guest output)
 	kind       *Kind
 	snapshot   string // the snapshot its sessions start from ("" cold)
+	// checkpointBytes bounds its checkpoints (pool.Limits.CheckpointBytes).
+	checkpointBytes int64
 
 	killOnce sync.Once
 }
@@ -102,6 +104,8 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		msgs:       wire.Receive[wire.Msg](p.Files[1], wire.MaxFrame, 4),
 		diag:       &tailBuffer{max: 8 << 10},
 		kind:       k,
+
+		checkpointBytes: o.Limits.CheckpointBytes,
 	}
 	go func() {
 		_, _ = io.Copy(w.diag, p.Stderr)
@@ -137,6 +141,7 @@ func (k *Kind) Start(ctx context.Context, o pool.StartOptions) (_ pool.Interpret
 		ParentPID:        os.Getpid(),
 		SnapshotDir:      snapshot,
 		Restore:          o.Restore,
+		CheckpointBytes:  o.Limits.CheckpointBytes,
 	}
 	if init.SnapshotDir == "" {
 		init.SnapshotDir = k.countSession()
@@ -182,6 +187,9 @@ func (w *proc) awaitReady(ctx context.Context) error {
 		return fmt.Errorf("wasm: worker died during start-up (%v): %s", w.p.Err(), w.diag.String())
 	case err != nil:
 		return fmt.Errorf("wasm: worker start-up: %w", err)
+	case m.Kind == wire.KindFatal && m.RestoreRefused:
+		// The state the worker was to restore is bad for good.
+		return fmt.Errorf("%w: the worker refused the state: %s", sandbox.ErrNoCheckpoint, m.Fatal)
 	case m.Kind == wire.KindFatal:
 		return fmt.Errorf("wasm: worker start-up: %s", m.Fatal)
 	case m.Kind != wire.KindReady:
@@ -270,8 +278,16 @@ func (w *proc) Checkpoint(ctx context.Context) ([]byte, error) {
 	if m.Kind != wire.KindCheckpointResult || m.Checkpoint == nil {
 		return nil, errors.New("the worker broke protocol")
 	}
+	if m.Checkpoint.TooLarge {
+		return nil, fmt.Errorf("%w: %w: %s", sandbox.ErrNoCheckpoint, sandbox.ErrTooLarge, m.Checkpoint.Refused)
+	}
 	if m.Checkpoint.Refused != "" {
 		return nil, fmt.Errorf("%w: %s", sandbox.ErrNoCheckpoint, m.Checkpoint.Refused)
+	}
+	if max := w.checkpointBytes; max > 0 && int64(len(m.Checkpoint.State)) > max {
+		// The worker bounds it itself; this only backs that up.
+		return nil, fmt.Errorf("%w: %w: the session's state is %d bytes, checkpoints.max_bytes %d",
+			sandbox.ErrNoCheckpoint, sandbox.ErrTooLarge, len(m.Checkpoint.State), max)
 	}
 	w.kind.keepBase(ctx, w.snapshot)
 	return m.Checkpoint.State, nil

@@ -35,6 +35,9 @@ type snapshots struct {
 	root       string // CacheDir/snapshots/<runtime key>
 	rotation   *rotation.Counter
 	log        *zap.Logger
+	// onUse, when set, is told each snapshot as it becomes current (at
+	// start and at each rotation), before any session starts from it.
+	onUse func(dir string)
 
 	mu       sync.Mutex
 	current  string
@@ -157,6 +160,9 @@ func (s *snapshots) use(dir string) error {
 	meta, err := worker.ReadSnapshotMeta(dir)
 	if err != nil {
 		return err
+	}
+	if s.onUse != nil {
+		s.onUse(dir)
 	}
 	s.mu.Lock()
 	prev := s.current

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/codeinterp/codeinterp/internal/sandbox/internal/limitbuf"
 	"github.com/codeinterp/codeinterp/internal/sandbox/internal/wire"
 )
 
@@ -103,8 +104,16 @@ func (w *worker) checkpoint() *wire.Checkpoint {
 		w.exited <- err // the run path reports the end
 		return &wire.Checkpoint{Refused: "the interpreter ended"}
 	}
-	st, err := w.capture()
+	limit := w.init.CheckpointBytes
+	if limit <= 0 || limit > wire.MaxCheckpointBytes {
+		limit = wire.MaxCheckpointBytes
+	}
+	st, err := w.capture(limit)
 	w.resume <- struct{}{}
+	if errors.Is(err, limitbuf.ErrFull) {
+		return &wire.Checkpoint{TooLarge: true,
+			Refused: fmt.Sprintf("the session's state passed %d bytes while it was written (checkpoints.max_bytes, or what one message carries)", limit)}
+	}
 	if err != nil {
 		return &wire.Checkpoint{Refused: err.Error()}
 	}
@@ -133,8 +142,9 @@ func (w *worker) yieldGuest() (string, error) {
 	}
 }
 
-// capture encodes the quiescent session.
-func (w *worker) capture() ([]byte, error) {
+// capture encodes the quiescent session, in at most limit bytes: it
+// stops with limitbuf.ErrFull as soon as the state passes them.
+func (w *worker) capture(limit int64) ([]byte, error) {
 	mem := w.mod.Memory()
 	st := &sessionState{
 		Format: stateFormat, Snapshot: snapshotID(w.snap.meta),
@@ -202,13 +212,17 @@ func (w *worker) capture() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	zw, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+	out := limitbuf.New(limit)
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}
-	_ = binary.Write(zw, binary.BigEndian, uint32(len(header)))
-	_, _ = zw.Write(header)
+	if err := binary.Write(zw, binary.BigEndian, uint32(len(header))); err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(header); err != nil {
+		return nil, err
+	}
 	// Each page goes as its XOR with the snapshot's (zero beyond it): a
 	// page where the code changed a few counters is mostly zeros, which
 	// zstd passes at memory speed and stores in a few bytes.
@@ -273,8 +287,19 @@ func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []bool, k
 	return written, true
 }
 
+// stateRefusal marks a restore's failure as the state's own (corrupt,
+// cut short, not of this snapshot): the server reports it as a definite
+// refusal (wire.Msg.RestoreRefused), and the state may be dropped. Every
+// other failure of a restore (memory, this worker's snapshot) is not one.
+type stateRefusal struct{ err error }
+
+func (r *stateRefusal) Error() string { return r.err.Error() }
+func (r *stateRefusal) Unwrap() error { return r.err }
+
+func refused(err error) error { return &stateRefusal{err: err} }
+
 // decodeState decodes and checks a state against the snapshot this worker
-// restores from.
+// restores from. Any error is the state's (the caller marks it refused).
 func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 	zr, header, err := openState(b)
 	if err != nil {
@@ -345,7 +370,11 @@ func openState(b []byte) (*zstd.Decoder, []byte, error) {
 }
 
 // apply writes the state into a freshly restored instance and its
-// scratch space.
+// scratch space. An error of the state's own content (its pages cut
+// short, changed, or outside its memory) is marked refused; one of this
+// session's room for it (memory to grow into under the session's limit,
+// /tmp's bound) or of the snapshot's module is not: it may restore in a
+// session with other limits, or another worker.
 func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 	mem := mod.Memory()
 	if cur := mem.Size() / wasmPageSize; cur < st.MemoryPages {
@@ -353,26 +382,26 @@ func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 			return fmt.Errorf("grow memory to %d pages", st.MemoryPages)
 		}
 	} else if cur > st.MemoryPages {
-		return fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages)
+		return refused(fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages))
 	}
 	defer st.pages.Close()
 	delta := make([]byte, wasmPageSize)
 	for _, p := range st.Pages {
 		view, ok := mem.Read(p*wasmPageSize, wasmPageSize)
 		if !ok {
-			return fmt.Errorf("page %d outside memory", p)
+			return refused(fmt.Errorf("page %d outside memory", p))
 		}
 		// The fresh instance holds the snapshot's page (zero beyond
 		// it): the page's XOR with it gives the session's page back.
 		if _, err := io.ReadFull(st.pages, delta); err != nil {
-			return fmt.Errorf("state pages: %w", err)
+			return refused(fmt.Errorf("state pages: %w", err))
 		}
 		subtle.XORBytes(view, view, delta)
 	}
 	// The end of the frame is where zstd checks its checksum: a state
 	// cut short or changed fails here, and the instance is thrown away.
 	if n, err := st.pages.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		return fmt.Errorf("state pages: %d bytes after them (%v)", n, err)
+		return refused(fmt.Errorf("state pages: %d bytes after them (%v)", n, err))
 	}
 	for name, v := range st.Globals {
 		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)

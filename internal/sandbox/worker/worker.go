@@ -88,7 +88,7 @@ func serve() error {
 	}
 	w := &worker{init: *msg.Init, ctlOut: ctlOut, runtimeDir: runtimeDir}
 	if err := w.start(runtimeDir); err != nil {
-		_ = w.send(&wire.Msg{Kind: wire.KindFatal, Fatal: err.Error()})
+		_ = w.send(&wire.Msg{Kind: wire.KindFatal, Fatal: err.Error(), RestoreRefused: errors.As(err, new(*stateRefusal))})
 		return err
 	}
 	return w.loop(ctlIn)
@@ -207,7 +207,7 @@ func (w *worker) startSession(ctx context.Context, compiled wazero.CompiledModul
 		if w.init.Restore != nil && w.sessions == 1 {
 			var err error
 			if st, err = decodeState(w.init.Restore, w.snap.meta); err != nil {
-				return fmt.Errorf("restore the session: %w", err)
+				return fmt.Errorf("restore the session: %w", refused(err))
 			}
 			minClock = st.MonotonicNanos
 		}

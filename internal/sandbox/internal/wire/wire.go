@@ -53,6 +53,11 @@ type Msg struct {
 	Ready  *Ready  `json:"ready,omitempty"`
 	Result *Result `json:"result,omitempty"`
 	Fatal  string  `json:"fatal,omitempty"`
+	// RestoreRefused, on the KindFatal answering an Init with Restore,
+	// says the state itself was refused (corrupt, cut short, or not of
+	// this snapshot): it can never be restored. Any other fatal start-up
+	// error (the worker's own failure) says nothing of the state.
+	RestoreRefused bool `json:"restore_refused,omitempty"`
 
 	File       *FileRequest `json:"file,omitempty"`
 	FileResult *FileResult  `json:"file_result,omitempty"`
@@ -77,7 +82,15 @@ type Checkpoint struct {
 	// Refused says why the session cannot be checkpointed now (e.g. it
 	// holds open files); the session goes on unharmed.
 	Refused string `json:"refused,omitempty"`
+	// TooLarge marks a refusal of a state above its bound
+	// (Init.CheckpointBytes, or MaxCheckpointBytes).
+	TooLarge bool `json:"too_large,omitempty"`
 }
+
+// MaxCheckpointBytes is the largest Checkpoint.State one frame carries
+// (base64 in JSON, 4 bytes for every 3, and the message around it): a
+// worker refuses a larger state (TooLarge) rather than fail to send it.
+const MaxCheckpointBytes = (MaxFrame - 4<<10) / 4 * 3
 
 // Init configures a worker.
 type Init struct {
@@ -101,6 +114,11 @@ type Init struct {
 	// checks cost about half of the guest's speed, so a worker that serves
 	// one session — killed, never interrupted — runs without them.
 	Interruptible bool `json:"interruptible,omitempty"`
+	// CheckpointBytes bounds the states the worker returns for
+	// KindCheckpoint (the server's checkpoints.max_bytes; 0 or more than
+	// MaxCheckpointBytes: MaxCheckpointBytes). The worker stops writing
+	// one as soon as it passes the bound, and refuses it (TooLarge).
+	CheckpointBytes int64 `json:"checkpoint_bytes,omitempty"`
 	// Restore, when set, is a Checkpoint.State the session resumes from
 	// (its memory, globals and /tmp) instead of a fresh interpreter; the
 	// worker refuses one that does not match its snapshot.
