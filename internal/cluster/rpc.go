@@ -244,8 +244,13 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := n.conns[addr]; ok {
 		return c, nil
 	}
+	// Keepalive pings while a run is forwarded: a holder that stops
+	// answering them (paused, or its host gone) breaks the call within
+	// about 15 s (ErrLost: the run's fate unknown) instead of leaving the
+	// caller waiting for as long as the request lives. A live holder
+	// answers pings in the middle of a long run.
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, PermitWithoutStream: false}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: false}))
 	if err != nil {
 		return nil, err
 	}

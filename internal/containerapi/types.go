@@ -106,3 +106,12 @@ var (
 // carry a policy, so its caller makes a new container. It never runs
 // without its secrets.
 var ErrSecretsLost = errors.New("containers: the container's domain secrets are not held by this server (they live only in the memory of the server that created it, and are lost when it restarts)")
+
+// ErrUnavailable is matched by a run's error when the container cannot run
+// now and nothing of the run was kept: the store that decides which
+// replica holds it could not be asked or refused, its holder could not be
+// reached before its lease expired, its checkpoint could not be read, or
+// its holder lost the lease during the run (the run's effects were
+// discarded with the interpreter). Nothing ran, or what ran is gone: the
+// client may retry the request (a 503 in OpenAI's error shape).
+var ErrUnavailable = errors.New("the container is temporarily unavailable")

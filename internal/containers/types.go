@@ -19,4 +19,5 @@ var (
 	ErrExpired      = containerapi.ErrExpired
 	ErrFileNotFound = containerapi.ErrFileNotFound
 	ErrSecretsLost  = containerapi.ErrSecretsLost
+	ErrUnavailable  = containerapi.ErrUnavailable
 )

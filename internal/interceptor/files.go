@@ -268,6 +268,11 @@ func containerError(param, id string, err error) *apierror.Error {
 		msg := strings.TrimPrefix(err.Error(), containerapi.ErrFileNotFound.Error()+": ")
 		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param + ".file_ids", Code: "file_not_found",
 			Message: "File with id '" + msg + "' not found."}
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, containerapi.ErrUnavailable):
+		// Retryable, and the cause (which names servers) stays in the
+		// server's log.
+		return apierror.Server(http.StatusServiceUnavailable, "container_unavailable",
+			"The container cannot be prepared right now (the server's store is unavailable). Please retry the request.")
 	}
 	return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Param: param,
 		Message: "The container could not be prepared: " + err.Error()}

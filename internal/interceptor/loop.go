@@ -31,6 +31,10 @@ type loop struct {
 	toolCalls   int
 	// kept is the response remember stored (every call's outputs in it).
 	kept []byte
+	// abort ends the loop with an error for the client after a call that
+	// could not run and may run on a retry (a container unavailable now):
+	// a retryable error, not a tool result the model would answer.
+	abort *failure
 }
 
 // response is the spliced response the client gets: the one remember
@@ -107,6 +111,9 @@ func (l *loop) drive(ctx context.Context, src roundSource) ([]*round, error) {
 		}
 		rounds = append(rounds, rd)
 		more := l.turn(ctx, rd, src.hooks())
+		if l.abort != nil {
+			return rounds, l.abort
+		}
 		if err := src.turned(rd); err != nil {
 			return rounds, err
 		}
@@ -270,7 +277,7 @@ func (l *loop) execute(ctx context.Context, rd *round, hooks callHooks) bool {
 		default:
 			l.budget--
 			l.runCall(ctx, c)
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || l.abort != nil {
 				return true
 			}
 		}

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -107,6 +108,14 @@ func (l *loop) runInContainer(ctx context.Context, c *call) {
 				"(they are kept only in its memory); send the same network_policy again on an auto container, or create a new container"}
 		case errors.Is(err, sandbox.ErrNoNetwork):
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeRejected, Detail: "the container's network_policy needs a network this server no longer offers (sandbox.network)"}
+		case errors.Is(err, containerapi.ErrUnavailable):
+			// Nothing of the run was kept, and a retry may run it: the
+			// client gets a retryable error (its SDK retries a 503), not
+			// a tool result. The cause stays in the log: it names
+			// servers and stores.
+			c.res = sandbox.Result{Outcome: sandbox.OutcomeCapacity, Detail: "the container is temporarily unavailable"}
+			l.abort = &failure{status: http.StatusServiceUnavailable, code: "container_unavailable",
+				msg: "The container " + l.x.ctr.ID() + " cannot run code right now (the servers could not agree which of them runs it); nothing was run. Please retry the request."}
 		default:
 			c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the code"}
 		}

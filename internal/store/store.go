@@ -204,6 +204,11 @@ type Store interface {
 var (
 	ErrNotFound = errors.New("store: not found")
 	ErrExpired  = errors.New("store: container expired")
+	// ErrUnavailable: the store could not be reached or did not answer
+	// in time (a network error, a timeout, a server that is down): the
+	// request may succeed later, and callers answer it with a retryable
+	// error, never as if what was asked for did not exist.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // QuotaError reports a bound the operator set (errors.As). A store writes

@@ -136,7 +136,9 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, owner string, now t
 
 // wrap turns Redis' out-of-memory refusal into a QuotaError (the store is
 // full: a client error to report, not a server fault) that still says what
-// Redis said, and wraps anything else.
+// Redis said, an error that is no answer of Redis (it could not be
+// reached, or did not answer in time) into store.ErrUnavailable, and wraps
+// anything else.
 func (s *Store) wrap(ctx context.Context, err error) error { return wrap(ctx, s.rdb, err) }
 
 // wrap is Store.wrap over rdb (Responses' too).
@@ -145,6 +147,9 @@ func wrap(ctx context.Context, rdb goredis.UniversalClient, err error) error {
 	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
 		q := &store.QuotaError{Limit: store.LimitStoreMemory, Max: maxMemory(ctx, rdb)}
 		return fmt.Errorf("%w (redis: %v)", q, err)
+	}
+	if err != nil && !errors.As(err, &re) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("store/redis: %w: %w", store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("store/redis: %w", err)
 }
