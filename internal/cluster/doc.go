@@ -12,21 +12,38 @@
 //     server is a new holder), where it takes forwarded runs (Addr), and a
 //     fencing token that grows with every new holder.
 //   - A replica takes the lease before it opens an interpreter for a
-//     container, and confirms it before every run (Node.Claim): a holder
-//     whose lease another replica took can no longer run (fencing), and
-//     drops its interpreter (Config.OnLost).
+//     container, and confirms it before every run (Node.Claim) and
+//     before a run's result is reported (Node.Confirm): a holder whose
+//     lease another replica took, or that was paused past it, reports
+//     the run as failed and drops its interpreter (Config.OnLost also
+//     cancels its runs in flight).
 //   - A run arriving on another replica is forwarded to the holder over
 //     gRPC (Node.Forward; the service in rpc.go), authenticated with a
 //     token every replica shares, and naming the lease it expects: the
 //     holder refuses a run for a lease it does not hold with that token.
 //     Runs of one container then serialise at the holder.
-//   - A holder that is gone — unreachable, or restarted (another ID
-//     answers at its address) — loses its lease to the first replica that
-//     finds it so (Node.Steal, a compare-and-set on the token it saw),
-//     which restores the container's last checkpoint. A lease that is not
-//     renewed (kill -9) also expires after Config.TTL.
+//   - A holder is taken from only when it is proven gone — another
+//     process (another ID) answers at its address: Node.Steal, a
+//     compare-and-set on the token seen — or when its lease expired by
+//     the store's clock (nothing renewed it: kill -9, a pause, a
+//     partition), after which Claim takes it. A holder that merely cannot
+//     be reached (ErrUnreachable) is waited for: a paused process and a
+//     dead one look the same from outside.
+//   - Fencing fails closed: a lease store that cannot be asked (down,
+//     timing out) means no run anywhere, never a run on a guess; the
+//     lease scripts still run on a full Redis (allow-oom). A renewal
+//     never takes a lease back (it may have been another replica's in
+//     the meantime): a lease the store no longer has, another's, or one
+//     not renewed for a whole TTL is lost. Tokens never repeat, across
+//     Redis restarts too (the counter restarts from the store's clock),
+//     so the checkpoint store can refuse writes under an older token.
 //   - A holder releases its lease when the interpreter closes (eviction,
 //     expiry, drain), after its checkpoint is written.
+//
+// What a lease cannot do: a holder paused right after a run was
+// confirmed, and past its lease before that run's state was checkpointed
+// (checkpoints.after), loses that state; the next holder restores the
+// checkpoint before it and says so (the head is marked running).
 //
 // The package knows nothing of containers: keys are strings, forwarded
 // runs are opaque bytes its Handler answers.
