@@ -222,7 +222,7 @@ func TestChaosChecker(t *testing.T) {
 	}
 	// The visualization of a failed check renders.
 	vs, m := chaosCheck(cases[1].ops, nil, w, lim)
-	if len(vs) != 1 || vs[0].Result != porcupine.Illegal || vs[0].Calls != 3 || vs[0].Linearized != 2 {
+	if len(vs) != 1 || vs[0].Result != porcupine.Illegal || vs[0].Calls != 3 || vs[0].Linearized != 2 || !strings.HasPrefix(vs[0].Stuck, "read() → 1 ids") {
 		t.Fatal(vs)
 	}
 	path := filepath.Join(t.TempDir(), "history.html")

@@ -145,10 +145,14 @@ func chaosDigest(ids []string) string {
 }
 
 // chaosBumpCode and chaosReadCode are the Python the model is scripted to
-// run.
-func chaosBumpCode(id string) string {
-	return "L = globals().get('L', [])\nL.append(" + strconv.Quote(id) + ")\nimport hashlib\n" +
+// run. A bump may first sleep (a slow run, for a fault to land in).
+func chaosBumpCode(id string, sleep time.Duration) string {
+	code := "L = globals().get('L', [])\nL.append(" + strconv.Quote(id) + ")\nimport hashlib\n" +
 		"print('BUMP', len(L), L[-1], hashlib.sha256(','.join(L).encode()).hexdigest()[:16])"
+	if sleep > 0 {
+		code = fmt.Sprintf("import time\ntime.sleep(%.3f)\n", sleep.Seconds()) + code
+	}
+	return code
 }
 
 const chaosReadCode = "print('READ', *globals().get('L', []))"
@@ -516,7 +520,7 @@ func chaosOperations(ops []chaosOp) []porcupine.Operation {
 			in.end, o = chaosInf, chaosOutput{unknown: true}
 		}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Start), Output: o,
-			Return: in.end, Metadata: fmt.Sprintf("%s via %s %s", op.Outcome, op.Replica, op.Detail)})
+			Return: in.end, Metadata: strings.TrimSpace(fmt.Sprintf("%s via %s %s", op.Outcome, op.Replica, op.Detail))})
 	}
 	return out
 }
@@ -535,14 +539,20 @@ type chaosVerdict struct {
 	Result     porcupine.CheckResult
 	Calls      int // in the history checked (definitely failed ones left out)
 	Linearized int // the longest linearizable prefix found
-	Why        string
-	Info       porcupine.LinearizationInfo
+	// Stuck describes the first call (by start) the longest
+	// linearization found could not place.
+	Stuck string
+	Why   string
+	Info  porcupine.LinearizationInfo
 }
 
 func (v chaosVerdict) String() string {
 	s := fmt.Sprintf("%s: %s (%d of %d calls linearized)", v.Container, v.Result, v.Linearized, v.Calls)
 	if v.Why != "" {
 		s += ": " + v.Why
+	}
+	if v.Stuck != "" {
+		s += "; the first call no linearization places: " + v.Stuck
 	}
 	return s
 }
@@ -593,9 +603,30 @@ func chaosCheck(ops []chaosOp, faults []chaosFault, w chaosWindows, lim chaosLim
 		res, info := porcupine.CheckOperationsVerbose(m, by[c], timeout)
 		close(done)
 		v := chaosVerdict{Container: c, Result: res, Calls: len(by[c]), Info: info}
+		var longest []int
 		for _, part := range info.PartialLinearizations() {
 			for _, l := range part {
-				v.Linearized = max(v.Linearized, len(l))
+				if len(l) > len(longest) {
+					longest = l
+				}
+			}
+		}
+		v.Linearized = len(longest)
+		if res == porcupine.Illegal {
+			placed := map[int]bool{}
+			for _, i := range longest {
+				placed[i] = true
+			}
+			stuck := -1
+			for i, op := range by[c] {
+				if !placed[i] && (stuck < 0 || op.Call < by[c][stuck].Call) {
+					stuck = i
+				}
+			}
+			if stuck >= 0 {
+				op := by[c][stuck]
+				v.Stuck = fmt.Sprintf("%s (%.3fs → %s, %s)", m.DescribeOperation(op.Input, op.Output),
+					time.Duration(op.Call).Seconds(), chaosTime(op.Return), op.Metadata)
 			}
 		}
 		switch {
@@ -608,6 +639,13 @@ func chaosCheck(ops []chaosOp, faults []chaosFault, w chaosWindows, lim chaosLim
 		runtime.GC()
 	}
 	return out, m
+}
+
+func chaosTime(t int64) string {
+	if t == chaosInf {
+		return "∞"
+	}
+	return fmt.Sprintf("%.3fs", time.Duration(t).Seconds())
 }
 
 // chaosOverall is the verdict on the whole history.
