@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,12 +45,15 @@ import (
 //
 // CODEINTERP_CHAOS_SEED reruns a schedule (the faults, their targets and
 // lengths, each client's choices; the timing is the machine's);
-// CODEINTERP_CHAOS_DURATION sets how long faults are made (default 90s).
+// CODEINTERP_CHAOS_DURATION sets how long faults are made (default 90s);
+// CODEINTERP_CHAOS_FAULTS limits their kinds (e.g. "kill,term", or
+// "none").
 // On failure the history (JSON), its visualization (HTML) and every
 // replica's log are kept in a directory the test names.
 func TestChaos(t *testing.T) {
-	seed, dur := chaosSettings(t)
-	t.Logf("chaos: seed %d (rerun with CODEINTERP_CHAOS_SEED=%d), %s of faults (CODEINTERP_CHAOS_DURATION)", seed, seed, dur)
+	seed, dur, kinds := chaosSettings(t)
+	t.Logf("chaos: seed %d (rerun with CODEINTERP_CHAOS_SEED=%d), %s of faults (CODEINTERP_CHAOS_DURATION) of the kinds %v (CODEINTERP_CHAOS_FAULTS)",
+		seed, seed, dur, kinds)
 	// What the test needs, said up front: root and the runtime (the
 	// sandbox), redis-server (redistest fails without it).
 	sandboxtest.Config(t)
@@ -142,7 +146,7 @@ func TestChaos(t *testing.T) {
 		}()
 	}
 	faultsStart := time.Now()
-	faults := chaosFaults(t, seed, dur, cl, rdb)
+	faults := chaosFaults(t, seed, dur, kinds, cl, rdb)
 	// A little calm with clients still running, then stop them; calls
 	// in flight end within their timeout.
 	time.Sleep(2 * time.Second)
@@ -246,8 +250,13 @@ const (
 	chaosCheckTimeout    = 90 * time.Second
 )
 
-// chaosSettings reads CODEINTERP_CHAOS_SEED and CODEINTERP_CHAOS_DURATION.
-func chaosSettings(t *testing.T) (int64, time.Duration) {
+// chaosFaultKinds are the faults TestChaos makes.
+var chaosFaultKinds = []string{"pause-short", "pause-long", "kill", "term", "redis-full"}
+
+// chaosSettings reads CODEINTERP_CHAOS_SEED, CODEINTERP_CHAOS_DURATION
+// and CODEINTERP_CHAOS_FAULTS (the kinds of fault to make, comma
+// separated; "none" for a run without faults; default all).
+func chaosSettings(t *testing.T) (int64, time.Duration, []string) {
 	seed := time.Now().UnixNano() % 1_000_000_000
 	if s := os.Getenv("CODEINTERP_CHAOS_SEED"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
@@ -264,7 +273,22 @@ func chaosSettings(t *testing.T) (int64, time.Duration) {
 		}
 		dur = v
 	}
-	return seed, dur
+	kinds := chaosFaultKinds
+	if s := os.Getenv("CODEINTERP_CHAOS_FAULTS"); s != "" {
+		kinds = nil
+		for _, k := range strings.Split(s, ",") {
+			switch k = strings.TrimSpace(k); {
+			case k == "none":
+			case slices.Contains(chaosFaultKinds, k):
+				if !slices.Contains(kinds, k) {
+					kinds = append(kinds, k)
+				}
+			default:
+				t.Fatalf("CODEINTERP_CHAOS_FAULTS=%q: %q is none of none, %s", s, k, strings.Join(chaosFaultKinds, ", "))
+			}
+		}
+	}
+	return seed, dur, kinds
 }
 
 // chaosHistory is every call recorded.
@@ -488,21 +512,33 @@ func (cl *chaosCluster) close() {
 	}
 }
 
-// chaosFaults makes faults until dur has passed and returns them. The
-// schedule (each fault's kind, target, length, and the gap before it)
-// comes from seed; each kind comes once among the first five.
-func chaosFaults(t *testing.T, seed int64, dur time.Duration, cl *chaosCluster, rdb *goredis.Client) []chaosFault {
-	rng := mrand.New(mrand.NewPCG(uint64(seed), 0))
-	kinds := []string{"pause-short", "pause-long", "kill", "term", "redis-full"}
-	first := rng.Perm(len(kinds))
+// chaosFaults makes faults of the kinds given until dur has passed and
+// returns them. The schedule (each fault's kind, target, length, and the
+// gap before it) comes from seed; each kind comes once in the first
+// round. Without kinds it only waits.
+func chaosFaults(t *testing.T, seed int64, dur time.Duration, kinds []string, cl *chaosCluster, rdb *goredis.Client) []chaosFault {
 	deadline := time.Now().Add(dur)
+	if len(kinds) == 0 {
+		time.Sleep(dur)
+		return nil
+	}
+	// How often each kind comes after the first round.
+	weight := map[string]int{"pause-short": 3, "pause-long": 2, "kill": 2, "term": 1, "redis-full": 2}
+	var pool []string
+	for _, k := range kinds {
+		for range weight[k] {
+			pool = append(pool, k)
+		}
+	}
+	rng := mrand.New(mrand.NewPCG(uint64(seed), 0))
+	first := rng.Perm(len(kinds))
 	var faults []chaosFault
 	for i := 0; i < chaosMaxFaults && time.Now().Before(deadline); i++ {
 		// Every draw is made whatever the kind, so the schedule does not
 		// depend on the machine.
-		kindDraw, slot, frac := rng.IntN(10), rng.IntN(chaosReplicas), rng.Float64()
+		kindDraw, slot, frac := rng.IntN(len(pool)), rng.IntN(chaosReplicas), rng.Float64()
 		gap := 1500*time.Millisecond + time.Duration(rng.Float64()*float64(2500*time.Millisecond))
-		kind := []string{"pause-short", "pause-short", "pause-long", "pause-long", "kill", "kill", "term", "redis-full", "redis-full", "pause-short"}[kindDraw]
+		kind := pool[kindDraw]
 		if i < len(kinds) {
 			kind = kinds[first[i]]
 		}
@@ -533,7 +569,7 @@ func chaosFaults(t *testing.T, seed int64, dur time.Duration, cl *chaosCluster, 
 
 // pause SIGSTOPs slot's process for d, then SIGCONTs it.
 func (cl *chaosCluster) pause(slot int, d time.Duration, long bool) chaosFault {
-	f := chaosFault{Kind: "pause", Replica: slot, Loses: long}
+	f := chaosFault{Kind: "pause-short", Replica: slot, Loses: long}
 	if long {
 		f.Kind = "pause-long"
 	}
