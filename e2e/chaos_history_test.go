@@ -32,14 +32,17 @@ import (
 // id and prints the new length, the id and a digest of the whole list;
 // a read prints the list. The model's state is that list.
 //
-// What the server may legitimately lose: the bumps a client was told of
-// within the durability window (checkpoints.after + 1 s) before the
-// container's holder was killed or paused past its lease: the state is
+// What the server may legitimately lose: the bumps no answer showed
+// before the durability window (checkpoints.after + 1 s) ahead of a
+// kill -9 or a pause past the lease of the container's holder (the test
+// does not know which replica held it: any replica's): the state is
 // restored from the last checkpoint, and the first call that runs in it
 // says so (a note that the interpreter was restored from an older
 // checkpoint, or is fresh). The model lets such a call (or a call whose
 // answer is unknown) truncate the list, dropping only ids that were at
-// risk; nothing else may ever be lost.
+// risk; nothing else may ever be lost. (Rather than turning the at-risk
+// bumps into indeterminate calls, which a read that saw one before the
+// fault would contradict, the loss is a step of the model.)
 
 // chaosInf is the end of an op whose outcome is unknown: it may take
 // effect at any time after its start, or never (Jepsen's and Porcupine's
