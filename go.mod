@@ -3,6 +3,7 @@ module github.com/codeinterp/codeinterp
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/envoyproxy/gateway v1.9.1
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
