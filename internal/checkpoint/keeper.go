@@ -111,7 +111,7 @@ func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byt
 	if err != nil {
 		return nil, "", err
 	}
-	sealed, err := k.store.Get(ctx, key)
+	sealed, err := k.store.Get(ctx, key, 5<<30)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, "", ErrNone
 	}
@@ -136,7 +136,7 @@ func (k *Keeper) Head(ctx context.Context, owner, container string) (token strin
 	if _, err := k.key(owner, container); err != nil {
 		return "", false, err
 	}
-	b, err := k.store.Get(ctx, prefix(owner, container)+"head")
+	b, err := k.store.Get(ctx, prefix(owner, container)+"head", 1<<10)
 	if errors.Is(err, blob.ErrNotFound) {
 		return "", false, ErrNone
 	}
@@ -213,7 +213,7 @@ const maxBaseBytes = 4<<30 + 1<<20
 // GetBase returns the snapshot kept under id: ErrNone when there is none,
 // an error wrapping ErrRefused when it fails its check.
 func (k *Keeper) GetBase(ctx context.Context, id string) (meta, image []byte, err error) {
-	sealed, err := k.store.Get(ctx, baseKey(id))
+	sealed, err := k.store.Get(ctx, baseKey(id), maxBaseBytes+maxBaseBytes/1024+1<<20)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil, ErrNone
 	}
