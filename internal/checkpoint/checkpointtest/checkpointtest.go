@@ -5,6 +5,7 @@ package checkpointtest
 
 import (
 	"crypto/rand"
+	"path/filepath"
 	"testing"
 
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
@@ -34,4 +35,12 @@ func Keeper(tb testing.TB, root string, key []byte, origin string, maxBytes int)
 		tb.Fatal(err)
 	}
 	return checkpoint.NewKeeper(s, st, origin, maxBytes)
+}
+
+// States returns the files of container's sealed states in the directory
+// store at root, of any owner: one per checkpointed container, a state
+// per write named "state-<fence>-<random>" ("state" before format 2).
+func States(root, container string) []string {
+	files, _ := filepath.Glob(filepath.Join(root, "v1", "*", container, "state*~"))
+	return files
 }
