@@ -820,3 +820,37 @@ func TestKeeperSaveLostAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointtestLayout: the helpers other packages' tests use to
+// look into a directory store follow the Keeper's layout.
+func TestCheckpointtestLayout(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	k := newKeeper(t, root, "wasm/1", newTestKey(), 0)
+	if _, _, ok := checkpointtest.Head(root, "cntr_1"); ok || len(checkpointtest.States(root, "cntr_1")) != 0 {
+		t.Fatal("a head or states before any save")
+	}
+	tok, err := k.Save(ctx, "o", "cntr_1", 0, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, running, ok := checkpointtest.Head(root, "cntr_1"); !ok || got != tok || running {
+		t.Fatalf("Head: %q %v %v, want %q, not running", got, running, ok, tok)
+	}
+	if err := k.MarkRunning(ctx, "o", "cntr_1", tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, running, _ := checkpointtest.Head(root, "cntr_1"); !running {
+		t.Fatal("Head after MarkRunning: not running")
+	}
+	if s := checkpointtest.States(root, "cntr_1"); len(s) != 1 {
+		t.Fatalf("States: %v", s)
+	}
+	format1 := filepath.Join("testdata", "format1")
+	if got, running, ok := checkpointtest.Head(format1, "cntr_running"); !ok || got != "a1c78e27462b813598e40734b23b9a12" || !running {
+		t.Fatalf("Head of a format 1 folder: %q %v %v", got, running, ok)
+	}
+	if s := checkpointtest.States(format1, "cntr_running"); len(s) != 1 {
+		t.Fatalf("States of a format 1 folder: %v", s)
+	}
+}
