@@ -326,7 +326,8 @@ func (k *Keeper) dropState(ctx context.Context, p, prev, live string) {
 }
 
 // Load returns the container's checkpoint, opened, and its token:
-// ErrNone when it has none, an error wrapping ErrRefused when the one
+// ErrNone when it has none (or its head names a state that is gone), an
+// error wrapping ErrRefused when the one
 // kept can never be used (tampered, truncated, its head and state
 // disagreeing), one wrapping ErrForeign when it is another key's,
 // format's or origin's (this server cannot use it, another may), one
@@ -362,7 +363,9 @@ func (k *Keeper) Load(ctx context.Context, owner, container string) (state []byt
 		case errors.Is(err, blob.ErrNotFound) && attempt < maxLoadAttempts:
 			continue // a newer save replaced it since the head was read
 		case errors.Is(err, blob.ErrNotFound):
-			return nil, "", fmt.Errorf("checkpoint: the head of container %s names state %s, which is gone", container, h.State)
+			// Gone for good (the expiry sweep took a state whose head a
+			// MarkRunning kept younger): no checkpoint.
+			return nil, "", fmt.Errorf("%w: the head of container %s names state %s, which is gone", ErrNone, container, h.State)
 		case errors.Is(err, blob.ErrTooLarge):
 			return nil, "", fmt.Errorf("%w: %w", ErrTooLarge, err)
 		case err != nil:

@@ -406,6 +406,13 @@ func TestKeeperLoadRetriesWhenStateReplaced(t *testing.T) {
 	if err != nil || string(got) != "newer" || tok != newer {
 		t.Fatalf("Load across a save: %q %q, %v; want the newer checkpoint %q", got, tok, err, newer)
 	}
+	// A state gone for good (swept while its head was kept): none.
+	for _, s := range states(t, folder(t, root, "o", "cntr_1")) {
+		_ = os.Remove(s)
+	}
+	if _, _, err := writer.Load(ctx, "o", "cntr_1"); !errors.Is(err, checkpoint.ErrNone) {
+		t.Fatalf("Load of a head whose state is gone: %v, want ErrNone", err)
+	}
 }
 
 // TestKeeperReadsFormat1: folders the Keeper wrote before format 2
