@@ -9,22 +9,27 @@ import (
 
 // metrics are a Keeper's Prometheus collectors (Instrument).
 type metrics struct {
-	saves   *prometheus.CounterVec // result: saved, too_large, error
-	loads   *prometheus.CounterVec // result: loaded, none, refused, error
+	saves   *prometheus.CounterVec // result: saved, too_large, fenced, error
+	loads   *prometheus.CounterVec // result: loaded, none, refused, foreign, error
+	fences  *prometheus.CounterVec // op: save, mark_running
 	bytes   prometheus.Histogram
 	seconds *prometheus.HistogramVec // op: save, load
 	sweeps  prometheus.Counter
 }
 
 // Instrument registers the Keeper's metrics with reg: checkpoints saved
-// and loaded by result (refused counts the ones that failed their check),
-// their sizes, the time a save or a load took, and what sweeps removed.
+// and loaded by result (refused counts the ones that failed their check,
+// foreign the ones of another key, format or origin), writes refused for
+// a stale fence, their sizes, the time a save or a load took, and what
+// sweeps removed.
 func (k *Keeper) Instrument(reg prometheus.Registerer) error {
 	m := &metrics{
 		saves: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codeinterp", Name: "checkpoint_saves_total",
-			Help: "Container checkpoints written, by result (saved, too_large, error)."}, []string{"result"}),
+			Help: "Container checkpoints written, by result (saved, too_large, fenced, error)."}, []string{"result"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codeinterp", Name: "checkpoint_loads_total",
-			Help: "Container checkpoints looked up, by result (loaded, none, refused, error)."}, []string{"result"}),
+			Help: "Container checkpoints looked up, by result (loaded, none, refused, foreign, error)."}, []string{"result"}),
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "codeinterp", Name: "checkpoint_fenced_writes_total",
+			Help: "Checkpoint writes refused because another server holds the container under a higher lease token, by operation (save, mark_running)."}, []string{"op"}),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "codeinterp", Name: "checkpoint_bytes",
 			Help: "Size of a container checkpoint's state.", Buckets: prometheus.ExponentialBuckets(64<<10, 2, 12)}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "codeinterp", Name: "checkpoint_store_seconds",
@@ -32,7 +37,7 @@ func (k *Keeper) Instrument(reg prometheus.Registerer) error {
 		sweeps: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "codeinterp", Name: "checkpoint_swept_total",
 			Help: "Checkpoints and bases removed by the expiry sweep."}),
 	}
-	for _, c := range []prometheus.Collector{m.saves, m.loads, m.bytes, m.seconds, m.sweeps} {
+	for _, c := range []prometheus.Collector{m.saves, m.loads, m.fences, m.bytes, m.seconds, m.sweeps} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -52,6 +57,8 @@ func (m *metrics) saved(n int, err error, took time.Duration) {
 		m.seconds.WithLabelValues("save").Observe(took.Seconds())
 	case errors.Is(err, ErrTooLarge):
 		m.saves.WithLabelValues("too_large").Inc()
+	case errors.Is(err, ErrFenced):
+		m.saves.WithLabelValues("fenced").Inc()
 	default:
 		m.saves.WithLabelValues("error").Inc()
 	}
@@ -69,8 +76,16 @@ func (m *metrics) loaded(err error, took time.Duration) {
 		m.loads.WithLabelValues("none").Inc()
 	case errors.Is(err, ErrRefused):
 		m.loads.WithLabelValues("refused").Inc()
+	case errors.Is(err, ErrForeign):
+		m.loads.WithLabelValues("foreign").Inc()
 	default:
 		m.loads.WithLabelValues("error").Inc()
+	}
+}
+
+func (m *metrics) fenced(op string) {
+	if m != nil {
+		m.fences.WithLabelValues(op).Inc()
 	}
 }
 

@@ -25,9 +25,19 @@ type Binding struct {
 	Origin string
 }
 
-// ErrRefused is returned by Open for a checkpoint that must not be used.
-// Callers branch on it (errors.Is): a refused checkpoint is no checkpoint.
+// ErrRefused is returned by Open for a checkpoint that must not be used
+// and never can be: not a checkpoint, truncated, tampered with, or sealed
+// for another owner or container. Callers branch on it (errors.Is): a
+// refused checkpoint is no checkpoint, and may be dropped.
 var ErrRefused = errors.New("checkpoint refused")
+
+// ErrForeign is returned by Open for a checkpoint this server cannot use
+// but another may: sealed under another key (a key rotation, another
+// deployment), in a format version this build does not read, or for
+// another origin (another runtime or build: a rolling update runs both).
+// It does not match ErrRefused: a foreign checkpoint is not used, and not
+// dropped either.
+var ErrForeign = errors.New("checkpoint foreign")
 
 // refusal says why a checkpoint was refused.
 type refusal struct{ why string }
@@ -39,22 +49,52 @@ func (r *refusal) Is(target error) bool {
 
 func refuse(format string, args ...any) error { return &refusal{why: fmt.Sprintf(format, args...)} }
 
+// foreignness says whose a checkpoint seems to be.
+type foreignness struct{ why string }
+
+func (f *foreignness) Error() string { return "checkpoint of another key, build or origin: " + f.why }
+func (f *foreignness) Is(target error) bool {
+	return target == ErrForeign
+}
+
+func foreign(format string, args ...any) error {
+	return &foreignness{why: fmt.Sprintf(format, args...)}
+}
+
 // Sealer seals and opens checkpoints under one key.
 type Sealer struct {
 	aead  cipher.AEAD
 	keyID [8]byte // names the key in each blob: a key rotation is refused by name, not as tampering
 }
 
-// The sealed format: magic (4 bytes), version (1), key id (8), nonce (12),
-// then the AES-GCM ciphertext of the state with its 16-byte tag. The
-// additional data is the header and the binding, so neither can be
-// changed without the tag failing.
+// The sealed format (version 2): magic (4 bytes), version (1), key id
+// (8), origin id (8: a hash of Binding.Origin), nonce (12), then the
+// AES-GCM ciphertext of the state with its 16-byte tag. The additional
+// data is the header and the binding, so neither can be changed without
+// the tag failing. The key id and the origin id say, before any
+// decryption, that a checkpoint is another key's or another origin's
+// (ErrForeign) rather than tampered with (ErrRefused).
+//
+// Version 1, still opened, had no origin id: magic, version, key id,
+// nonce.
 var magic = [4]byte{'c', 'i', 'c', 'p'}
 
 const (
-	version    = 1
-	headerSize = 4 + 1 + 8 + 12
+	version     = 2
+	headerSize  = 4 + 1 + 8 + 8 + 12
+	version1    = 1
+	headerSize1 = 4 + 1 + 8 + 12
+	tagSize     = 16
 )
+
+// Overhead is what sealing adds to a state's size.
+const Overhead = headerSize + tagSize
+
+// originID names an origin in a sealed header without saying what it is.
+func originID(origin string) [8]byte {
+	h := sha256.Sum256([]byte("codeinterp checkpoint origin\x00" + origin))
+	return [8]byte(h[:8])
+}
 
 // NewSealer returns a Sealer for a KeySize-byte key.
 func NewSealer(key []byte) (*Sealer, error) {
@@ -84,34 +124,64 @@ func (s *Sealer) Seal(b Binding, state []byte) ([]byte, error) {
 	copy(out, magic[:])
 	out[4] = version
 	copy(out[5:13], s.keyID[:])
-	if _, err := rand.Read(out[13:headerSize]); err != nil {
+	oid := originID(b.Origin)
+	copy(out[13:21], oid[:])
+	if _, err := rand.Read(out[21:headerSize]); err != nil {
 		return nil, fmt.Errorf("checkpoint: nonce: %w", err)
 	}
-	return s.aead.Seal(out, out[13:headerSize], state, additional(out[:headerSize], b)), nil
+	return s.aead.Seal(out, out[21:headerSize], state, additional(out[:headerSize], b)), nil
 }
 
-// Open checks and decrypts a checkpoint sealed for b. Any error wraps
-// ErrRefused; nothing of a refused blob is returned.
+// Open checks and decrypts a checkpoint sealed for b. An error wraps
+// ErrRefused (never usable) or ErrForeign (another key's, format's or
+// origin's); nothing of a refused or foreign blob is returned.
 func (s *Sealer) Open(b Binding, sealed []byte) ([]byte, error) {
-	if len(sealed) < headerSize+s.aead.Overhead() {
-		return nil, refuse("%d bytes is shorter than any sealed checkpoint (truncated?)", len(sealed))
+	state, _, err := s.open(b, sealed)
+	return state, err
+}
+
+// open is Open that also says the blob's format version.
+func (s *Sealer) open(b Binding, sealed []byte) ([]byte, byte, error) {
+	if len(sealed) < 5 {
+		return nil, 0, refuse("%d bytes is shorter than any sealed checkpoint (truncated?)", len(sealed))
 	}
 	if [4]byte(sealed[:4]) != magic {
-		return nil, refuse("not a sealed checkpoint")
+		return nil, 0, refuse("not a sealed checkpoint")
 	}
-	if sealed[4] != version {
-		return nil, refuse("format version %d, this server reads %d", sealed[4], version)
+	v := sealed[4]
+	var size int
+	switch v {
+	case version:
+		size = headerSize
+	case version1:
+		size = headerSize1
+	default:
+		return nil, 0, foreign("format version %d, this server reads %d and %d", v, version1, version)
+	}
+	if len(sealed) < size+s.aead.Overhead() {
+		return nil, 0, refuse("%d bytes is shorter than any sealed checkpoint (truncated?)", len(sealed))
 	}
 	if [8]byte(sealed[5:13]) != s.keyID {
-		return nil, refuse("sealed under another key (key id %x, this server's %x)", sealed[5:13], s.keyID)
+		return nil, 0, foreign("sealed under another key (key id %x, this server's %x)", sealed[5:13], s.keyID)
 	}
-	state, err := s.aead.Open(nil, sealed[13:headerSize], sealed[headerSize:], additional(sealed[:headerSize], b))
+	if v == version {
+		if oid := originID(b.Origin); [8]byte(sealed[13:21]) != oid {
+			return nil, 0, foreign("sealed for another origin, a runtime or build that is not this server's (origin id %x, this server's %x)", sealed[13:21], oid[:])
+		}
+	}
+	state, err := s.aead.Open(nil, sealed[size-12:size], sealed[size:], additional(sealed[:size], b))
 	if err != nil {
-		// GCM cannot tell a changed byte from another binding: both fail
-		// the tag.
-		return nil, refuse("it fails authentication: tampered, truncated, or sealed for another owner, container or runtime")
+		if v == version1 {
+			// Version 1 does not say its origin: another runtime's or
+			// build's fails the tag as a tampered one does. Kept, not
+			// used: it may be another build's, still running.
+			return nil, 0, foreign("format version 1 that fails authentication: another origin's (a build before format %d), or tampered", version)
+		}
+		// GCM cannot tell a changed byte from another owner or
+		// container: both fail the tag.
+		return nil, 0, refuse("it fails authentication: tampered, truncated, or sealed for another owner or container")
 	}
-	return state, nil
+	return state, v, nil
 }
 
 // additional is the AEAD's additional data: the header, then each field

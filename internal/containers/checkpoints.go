@@ -16,7 +16,7 @@ import (
 // reads.
 type Checkpoints interface {
 	// Save returns a token naming the write.
-	Save(ctx context.Context, owner, container string, state []byte) (string, error)
+	Save(ctx context.Context, owner, container string, fence uint64, state []byte) (string, error)
 	// Load returns the state and its token: checkpoint.ErrNone when
 	// there is none, an error wrapping checkpoint.ErrRefused for one that
 	// must not be used.
@@ -25,7 +25,7 @@ type Checkpoints interface {
 	// and whether code ran on its state since (MarkRunning).
 	Head(ctx context.Context, owner, container string) (string, bool, error)
 	// MarkRunning records that code runs on the state of token.
-	MarkRunning(ctx context.Context, owner, container, token string) error
+	MarkRunning(ctx context.Context, owner, container, token string, fence uint64) error
 	Drop(ctx context.Context, owner, container string) error
 }
 
@@ -171,7 +171,7 @@ func (m *Manager) save(ctx context.Context, h *held) {
 	state, err := h.sess.Checkpoint(ctx)
 	var token string
 	if err == nil {
-		token, err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, state)
+		token, err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, 0, state)
 	}
 	if err != nil {
 		m.log.Info("the container's interpreter was not checkpointed; its next interpreter will start fresh",
@@ -269,7 +269,7 @@ func (m *Manager) markRunning(ctx context.Context, h *held) {
 	if token == "" {
 		return // no checkpoint yet: a restore finds none and says so
 	}
-	if err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token); err != nil {
+	if err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token, 0); err != nil {
 		m.log.Warn("marking the container's checkpoint as behind failed", zap.String("container_id", h.cid), zap.Error(err))
 	}
 }

@@ -6,9 +6,12 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -90,7 +93,36 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("blob s3: bucket %s does not exist at %s", cfg.Bucket, cfg.Endpoint)
 	}
-	return &Store{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
+	s := &Store{c: c, bucket: cfg.Bucket, prefix: cfg.Prefix}
+	if err := s.checkConditional(ctx); err != nil {
+		return nil, fmt.Errorf("blob s3: %s at %s: %w", cfg.Bucket, cfg.Endpoint, err)
+	}
+	return s, nil
+}
+
+// checkConditional makes sure the server evaluates conditional writes
+// rather than ignoring their headers (a server that ignores them makes
+// every PutIf succeed, and checkpoints unfenced): a create-only write of
+// a new probe object succeeds, a second one and one on another ETag fail.
+// Three PUTs and a DELETE under the prefix, at start.
+func (s *Store) checkConditional(ctx context.Context) error {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	key := "codeinterp-probe/" + hex.EncodeToString(id[:])
+	if _, err := s.PutIf(ctx, key, []byte("probe"), ""); err != nil {
+		return fmt.Errorf("conditional write (If-None-Match: *) of a new object: %w", err)
+	}
+	defer func() { _ = s.Delete(context.WithoutCancel(ctx), key) }()
+	for _, ifMatch := range []string{"", "00000000000000000000000000000000"} {
+		_, err := s.PutIf(ctx, key, []byte("again"), ifMatch)
+		switch {
+		case err == nil:
+			return errors.New("the server ignores conditional writes (If-Match / If-None-Match): checkpoints could not be fenced; it needs a server that implements them (AWS S3, versitygw, MinIO, …)")
+		case !errors.Is(err, blob.ErrPrecondition):
+			return fmt.Errorf("conditional write of an object that exists: %w", err)
+		}
+	}
+	return nil
 }
 
 // Put uploads data as key's object; S3 replaces an object whole.
@@ -106,23 +138,92 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// Get downloads key's object.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+// Get downloads key's object, at most max bytes of it.
+func (s *Store) Get(ctx context.Context, key string, max int64) ([]byte, error) {
+	b, _, err := s.get(ctx, key, max)
+	return b, err
+}
+
+// GetVersion downloads key's object, at most max bytes of it, and its
+// ETag, from one response.
+func (s *Store) GetVersion(ctx context.Context, key string, max int64) ([]byte, string, error) {
+	return s.get(ctx, key, max)
+}
+
+func (s *Store) get(ctx context.Context, key string, max int64) ([]byte, string, error) {
 	if err := blob.CheckKey(key); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	obj, err := s.c.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
-	if err == nil {
-		defer obj.Close()
-		var b []byte
-		if b, err = io.ReadAll(obj); err == nil {
-			return b, nil
-		}
+	if max <= 0 {
+		return nil, "", fmt.Errorf("blob s3: get %s: a bound of %d bytes", key, max)
 	}
+	// One GET: the size and ETag are those of the bytes read. (minio-go's
+	// Object would ask again, with If-Match, for reads after its Stat: a
+	// Put in between fails that read.)
+	obj, info, _, err := minio.Core{Client: s.c}.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", s.getErr(key, err)
+	}
+	defer obj.Close()
+	if info.Size > max {
+		return nil, "", fmt.Errorf("%w: %s is %d bytes, the bound %d", blob.ErrTooLarge, key, info.Size, max)
+	}
+	var buf bytes.Buffer
+	if info.Size > 0 {
+		buf.Grow(int(info.Size) + 1)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(obj, max+1)); err != nil {
+		return nil, "", s.getErr(key, err)
+	}
+	if int64(buf.Len()) > max {
+		return nil, "", fmt.Errorf("%w: %s is above the bound %d", blob.ErrTooLarge, key, max)
+	}
+	return buf.Bytes(), info.ETag, nil
+}
+
+func (s *Store) getErr(key string, err error) error {
 	if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-		return nil, fmt.Errorf("%w: %s", blob.ErrNotFound, key)
+		return fmt.Errorf("%w: %s", blob.ErrNotFound, key)
 	}
-	return nil, fmt.Errorf("blob s3: get %s: %w", key, err)
+	return fmt.Errorf("blob s3: get %s: %w", key, err)
+}
+
+var _ blob.Conditional = (*Store)(nil)
+
+// PutIf uploads data as key's object with If-Match: <ifMatch>, or with
+// If-None-Match: * when ifMatch is "" (S3 conditional writes; the server
+// evaluates the condition and publishes the object atomically). A 412
+// Precondition Failed, a 409 ConditionalRequestConflict (another write of
+// the key was under way) and, for If-Match, a missing key (versitygw
+// answers NoSuchKey) are ErrPrecondition. One PUT, never multipart: the
+// condition must hold for the whole write.
+func (s *Store) PutIf(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if err := blob.CheckKey(key); err != nil {
+		return "", err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", SendContentMd5: true, DisableMultipart: true}
+	if ifMatch == "" {
+		opts.SetMatchETagExcept("*")
+	} else {
+		opts.SetMatchETag(ifMatch)
+	}
+	info, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		resp := minio.ToErrorResponse(err)
+		switch {
+		case resp.StatusCode == http.StatusPreconditionFailed, resp.Code == "PreconditionFailed",
+			resp.StatusCode == http.StatusConflict, resp.Code == "ConditionalRequestConflict",
+			ifMatch != "" && resp.Code == minio.NoSuchKey:
+			return "", fmt.Errorf("%w: put %s: %s", blob.ErrPrecondition, key, resp.Code)
+		case resp.Code == "NotImplemented":
+			return "", fmt.Errorf("blob s3: put %s: the server does not implement conditional writes (%w): checkpoints cannot be fenced on it", key, err)
+		}
+		return "", fmt.Errorf("blob s3: put %s: %w", key, err)
+	}
+	if info.ETag == "" {
+		return "", fmt.Errorf("blob s3: put %s: the server returned no ETag", key)
+	}
+	return info.ETag, nil
 }
 
 // Delete removes key's object (S3 answers a missing key with success).
