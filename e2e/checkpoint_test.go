@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/codeinterp/codeinterp/internal/checkpoint/checkpointtest"
 	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
 
@@ -119,8 +119,7 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		t.Fatalf("after 6 concurrent turns through two replicas: %q, want n = 6", out)
 	}
 	waitFor(t, "replica A's idle checkpoint", func() bool {
-		files, _ := filepath.Glob(filepath.Join(ckpt, "v1", "*", ctr.ID, "state~"))
-		return len(files) == 1
+		return len(checkpointtest.States(ckpt, ctr.ID)) == 1
 	})
 	// kill -9 of the holder: nothing runs on its way down.
 	if err := pa.cmd.Process.Kill(); err != nil {
@@ -141,17 +140,13 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 	// is not bricked, and the next turn elsewhere restores the last
 	// checkpoint (C's idle one, after STEP3) and says it is older than
 	// the call that was running.
-	head := func() string {
-		files, _ := filepath.Glob(filepath.Join(ckpt, "v1", "*", ctr.ID, "head~"))
-		if len(files) != 1 {
-			return ""
-		}
-		b, _ := os.ReadFile(files[0])
-		return string(b)
+	head := func() (running, ok bool) {
+		_, running, ok = checkpointtest.Head(ckpt, ctr.ID)
+		return running, ok
 	}
 	// STEP3 marked the head running before it ran; C's idle checkpoint
 	// after it clears that.
-	waitFor(t, "replica C's idle checkpoint", func() bool { h := head(); return h != "" && !strings.HasSuffix(h, " running") })
+	waitFor(t, "replica C's idle checkpoint", func() bool { running, ok := head(); return ok && !running })
 	failed := make(chan error, 1)
 	go func() {
 		p := ciParams("STEP4", true)
@@ -159,7 +154,7 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		_, err := c.Responses.New(ctx, p)
 		failed <- err
 	}()
-	waitFor(t, "STEP4 running on replica C", func() bool { return strings.HasSuffix(head(), " running") })
+	waitFor(t, "STEP4 running on replica C", func() bool { running, ok := head(); return ok && running })
 	if err := pc.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

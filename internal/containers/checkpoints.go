@@ -15,16 +15,22 @@ import (
 // sealed, bound to the owner and container, in a blob store any replica
 // reads.
 type Checkpoints interface {
-	// Save returns a token naming the write.
+	// Save returns a token naming the write. fence is the token of the
+	// container's lease the writer holds (0: no cluster): a write under
+	// an older lease than the checkpoint's is refused (an error wrapping
+	// checkpoint.ErrFenced).
 	Save(ctx context.Context, owner, container string, fence uint64, state []byte) (string, error)
 	// Load returns the state and its token: checkpoint.ErrNone when
 	// there is none, an error wrapping checkpoint.ErrRefused for one that
-	// must not be used.
+	// must not be used (tampered: dropped), checkpoint.ErrForeign for one
+	// another key or build wrote (kept), any other error for a store that
+	// could not be read (kept; the run is refused).
 	Load(ctx context.Context, owner, container string) ([]byte, string, error)
 	// Head returns the token of the latest checkpoint (ErrNone: none),
 	// and whether code ran on its state since (MarkRunning).
 	Head(ctx context.Context, owner, container string) (string, bool, error)
-	// MarkRunning records that code runs on the state of token.
+	// MarkRunning records that code runs on the state of token, fenced
+	// as Save is.
 	MarkRunning(ctx context.Context, owner, container, token string, fence uint64) error
 	Drop(ctx context.Context, owner, container string) error
 }
@@ -37,8 +43,14 @@ const checkpointTimeout = 30 * time.Second
 
 // openSession opens the container's interpreter: restored from its
 // checkpoint when lookup is set and there is a usable one, else fresh. A
-// checkpoint that cannot be used is logged and removed, and the caller's
-// fresh interpreter makes the model be told its variables were reset.
+// checkpoint that definitely cannot be used (tampered, or its state
+// refused by the sandbox) is logged and removed, and the caller's fresh
+// interpreter makes the model be told its variables were reset; one
+// another key or build wrote is kept (a rolling update: the other build's
+// replicas restore it). A failure that may pass (the store cannot be
+// read, the sandbox could not start the restore) keeps the checkpoint and
+// refuses the run (ErrUnavailable): a fresh interpreter would lose the
+// state silently and soon checkpoint over it.
 func (m *Manager) openSession(ctx context.Context, owner, cid string, lookup bool, opts sandbox.SessionOptions) (sandbox.Session, string, bool, error) {
 	if m.cfg.Checkpoints != nil && lookup {
 		m.waitSaving(ctx, cid)
@@ -58,18 +70,27 @@ func (m *Manager) openSession(ctx context.Context, owner, cid string, lookup boo
 					zap.Int("bytes", len(state)), zap.Bool("older_than_last_run", behind))
 				return sess, token, behind, nil
 			}
-			if !errors.Is(err, sandbox.ErrNoCheckpoint) {
+			switch {
+			case errors.Is(err, sandbox.ErrNoCheckpoint):
+				m.log.Warn("the container's checkpoint cannot be restored; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+				m.dropCheckpoint(ctx, owner, cid)
+			case errors.Is(err, sandbox.ErrCapacity), ctx.Err() != nil:
 				return nil, "", false, err
+			default:
+				m.log.Warn("restoring the container's checkpoint failed; it is kept and the run refused", zap.String("container_id", cid), zap.Error(err))
+				return nil, "", false, unavailable("its checkpoint could not be restored now", err)
 			}
-			m.log.Warn("the container's checkpoint could not be restored; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
-			m.dropCheckpoint(ctx, owner, cid)
 		case errors.Is(err, checkpoint.ErrNone):
 		case errors.Is(err, checkpoint.ErrRefused):
 			m.log.Warn("the container's checkpoint was refused; its interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
 			m.dropCheckpoint(ctx, owner, cid)
+		case errors.Is(err, checkpoint.ErrForeign):
+			m.log.Warn("the container's checkpoint was written by another key or build; it is kept, and this interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+		case ctx.Err() != nil:
+			return nil, "", false, ctx.Err()
 		default:
-			// The store is down: runs still work, in a fresh interpreter.
-			m.log.Warn("the checkpoint store could not be read; the interpreter starts fresh", zap.String("container_id", cid), zap.Error(err))
+			m.log.Warn("the checkpoint store could not be read; the run is refused", zap.String("container_id", cid), zap.Error(err))
+			return nil, "", false, unavailable("its checkpoint could not be read", err)
 		}
 	}
 	sess, err := m.provider.Open(ctx, opts)
@@ -150,20 +171,26 @@ func (m *Manager) saveAndClose(ctx context.Context, h *held) {
 }
 
 // save checkpoints h's state if code ran since the last checkpoint.
-// Callers hold h.runMu. A state that cannot be checkpointed leaves no
-// checkpoint behind: an older one would restore variables the model saw
-// change, without a word.
+// Callers hold h.runMu. The write is fenced: only while this server still
+// holds the lease h last ran under (a lease store that cannot say, or
+// another holder, skip it: h is dirty still, and the next holder's state
+// wins), and the checkpoint store refuses it under an older lease than
+// the checkpoint's own. A state that cannot be checkpointed at all leaves
+// no checkpoint behind: an older one would restore variables the model saw
+// change. A store that failed keeps what it had (the head says code ran
+// on it since, so a restore says it is older).
 func (m *Manager) save(ctx context.Context, h *held) {
 	if m.cfg.Checkpoints == nil || !h.dirty.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
 	defer cancel()
-	// Fencing: a server whose lease another replica took writes no
-	// checkpoint over that replica's.
+	fence := h.lease
 	if p := m.cfg.Placement; p != nil {
-		if _, mine, err := p.Claim(ctx, h.cid); err == nil && !mine {
-			m.log.Info("not checkpointing an interpreter whose container another replica holds now", zap.String("container_id", h.cid))
+		ok, err := p.Confirm(ctx, h.cid, fence)
+		if err != nil || !ok || fence == 0 {
+			m.log.Info("not checkpointing an interpreter whose lease this server cannot confirm", zap.String("container_id", h.cid),
+				zap.Uint64("lease", fence), zap.Bool("held", ok), zap.Error(err))
 			return
 		}
 	}
@@ -171,12 +198,21 @@ func (m *Manager) save(ctx context.Context, h *held) {
 	state, err := h.sess.Checkpoint(ctx)
 	var token string
 	if err == nil {
-		token, err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, 0, state)
+		token, err = m.cfg.Checkpoints.Save(ctx, h.owner, h.cid, fence, state)
 	}
-	if err != nil {
-		m.log.Info("the container's interpreter was not checkpointed; its next interpreter will start fresh",
+	switch {
+	case err == nil:
+	case errors.Is(err, checkpoint.ErrFenced):
+		m.log.Warn("the checkpoint store refused a checkpoint under an older lease: another server holds the container", zap.String("container_id", h.cid), zap.Error(err))
+		return
+	case errors.Is(err, sandbox.ErrNoCheckpoint), errors.Is(err, checkpoint.ErrTooLarge):
+		m.log.Info("the container's interpreter cannot be checkpointed; its next interpreter will start fresh",
 			zap.String("container_id", h.cid), zap.Error(err))
 		m.dropCheckpoint(ctx, h.owner, h.cid)
+		return
+	default:
+		m.log.Warn("checkpointing the container's interpreter failed; its last checkpoint is kept (marked older than the interpreter)",
+			zap.String("container_id", h.cid), zap.Error(err))
 		return
 	}
 	h.dirty.Store(false)
@@ -258,20 +294,28 @@ func (m *Manager) replaceStale(ctx context.Context, h *held, lease uint64) bool 
 // markRunning is called before each run: the first run on the state of a
 // checkpoint records it in the store (MarkRunning), so that a server that
 // restores that checkpoint after this one died knows it is older than
-// the interpreter was. Callers hold h.runMu.
-func (m *Manager) markRunning(ctx context.Context, h *held) {
+// the interpreter was. Callers hold h.runMu. The mark is fenced as a
+// checkpoint is (lease: the one the run runs under): a refusal means
+// another server holds the container, and the run must not go on
+// (ErrUnavailable); a store that fails only loses the mark.
+func (m *Manager) markRunning(ctx context.Context, h *held, lease uint64) error {
 	if m.cfg.Checkpoints == nil || h.dirty.Load() {
-		return
+		return nil
 	}
 	h.tokenMu.Lock()
 	token := h.token
 	h.tokenMu.Unlock()
 	if token == "" {
-		return // no checkpoint yet: a restore finds none and says so
+		return nil // no checkpoint yet: a restore finds none and says so
 	}
-	if err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token, 0); err != nil {
+	err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token, lease)
+	if errors.Is(err, checkpoint.ErrFenced) {
+		return unavailable("another server wrote the container's checkpoint under a newer lease", err)
+	}
+	if err != nil {
 		m.log.Warn("marking the container's checkpoint as behind failed", zap.String("container_id", h.cid), zap.Error(err))
 	}
+	return nil
 }
 
 // evictionLocked picks the idle interpreter to close for room: the least

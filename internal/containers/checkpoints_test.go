@@ -76,8 +76,7 @@ func TestCheckpointAcrossRestart(t *testing.T) {
 			a.Close()
 			if tc.after > 0 {
 				waitFor(t, "the idle checkpoint", func() bool {
-					ents, _ := filepath.Glob(filepath.Join(root, "v1", "*", a.ID(), "state~"))
-					return len(ents) == 1
+					return len(checkpointtest.States(root, a.ID())) == 1
 				})
 			}
 			tc.stop(first)
@@ -106,8 +105,7 @@ func TestCheckpointRefusedMeansReset(t *testing.T) {
 	tampered.Close()
 	held.Close()
 	first.Close()
-	p := filepath.Join(root, "v1")
-	files, _ := filepath.Glob(filepath.Join(p, "*", tampered.ID(), "state~"))
+	files := checkpointtest.States(root, tampered.ID())
 	if len(files) != 1 {
 		t.Fatalf("no checkpoint of %s after Close: %v", tampered.ID(), files)
 	}
@@ -116,7 +114,7 @@ func TestCheckpointRefusedMeansReset(t *testing.T) {
 	if err := os.WriteFile(files[0], data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if held, _ := filepath.Glob(filepath.Join(p, "*", held.ID(), "state~")); len(held) != 0 {
+	if held := checkpointtest.States(root, held.ID()); len(held) != 0 {
 		t.Fatalf("a session holding an open file was checkpointed: %v", held)
 	}
 	next := managerWith(t, f, keeper(t, root, key), 0)
@@ -127,8 +125,9 @@ func TestCheckpointRefusedMeansReset(t *testing.T) {
 			t.Fatalf("%s: %q reset=%v, want a fresh interpreter and the reset note", id, r.Stdout, r.Reset)
 		}
 	}
-	// The store went away (its directory is gone and cannot be made):
-	// runs go on, fresh.
+	// The store went away (its directory is gone and cannot be made): a
+	// new container runs, but one whose checkpoint cannot be read is
+	// refused (retryable) rather than started fresh over its state.
 	gone := filepath.Join(t.TempDir(), "gone")
 	k := keeper(t, gone, key)
 	if err := os.RemoveAll(gone); err != nil {
@@ -144,8 +143,8 @@ func TestCheckpointRefusedMeansReset(t *testing.T) {
 	broken.Close()
 	again := managerWith(t, f, k, 0)
 	c2 := open(t, again, containers.Spec{Owner: "o", ID: c.ID()})
-	if r := run(t, c2, "print('y' in globals())"); strings.TrimSpace(r.Stdout) != "False" || !r.Reset {
-		t.Fatalf("with the store down: %q reset=%v", r.Stdout, r.Reset)
+	if r, err := c2.Run(context.Background(), "print('y' in globals())"); !errors.Is(err, containers.ErrUnavailable) {
+		t.Fatalf("with the store down: %q %v, want ErrUnavailable", r.Stdout, err)
 	}
 }
 

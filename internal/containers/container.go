@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -35,6 +36,10 @@ type container struct {
 	// lease is the token of the container's lease this server holds for
 	// the run (cluster; 0: none).
 	lease uint64
+	// placed is the result of a run sent to the container's holder.
+	placed RunResult
+	// claimed is when place last found the lease this server's.
+	claimed time.Time
 }
 
 func (c *container) ID() string { return c.meta.ID }
@@ -105,16 +110,10 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		}
 		return RunResult{}, fmt.Errorf("containers: %w", err)
 	}
-	if m.cfg.Placement != nil && !c.forwarded {
-		if res, done, err := c.place(ctx, code); done {
-			return res, err
-		}
+	h, err := c.lockRun(ctx, code)
+	if err != nil || h == nil {
+		return c.placed, err
 	}
-	if err := c.hold(ctx); err != nil {
-		return RunResult{}, err
-	}
-	h := c.h
-	h.runMu.Lock()
 	defer func() { h.runMu.Unlock() }() // prepare may replace h
 
 	// A container that existed before this response, whose interpreter
@@ -133,13 +132,24 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	reset = reset || replaced
 	behind := h.behind && !reset
 	h.behind = false
-	m.markRunning(ctx, h)
+	if err := m.markRunning(ctx, h, c.lease); err != nil {
+		c.fenced(h)
+		return RunResult{}, err
+	}
 	gen := h.sess.Generation()
-	res, err := h.sess.Run(ctx, code)
+	res, err := c.runFenced(ctx, h, code)
 	if err != nil {
 		c.fail(h)
 		return RunResult{}, err
 	}
+	// The result is reported only if this server held the lease all
+	// along: a holder paused past its lease (another replica may have
+	// taken the container and run it since) drops what it ran instead.
+	if err := c.confirm(ctx); err != nil {
+		c.fenced(h)
+		return RunResult{}, err
+	}
+	h.lease = c.lease
 	c.ran = true
 	h.ranGen = gen
 	h.dirty.Store(true)
@@ -163,6 +173,123 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		out.Images = append(out.Images, toRef(f))
 	}
 	return out, nil
+}
+
+// lockRun gets the run its interpreter with its run lock held: here, under
+// this server's lease on the container (claimed before, and again after
+// a wait for the run lock, when the lease may have moved). A run that went
+// to the container's holder instead returns a nil h, its result in
+// c.placed.
+func (c *container) lockRun(ctx context.Context, code string) (*held, error) {
+	m := c.m
+	p := m.cfg.Placement
+	for attempt := 0; ; attempt++ {
+		if p != nil && !c.forwarded {
+			res, done, err := c.place(ctx, code)
+			if done {
+				c.placed = res
+				return nil, err
+			}
+		}
+		if err := c.hold(ctx); err != nil {
+			return nil, err
+		}
+		h := c.h
+		waited := !h.runMu.TryLock()
+		if waited {
+			h.runMu.Lock()
+		}
+		m.mu.Lock()
+		removed := h.removed
+		m.mu.Unlock()
+		if removed {
+			// Dropped while this run waited (the run before it lost the
+			// lease, or the interpreter broke): get the container's
+			// interpreter again.
+			h.runMu.Unlock()
+			m.release(h)
+			c.h = nil
+			if attempt >= 2 {
+				return nil, unavailable("the container's interpreter kept being replaced", nil)
+			}
+			continue
+		}
+		if p == nil || !waited && !c.forwarded && time.Since(c.claimed) < p.TTL()/4 {
+			return h, nil // the claim place just made holds
+		}
+		// The run waited for the one before it, or for its interpreter
+		// to be restored, or was forwarded (its lease checked before
+		// that): the lease may have moved since.
+		l, mine, err := p.Claim(ctx, c.meta.ID)
+		if err == nil && mine {
+			c.lease = l.Token
+			return h, nil
+		}
+		h.runMu.Unlock()
+		switch {
+		case err != nil:
+			return nil, unavailable("the store that decides which server runs the container could not be reached", err)
+		case c.forwarded:
+			c.fenced(h)
+			return nil, errMoved
+		case attempt >= 2:
+			c.fenced(h)
+			return nil, unavailable("the container kept changing servers", nil)
+		}
+		c.fenced(h)
+	}
+}
+
+// runFenced runs code in h, cancelled when this server loses the
+// container's lease (Fenced): such a run's result is not reported.
+func (c *container) runFenced(ctx context.Context, h *held, code string) (sandbox.Result, error) {
+	m := c.m
+	if m.cfg.Placement == nil {
+		return h.sess.Run(ctx, code)
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	m.mu.Lock()
+	h.cancelRun = cancel
+	m.mu.Unlock()
+	res, err := h.sess.Run(rctx, code)
+	m.mu.Lock()
+	h.cancelRun = nil
+	m.mu.Unlock()
+	if errors.Is(context.Cause(rctx), errFenced) {
+		return sandbox.Result{}, unavailable("the server running the container lost its lease during the run; what the run did was discarded", errFenced)
+	}
+	return res, err
+}
+
+// confirm checks that this server still holds the lease the run ran
+// under (no cluster: it always does).
+func (c *container) confirm(ctx context.Context) error {
+	p := c.m.cfg.Placement
+	if p == nil {
+		return nil
+	}
+	ok, err := p.Confirm(ctx, c.meta.ID, c.lease)
+	switch {
+	case err != nil:
+		return unavailable("whether this server still held the container's lease during the run could not be confirmed; what the run did was discarded", err)
+	case !ok:
+		return unavailable("the server running the container lost its lease during the run (it was paused or cut off longer than its lease); what the run did was discarded", nil)
+	}
+	return nil
+}
+
+// fenced drops h, which must not run again here: this server lost (or
+// cannot confirm) the container's lease. Its state is not checkpointed.
+func (c *container) fenced(h *held) {
+	c.m.Fenced(c.meta.ID)
+	c.m.mu.Lock()
+	c.m.forgetLocked(h)
+	c.m.mu.Unlock()
+	if c.h == h {
+		c.m.release(h)
+		c.h = nil
+	}
 }
 
 // errHold marks prepare's failure to get an interpreter at all (capacity):

@@ -49,6 +49,9 @@ type held struct {
 	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
 	// Manager.mu).
 	idleTimer *time.Timer
+	// cancelRun cancels the run in flight on it, if any (guarded by
+	// Manager.mu): Fenced calls it when the lease is lost.
+	cancelRun context.CancelCauseFunc
 	closeOnce sync.Once
 }
 
@@ -87,8 +90,11 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 	}
 	m.mu.Unlock()
 	if evict != nil {
+		// The victim's checkpoint is the victim's: it is taken with the
+		// server's context, not the requester's — a client hanging up
+		// must not cost another container its state.
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
-		m.saveAndClose(ctx, evict)
+		m.saveAndClose(context.WithoutCancel(ctx), evict)
 	}
 	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
@@ -208,16 +214,23 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	// A drain: every interpreter's state is checkpointed before it closes
 	// (bounded: a server told to stop has a grace period, not forever).
+	// At most closeParallel at a time: each checkpoint holds its state in
+	// memory until it is written.
 	ctx, cancel := context.WithTimeout(context.Background(), closeCheckpointTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, closeParallel)
 	for _, h := range hs {
 		wg.Add(1)
+		slots <- struct{}{}
 		go func() {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			m.saveAndClose(ctx, h)
 		}()
 	}
 	wg.Wait()
 	return nil
 }
+
+// closeParallel bounds the checkpoints Close takes at once.
+const closeParallel = 4

@@ -20,14 +20,23 @@ import (
 // code. Runs arriving elsewhere are forwarded to it.
 type Placement interface {
 	// Claim makes this server the holder of the container unless another
-	// live one is; it is asked before every run.
+	// live one is; it is asked before every run. An error means no one
+	// can tell who holds it: nothing runs (fencing fails closed).
 	Claim(ctx context.Context, cid string) (cluster.Lease, bool, error)
-	// Steal takes the container from a holder found gone.
+	// Steal takes the container from a holder proven gone (ErrGone).
 	Steal(ctx context.Context, cid string, gone cluster.Lease) (cluster.Lease, bool, error)
+	// Confirm reports whether this server still holds the container
+	// with token, as the store says: asked after a run, before its result
+	// is reported, and before a checkpoint is written.
+	Confirm(ctx context.Context, cid string, token uint64) (bool, error)
 	// Release gives the container up (its interpreter closed here).
 	Release(ctx context.Context, cid string)
 	// Forward runs payload at the holder (ServeForwarded there).
 	Forward(ctx context.Context, cid string, l cluster.Lease, payload []byte) ([]byte, error)
+	// TTL is a lease's life unrenewed: how long at most a container
+	// whose holder cannot be reached waits before another replica may
+	// take it.
+	TTL() time.Duration
 }
 
 // forwardedRun is a run sent to the container's holder.
@@ -70,6 +79,21 @@ var runErrorKinds = []struct {
 	{"secrets_lost", ErrSecretsLost},
 	{"no_network", sandbox.ErrNoNetwork},
 	{"closed", sandbox.ErrClosed},
+	{"unavailable", ErrUnavailable},
+	{"moved", errMoved},
+}
+
+// errMoved is a forwarded run's answer from a server that no longer holds
+// the container's lease (it lost it while the run waited for the one
+// before it): the forwarding server claims again. Nothing ran.
+var errMoved = errors.New("containers: this server no longer holds the container")
+
+// unavailable is ErrUnavailable for why, with the cause.
+func unavailable(why string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, why)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, why, cause)
 }
 
 func encodeRunError(err error) *runErrorMsg {
@@ -104,24 +128,59 @@ func (e *runErrorMsg) decode(addr string) error {
 // checkpoint and release the container.
 const drainWait = closeCheckpointTimeout + 5*time.Second
 
+// leaseWaitSlack is how long past a lease's life a run waits for a holder
+// that cannot be reached: by then its lease has expired by the store's
+// clock, and the next claim takes it (or another holder answers).
+const leaseWaitSlack = 2 * time.Second
+
+// maxMoves bounds the claims a run makes after holders answered that
+// they no longer hold the container.
+const maxMoves = 8
+
+// retryPause is the pause between two tries to place a run whose holder
+// could not be reached or was moving.
+const retryPause = 100 * time.Millisecond
+
 // place decides where the run goes: here (done false: the caller runs it,
-// this server holding the lease), or to the container's holder (done:
-// res and err are its). A lease store that cannot be reached leaves the
-// run here: runs work without it, as before there were replicas.
+// this server holding the lease, c.lease its token), or to the container's
+// holder (done: res and err are its). It fails closed: when the lease
+// store cannot be asked, or the holder can be neither reached nor proven
+// gone before its lease must have expired, the run is refused with
+// ErrUnavailable and runs nowhere. A holder is taken from only when
+// proven gone (another process answers at its address) or when its lease
+// expired by the store's clock (Claim then takes it): never on a dial
+// failure alone, which a paused or slow holder also gives.
 func (c *container) place(ctx context.Context, code string) (res RunResult, done bool, err error) {
 	m := c.m
 	p := m.cfg.Placement
 	cid := c.meta.ID
 	var payload []byte
-	waitUntil := time.Now().Add(drainWait)
-	for attempt := 0; ; attempt++ {
+	moved := 0
+	start := time.Now()
+	waitUntil := start.Add(p.TTL() + leaseWaitSlack)
+	drainUntil := start.Add(drainWait)
+	pause := func(until time.Time, why string, cause error) error {
+		if time.Now().After(until) {
+			return unavailable(why, cause)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryPause):
+			return nil
+		}
+	}
+	for {
 		l, mine, err := p.Claim(ctx, cid)
 		if err != nil {
-			m.log.Warn("the container lease store could not be reached; the run stays here", zap.String("container_id", cid), zap.Error(err))
-			return RunResult{}, false, nil
+			if ctx.Err() != nil {
+				return RunResult{}, true, ctx.Err()
+			}
+			m.log.Warn("the container lease store could not be asked; the run is refused", zap.String("container_id", cid), zap.Error(err))
+			return RunResult{}, true, unavailable("the store that decides which server runs the container could not be reached", err)
 		}
 		if mine {
-			c.lease = l.Token
+			c.lease, c.claimed = l.Token, time.Now()
 			if c.h != nil && c.h.removed {
 				m.release(c.h)
 				c.h = nil
@@ -145,44 +204,69 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 			}
 		}
 		out, err := p.Forward(ctx, cid, l, payload)
-		switch {
-		case err == nil:
+		if err == nil {
 			var a forwardedAnswer
 			if err := json.Unmarshal(out, &a); err != nil {
 				return RunResult{}, true, fmt.Errorf("containers: the holder's answer: %w", err)
 			}
-			if a.Error != nil {
-				return RunResult{}, true, a.Error.decode(l.Addr)
+			if a.Error == nil {
+				c.ran = true
+				return a.Result, true, nil
 			}
-			c.ran = true
-			return a.Result, true, nil
-		case errors.Is(err, cluster.ErrGone) && attempt < 8:
-			// The holder is gone (it did not start the run): take the
+			err = a.Error.decode(l.Addr)
+			if !errors.Is(err, errMoved) {
+				return RunResult{}, true, err
+			}
+		}
+		var wait error
+		switch {
+		case errors.Is(err, cluster.ErrGone):
+			// Another process answers at the holder's address: the
+			// holder is gone (it did not start the run). Take the
 			// container over, restoring its last checkpoint here.
 			m.log.Info("the container's holder is gone; taking it over", zap.String("container_id", cid), zap.String("holder", l.Addr), zap.Error(err))
 			if _, _, err := p.Steal(ctx, cid, l); err != nil {
-				m.log.Warn("taking the container over failed; the run stays here", zap.String("container_id", cid), zap.Error(err))
-				return RunResult{}, false, nil
+				if ctx.Err() != nil {
+					return RunResult{}, true, ctx.Err()
+				}
+				return RunResult{}, true, unavailable("the store that decides which server runs the container could not be reached", err)
 			}
-		case errors.Is(err, cluster.ErrDraining) && time.Now().Before(waitUntil):
+		case errors.Is(err, cluster.ErrMoved), errors.Is(err, errMoved):
+			// The holder lost or gave up the lease since the claim (it may
+			// have been paused past it meanwhile): the next claim says who
+			// holds it now.
+			if moved++; moved > maxMoves {
+				return RunResult{}, true, unavailable("the container kept changing servers", err)
+			}
+			wait = pause(time.Now().Add(time.Hour), "", nil)
+		case errors.Is(err, cluster.ErrUnreachable), errors.Is(err, cluster.ErrStoreUnavailable):
+			// Not proof the holder is gone: a paused or slow holder, or
+			// one cut off from the store, looks the same. Wait for it, or
+			// for its lease to expire by the store's clock.
+			m.log.Info("the container's holder cannot run it now; waiting for it or for its lease to expire", zap.String("container_id", cid), zap.String("holder", l.Addr), zap.Error(err))
+			wait = pause(waitUntil, "the server holding the container could not be reached, and its lease has not expired", err)
+		case errors.Is(err, cluster.ErrDraining):
 			// The holder is stopping: it releases the container once
 			// its checkpoint is written.
-			select {
-			case <-ctx.Done():
-				return RunResult{}, true, ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+			wait = pause(drainUntil, "the server holding the container is stopping and has not released it", err)
 		case errors.Is(err, cluster.ErrLost):
 			return RunResult{}, true, fmt.Errorf("containers: the server running the container's code went away during the run (%s): %w", l.Addr, sandbox.ErrClosed)
+		case ctx.Err() != nil:
+			return RunResult{}, true, ctx.Err()
 		default:
 			return RunResult{}, true, fmt.Errorf("containers: forwarding the run to the container's holder: %w", err)
+		}
+		if wait != nil {
+			return RunResult{}, true, wait
 		}
 	}
 }
 
 // ServeForwarded runs a run another replica forwarded to this one, the
 // holder of its container (cluster.Config.Handler; the lease was checked
-// by the caller). Its errors travel in the answer.
+// by the caller, and is claimed again once the run has the interpreter's
+// run lock, and confirmed before its result is answered). Its errors
+// travel in the answer.
 func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, payload []byte) ([]byte, error) {
 	var req forwardedRun
 	if err := json.Unmarshal(payload, &req); err != nil {
@@ -219,10 +303,11 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 	return answer(c.Run(ctx, req.Code))
 }
 
-// Fenced drops the interpreter held for cid after another replica took
-// its lease (cluster.Config.OnLost, and a claim that finds another
-// holder): it must not run again, and its state is not checkpointed over
-// the new holder's.
+// Fenced drops the interpreter held for cid after this server lost its
+// lease (cluster.Config.OnLost, and a claim that finds another holder):
+// it must not run again, a run in flight on it is cancelled (it reports
+// ErrUnavailable, its effects discarded with the interpreter), and its
+// state is not checkpointed over the new holder's.
 func (m *Manager) Fenced(cid string) {
 	m.mu.Lock()
 	h, ok := m.held[cid]
@@ -230,12 +315,23 @@ func (m *Manager) Fenced(cid string) {
 		m.forgetLocked(h)
 	}
 	idle := ok && h.users == 0
+	var cancel context.CancelCauseFunc
+	if ok {
+		cancel = h.cancelRun
+	}
 	m.mu.Unlock()
+	if cancel != nil {
+		cancel(errFenced)
+	}
 	if idle {
 		h.close()
 	}
 	// In use: the last response's release closes it.
 }
+
+// errFenced is the cause of a run cancelled because its server lost the
+// container's lease during it.
+var errFenced = errors.New("containers: this server lost the container's lease during the run")
 
 // released gives up the container's lease once its interpreter here
 // closed, unless another was opened for it meanwhile.

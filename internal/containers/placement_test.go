@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"path/filepath"
-
 	"google.golang.org/grpc"
 
+	"github.com/codeinterp/codeinterp/internal/checkpoint/checkpointtest"
 	"github.com/codeinterp/codeinterp/internal/cluster"
 	"github.com/codeinterp/codeinterp/internal/cluster/redislease"
 	"github.com/codeinterp/codeinterp/internal/containers"
@@ -208,8 +207,7 @@ func TestDrainHandsOver(t *testing.T) {
 
 // checkpointed reports whether root holds a checkpoint of cid.
 func checkpointed(root, cid string) bool {
-	files, _ := filepath.Glob(filepath.Join(root, "v1", "*", cid, "state~"))
-	return len(files) == 1
+	return len(checkpointtest.States(root, cid)) == 1
 }
 
 // TestGVisorContainerAcrossReplicas is the same on the gVisor provider: a
