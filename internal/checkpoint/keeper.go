@@ -48,6 +48,11 @@ type Keeper struct {
 // ErrNone is returned by Load when a container has no checkpoint.
 var ErrNone = errors.New("checkpoint: none")
 
+// ErrNotLatest is returned by MarkRunning for a checkpoint that is no
+// longer the container's latest: the interpreter restored from it (or that
+// saved it) is older than the container's state, and must not run.
+var ErrNotLatest = errors.New("checkpoint: not the latest")
+
 // ErrTooLarge is returned by Save for a state above the Keeper's bound
 // (the checkpoint kept, if any, is left as it was: the caller decides
 // what becomes of it), and by Load for a blob above what this Keeper
@@ -443,7 +448,7 @@ func (k *Keeper) MarkRunning(ctx context.Context, owner, container, token string
 			return err
 		}
 		if h.Token != token {
-			return fmt.Errorf("checkpoint: container %s: checkpoint %s is not its latest (%s is): another server saved it since", container, token, h.Token)
+			return fmt.Errorf("%w: container %s: checkpoint %s is not its latest (%s is): another interpreter saved it since", ErrNotLatest, container, token, h.Token)
 		}
 		if h.Running && fence <= h.Fence && !h.legacy {
 			return nil

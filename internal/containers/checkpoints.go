@@ -147,13 +147,12 @@ func (m *Manager) waitSaving(ctx context.Context, cid string) {
 
 // saveAndClose checkpoints an interpreter that no response uses and that
 // is already forgotten (evicted, released for waiting sessions, closed
-// with the Manager), then closes it.
-func (m *Manager) saveAndClose(ctx context.Context, h *held) {
-	if m.cfg.Checkpoints != nil {
-		done := make(chan struct{})
-		m.mu.Lock()
-		m.saving[h.cid] = done
-		m.mu.Unlock()
+// with the Manager), then closes it. Callers forget h and mark it saving
+// (savingLocked) in one hold of m.mu: in between, another response of the
+// container would find neither h nor the checkpoint being written, and
+// restore an older one — a second interpreter of one container.
+func (m *Manager) saveAndClose(ctx context.Context, h *held, done chan struct{}) {
+	if done != nil {
 		defer func() {
 			m.mu.Lock()
 			if m.saving[h.cid] == done {
@@ -168,6 +167,19 @@ func (m *Manager) saveAndClose(ctx context.Context, h *held) {
 	}
 	h.close()
 	m.released(h.cid)
+}
+
+// savingLocked marks h's checkpoint as being written before it closes, so
+// that the container's next interpreter waits for it (waitSaving); nil
+// when checkpoints are off. Callers hold m.mu, and pass the channel to
+// saveAndClose.
+func (m *Manager) savingLocked(h *held) chan struct{} {
+	if m.cfg.Checkpoints == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	m.saving[h.cid] = done
+	return done
 }
 
 // save checkpoints h's state if code ran since the last checkpoint.
@@ -309,8 +321,15 @@ func (m *Manager) markRunning(ctx context.Context, h *held, lease uint64) error 
 		return nil // no checkpoint yet: a restore finds none and says so
 	}
 	err := m.cfg.Checkpoints.MarkRunning(ctx, h.owner, h.cid, token, lease)
-	if errors.Is(err, checkpoint.ErrFenced) {
+	switch {
+	case errors.Is(err, checkpoint.ErrFenced):
 		return unavailable("another server wrote the container's checkpoint under a newer lease", err)
+	case errors.Is(err, checkpoint.ErrNotLatest):
+		// Another interpreter of the container checkpointed since this
+		// one's state was taken: it is older than the container and must
+		// not run (the caller drops it; the next run restores the latest).
+		m.log.Warn("an interpreter older than the container's latest checkpoint was about to run; it is dropped", zap.String("container_id", h.cid), zap.Error(err))
+		return unavailable("the container's interpreter here was older than its latest checkpoint", err)
 	}
 	if err != nil {
 		m.log.Warn("marking the container's checkpoint as behind failed", zap.String("container_id", h.cid), zap.Error(err))

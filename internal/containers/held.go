@@ -84,9 +84,11 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		return h, false, nil
 	}
 	var evict *held
+	var evictSaved chan struct{}
 	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
 		evict = m.evictionLocked()
 		m.forgetLocked(evict)
+		evictSaved = m.savingLocked(evict)
 	}
 	m.mu.Unlock()
 	if evict != nil {
@@ -94,7 +96,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		// server's context, not the requester's — a client hanging up
 		// must not cost another container its state.
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
-		m.saveAndClose(context.WithoutCancel(ctx), evict)
+		m.saveAndClose(context.WithoutCancel(ctx), evict, evictSaved)
 	}
 	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
@@ -140,9 +142,10 @@ func (m *Manager) release(h *held) {
 		return
 	}
 	m.forgetLocked(h)
+	saved := m.savingLocked(h)
 	m.mu.Unlock()
 	m.log.Info("closing a released interpreter: sessions are waiting for capacity", zap.String("container_id", h.cid))
-	m.saveAndClose(context.Background(), h)
+	m.saveAndClose(context.Background(), h, saved)
 }
 
 // lose forgets h after its session failed.
@@ -203,11 +206,16 @@ func (m *Manager) Held() int {
 
 // Close closes every held interpreter.
 func (m *Manager) Close() error {
+	type closing struct {
+		h    *held
+		done chan struct{}
+	}
 	m.mu.Lock()
-	hs := make([]*held, 0, len(m.held))
+	hs := make([]closing, 0, len(m.held))
 	for _, h := range m.held {
 		h.removed = true
-		hs = append(hs, h)
+		m.unidleLocked(h)
+		hs = append(hs, closing{h, m.savingLocked(h)})
 	}
 	m.held = map[string]*held{}
 	m.idle.Init()
@@ -220,12 +228,12 @@ func (m *Manager) Close() error {
 	defer cancel()
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, closeParallel)
-	for _, h := range hs {
+	for _, c := range hs {
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			m.saveAndClose(ctx, h)
+			m.saveAndClose(ctx, c.h, c.done)
 		}()
 	}
 	wg.Wait()
