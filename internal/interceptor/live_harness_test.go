@@ -246,6 +246,12 @@ func liveRun(ctx context.Context, t *testing.T, ic *Interceptor, u *liveUpstream
 // bufferedRun answers the same request through CompleteResponse, JSON.
 func bufferedRun(t *testing.T, ic *Interceptor, su *scriptedUpstream, body []byte) []byte {
 	t.Helper()
+	return bufferedResult(t, ic, su, body).Body
+}
+
+// bufferedResult is bufferedRun's whole answer (status, body, rounds).
+func bufferedResult(t *testing.T, ic *Interceptor, su *scriptedUpstream, body []byte) *Result {
+	t.Helper()
 	x, err := ic.NewExchange(context.Background(), Caller{Owner: "owner"}, jsonx.EditObject(string(body), jsonx.Set("stream", "false")))
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +264,7 @@ func bufferedRun(t *testing.T, ic *Interceptor, su *scriptedUpstream, body []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Body
+	return res
 }
 
 var idRE = regexp.MustCompile(`\b(resp|ci|cntr)_[0-9a-f]+\b`)

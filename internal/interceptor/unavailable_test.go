@@ -11,7 +11,6 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/containers"
-	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
 )
 
@@ -45,19 +44,7 @@ func TestContainerUnavailable(t *testing.T) {
 	}
 
 	t.Run("buffered", func(t *testing.T) {
-		su := newScriptedUpstream(t, steps()...)
-		x, err := ic.NewExchange(context.Background(), Caller{Owner: "owner"}, jsonx.EditObject(string(liveRequest("")), jsonx.Set("stream", "false")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, hdr, b, err := su.CreateResponse(context.Background(), x.UpstreamBody())
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := x.CompleteResponse(context.Background(), su, st, hdr, b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := bufferedResult(t, ic, newScriptedUpstream(t, steps()...), liveRequest(""))
 		e := gjson.GetBytes(res.Body, "error")
 		if res.Status != http.StatusServiceUnavailable || e.Get("code").Str != "container_unavailable" || e.Get("type").Str != "server_error" || e.Get("message").Str == "" {
 			t.Fatalf("answer %d %s, want a 503 container_unavailable server_error", res.Status, res.Body)

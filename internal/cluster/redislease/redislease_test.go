@@ -3,11 +3,8 @@ package redislease_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/codeinterp/codeinterp/internal/cluster"
 	"github.com/codeinterp/codeinterp/internal/cluster/redislease"
@@ -104,16 +101,11 @@ func TestLeasesWhenRedisIsFull(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
 	l := dial(t, srv.URL)
-	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
 	la, err := l.Take(ctx, "cntr_held", cluster.Lease{Holder: "A", Addr: "a:1"}, 0, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fill(t, rdb)
-	if err := rdb.Set(ctx, "codeinterp:probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "OOM") {
-		t.Fatalf("a plain write to the full Redis: %v, want it refused (OOM)", err)
-	}
+	srv.RefuseWrites(t, true) // checks an ordinary write is refused
 	if got, ok, err := l.Renew(ctx, "cntr_held", "A", la.Token, time.Minute); err != nil || !ok || got != la {
 		t.Fatalf("renewing on a full Redis: %+v %v %v", got, ok, err)
 	}
@@ -126,28 +118,6 @@ func TestLeasesWhenRedisIsFull(t *testing.T) {
 	}
 	if _, ok, err := l.Get(ctx, "cntr_new"); ok || err != nil {
 		t.Fatalf("after the release on a full Redis: %v %v", ok, err)
-	}
-}
-
-// fill makes the Redis refuse writes: maxmemory set at what it uses now.
-func fill(t *testing.T, rdb *goredis.Client) {
-	t.Helper()
-	ctx := context.Background()
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var used int64
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			used, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	if used == 0 {
-		t.Fatalf("no used_memory in INFO memory: %q", info)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used/2, 10)).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 

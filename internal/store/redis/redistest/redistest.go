@@ -8,6 +8,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Server is a running redis-server.
@@ -99,6 +102,42 @@ func (s *Server) Restart(t testing.TB) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("redistest: restarting redis-server on %s: %v", s.Addr, err)
+}
+
+// RefuseWrites makes the server full (on) or not (off), as deploy/ runs
+// Redis: maxmemory under noeviction, set below what it uses now, so that
+// it refuses ordinary writes with OOM; off lifts the bound. Start the
+// server with "--maxmemory-policy", "noeviction". It checks a write is
+// refused (or taken) as asked.
+func (s *Server) RefuseWrites(t testing.TB, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	limit := "0"
+	if on {
+		info, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatalf("redistest: INFO memory: %v", err)
+		}
+		var used int64
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				used, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if used == 0 {
+			t.Fatalf("redistest: no used_memory in INFO memory: %q", info)
+		}
+		limit = strconv.FormatInt(used/2, 10)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", limit).Err(); err != nil {
+		t.Fatalf("redistest: CONFIG SET maxmemory %s: %v", limit, err)
+	}
+	err := rdb.Set(ctx, "redistest:probe", "x", 0).Err()
+	if refused := err != nil && strings.HasPrefix(err.Error(), "OOM"); refused != on {
+		t.Fatalf("redistest: asked to refuse writes: %v, but a write answered %v (is the server started with --maxmemory-policy noeviction?)", on, err)
+	}
 }
 
 // Stop kills the server (until Restart): clients then get connection
