@@ -170,6 +170,9 @@ func TestWASMConfig(t *testing.T) {
 	want := wasm.DefaultConfig()
 	want.RuntimeDir, want.CacheDir = "/rt", "/cache"
 	want.WorkerCommand = []string{"/bin/extproc", "__sandbox-worker"}
+	// The checkpoint bound is the checkpoints section's, not a sandbox
+	// default: with checkpoints on (the default) it is checkpoints.max_bytes.
+	want.Limits.CheckpointBytes = int64(c.Checkpoints.MaxBytes)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("wasmConfig(Default()) =\n%+v\nwant wasm.DefaultConfig()\n%+v", got, want)
 	}
