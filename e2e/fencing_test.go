@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -45,14 +43,13 @@ func newFencingCluster(t *testing.T, after, leaseTTL time.Duration) *fencingClus
 		return reply{items: []string{m.message(lastOutputs(c)[0].Get("output").Str)}}
 	})
 	fc.model = m
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	secret := make([]byte, 24)
-	_, _ = rand.Read(secret)
+	// As a new user runs replicas on one host: no key and no cluster
+	// secret configured — the checkpoint key is the file the first replica
+	// makes in the shared directory, the cluster secret the one the first
+	// replica keeps in Redis (read back on a full Redis too).
 	fc.env = []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + fc.redis.URL,
-		"CODEINTERP_CHECKPOINTS_DIR=" + t.TempDir(), "CODEINTERP_CHECKPOINTS_KEY=" + base64.StdEncoding.EncodeToString(key),
-		"CODEINTERP_CHECKPOINTS_AFTER=" + after.String(), "CODEINTERP_CLUSTER_LEASE_TTL=" + leaseTTL.String(),
-		"CODEINTERP_CLUSTER_SECRET=" + base64.StdEncoding.EncodeToString(secret)}
+		"CODEINTERP_CHECKPOINTS_DIR=" + t.TempDir(),
+		"CODEINTERP_CHECKPOINTS_AFTER=" + after.String(), "CODEINTERP_CLUSTER_LEASE_TTL=" + leaseTTL.String()}
 	return fc
 }
 
@@ -246,9 +243,9 @@ func TestRedisRefusingWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-pa.done
-	_, c := fc.start()
 	time.Sleep(ttl + 500*time.Millisecond)
 	full(t, true)
+	_, c := fc.start() // a replica started while Redis refuses writes
 	if got := bumps(t, fourBumps(b, c)...); fmt.Sprint(got) != "[5 6 7 8]" {
 		t.Fatalf("four bumps through two replicas on a full Redis after the holder died: %v, want [5 6 7 8]", got)
 	}

@@ -155,6 +155,11 @@ func (l *Leases) SharedSecret(ctx context.Context) (string, error) {
 		return "", err
 	}
 	k := l.prefix + "cluster-secret"
+	// Read first: a replica starting while Redis is full (it refuses
+	// SETNX, a write, even when the key exists) still gets the secret.
+	if s, err := l.rdb.Get(ctx, k).Result(); err == nil && s != "" {
+		return s, nil
+	}
 	if err := l.rdb.SetNX(ctx, k, hex.EncodeToString(b), 0).Err(); err != nil {
 		return "", fmt.Errorf("redislease: secret: %w", err)
 	}

@@ -150,3 +150,18 @@ func TestTokensNeverRepeat(t *testing.T) {
 		t.Fatalf("the first token after a restart is %d, not above the %d given before it", le.Token, last)
 	}
 }
+
+// TestSharedSecretOnAFullRedis: a replica (re)started while Redis refuses
+// writes still reads the secret the others share.
+func TestSharedSecretOnAFullRedis(t *testing.T) {
+	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
+	s1, err := dial(t, srv.URL).SharedSecret(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RefuseWrites(t, true)
+	s2, err := dial(t, srv.URL).SharedSecret(context.Background())
+	if err != nil || s2 != s1 {
+		t.Fatalf("the secret on a full Redis: %q, %v; want %q", s2, err, s1)
+	}
+}
