@@ -119,7 +119,10 @@ func TestContainerStateAcrossReplicas(t *testing.T) {
 		t.Fatalf("after 6 concurrent turns through two replicas: %q, want n = 6", out)
 	}
 	waitFor(t, "replica A's idle checkpoint", func() bool {
-		return len(checkpointtest.States(ckpt, ctr.ID)) == 1
+		// The head names the state: a state without it is not a
+		// checkpoint yet (the writer may die between the two).
+		_, running, ok := checkpointtest.Head(ckpt, ctr.ID)
+		return ok && !running && len(checkpointtest.States(ckpt, ctr.ID)) == 1
 	})
 	// kill -9 of the holder: nothing runs on its way down.
 	if err := pa.cmd.Process.Kill(); err != nil {

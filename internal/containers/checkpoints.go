@@ -244,31 +244,43 @@ func (m *Manager) dropCheckpoint(ctx context.Context, owner, cid string) {
 	}
 }
 
-// scheduleCheckpointLocked arms h's background checkpoint when it went
-// idle with code run since the last one; a use before it fires disarms it
-// (unidleLocked), so fast turns are coalesced. Callers hold m.mu.
+// scheduleCheckpointLocked arms h's background checkpoint when code ran
+// on it since the last one, unless one is armed: it fires CheckpointAfter
+// after the first run it covers, whether h is in use by then or not, so
+// that the state is in the store within about CheckpointAfter of any
+// response — the promise a kill -9 is measured against — also for a
+// container in constant use (a use no longer puts it off). Runs within
+// that time are coalesced into the one checkpoint. Callers hold m.mu.
 func (m *Manager) scheduleCheckpointLocked(h *held) {
-	if m.cfg.Checkpoints == nil || m.cfg.CheckpointAfter <= 0 || !h.dirty.Load() {
+	if m.cfg.Checkpoints == nil || m.cfg.CheckpointAfter <= 0 || !h.dirty.Load() || h.idleTimer != nil || h.removed {
 		return
 	}
 	h.idleTimer = time.AfterFunc(m.cfg.CheckpointAfter, func() { m.idleCheckpoint(h) })
 }
 
-// idleCheckpoint takes h's background checkpoint: h is taken off the idle
-// list for it (so no eviction closes it meanwhile) and put back after.
+// checkpointRetry is how soon a background checkpoint put off by another
+// one is tried again.
+const checkpointRetry = 25 * time.Millisecond
+
+// idleCheckpoint takes h's background checkpoint. h is held for it (users:
+// no eviction or release closes it meanwhile) and taken off the idle list
+// if it was idle; a run in flight finishes first (the run lock), and runs
+// arriving meanwhile wait for the checkpoint.
 func (m *Manager) idleCheckpoint(h *held) {
 	m.mu.Lock()
-	if h.removed || h.users > 0 || h.elem == nil {
+	h.idleTimer = nil
+	if h.removed {
 		m.mu.Unlock()
 		return
 	}
 	// One background checkpoint at a time: each takes a core for tens to
 	// hundreds of milliseconds, which runs are waiting for. A busy one
-	// puts this one off by another CheckpointAfter.
+	// puts this one off briefly (not by another CheckpointAfter: the
+	// state's durability is promised within about that).
 	select {
 	case m.bgCheckpoint <- struct{}{}:
 	default:
-		m.scheduleCheckpointLocked(h)
+		h.idleTimer = time.AfterFunc(checkpointRetry, func() { m.idleCheckpoint(h) })
 		m.mu.Unlock()
 		return
 	}
@@ -276,10 +288,20 @@ func (m *Manager) idleCheckpoint(h *held) {
 	h.users++
 	m.unidleLocked(h)
 	m.mu.Unlock()
-	h.runMu.Lock()
+	defer m.release(h)
+	if !h.runMu.TryLock() {
+		// A run is in flight: its state is checkpointed after it, not
+		// waited for here (a long run would hold up every other
+		// container's checkpoint).
+		m.mu.Lock()
+		if !h.removed && h.idleTimer == nil {
+			h.idleTimer = time.AfterFunc(checkpointRetry, func() { m.idleCheckpoint(h) })
+		}
+		m.mu.Unlock()
+		return
+	}
 	m.save(context.Background(), h)
 	h.runMu.Unlock()
-	m.release(h)
 }
 
 // replaceStale closes h when it is stale (Manager.stale) and no other

@@ -76,7 +76,7 @@ func TestCheckpointAcrossRestart(t *testing.T) {
 			a.Close()
 			if tc.after > 0 {
 				waitFor(t, "the idle checkpoint", func() bool {
-					return len(checkpointtest.States(root, a.ID())) == 1
+					return checkpointed(root, a.ID())
 				})
 			}
 			tc.stop(first)

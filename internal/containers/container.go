@@ -153,6 +153,9 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	c.ran = true
 	h.ranGen = gen
 	h.dirty.Store(true)
+	m.mu.Lock()
+	m.scheduleCheckpointLocked(h)
+	m.mu.Unlock()
 	out := RunResult{Result: res, Reset: reset || res.StateLost, Behind: behind && !res.StateLost}
 	// A run that ended its interpreter took its files along: they are not
 	// the code's deletions, and the next run's mirror gives the new

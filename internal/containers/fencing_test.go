@@ -260,3 +260,34 @@ func TestRedisRestartMidConversation(t *testing.T) {
 		idleCheckpointed(t, k, ca.ID())
 	}
 }
+
+// TestCheckpointWhileBusy is the durability promise (row 7) for a
+// container in constant use: its state reaches the store within about
+// checkpoints.after of a response even though a new turn arrives before
+// that every time (they used to put the checkpoint off for as long as
+// the turns kept coming, and a kill -9 then lost all of them).
+func TestCheckpointWhileBusy(t *testing.T) {
+	f := newFixture(t)
+	k := keeper(t, t.TempDir(), newKey(t))
+	const after = 200 * time.Millisecond
+	m := managerWith(t, f, k, after)
+	c := open(t, m, containers.Spec{Owner: "o"})
+	run(t, c, "n = 0")
+	c.Close()
+	start := time.Now()
+	var saved time.Duration
+	for i := 1; time.Since(start) < 3*time.Second; i++ {
+		r, err := runErr(t, m, c.ID(), "n += 1\nprint(n)")
+		if err != nil || strings.TrimSpace(r.Stdout) != strconv.Itoa(i) {
+			t.Fatalf("turn %d: %q %v", i, r.Stdout, err)
+		}
+		if tok, _, err := k.Head(context.Background(), "o", c.ID()); err == nil && tok != "" && saved == 0 {
+			saved = time.Since(start)
+		}
+		time.Sleep(after / 4)
+	}
+	if saved == 0 {
+		t.Fatalf("no checkpoint in 3 s of turns every %s with checkpoints.after %s", after/4, after)
+	}
+	t.Logf("first checkpoint %s after the first turn (checkpoints.after %s)", saved, after)
+}

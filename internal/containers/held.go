@@ -46,8 +46,8 @@ type held struct {
 	// behind: h was restored from a checkpoint older than the container's
 	// last run (its holder died first); the next run says so, once.
 	behind bool
-	// idleTimer checkpoints it once idle for CheckpointAfter (guarded by
-	// Manager.mu).
+	// idleTimer takes its background checkpoint CheckpointAfter after the
+	// first run since the last one (guarded by Manager.mu).
 	idleTimer *time.Timer
 	// cancelRun cancels the run in flight on it, if any (guarded by
 	// Manager.mu): Fenced calls it when the lease is lost.
@@ -167,9 +167,11 @@ func (m *Manager) forgetLocked(h *held) {
 	m.unidleLocked(h)
 }
 
-// unidleLocked takes h off the idle list if it is on it. Callers hold m.mu.
+// unidleLocked takes h off the idle list if it is on it; its background
+// checkpoint stays armed (a use does not put it off), unless h is removed.
+// Callers hold m.mu.
 func (m *Manager) unidleLocked(h *held) {
-	if h.idleTimer != nil {
+	if h.idleTimer != nil && h.removed {
 		h.idleTimer.Stop()
 		h.idleTimer = nil
 	}

@@ -207,7 +207,8 @@ func TestDrainHandsOver(t *testing.T) {
 
 // checkpointed reports whether root holds a checkpoint of cid.
 func checkpointed(root, cid string) bool {
-	return len(checkpointtest.States(root, cid)) == 1
+	_, running, ok := checkpointtest.Head(root, cid)
+	return ok && !running && len(checkpointtest.States(root, cid)) == 1
 }
 
 // TestGVisorContainerAcrossReplicas is the same on the gVisor provider: a
