@@ -40,6 +40,11 @@ type container struct {
 	placed RunResult
 	// claimed is when place last found the lease this server's.
 	claimed time.Time
+	// openedFresh: the interpreter hold last got was opened without state
+	// (not held before, no checkpoint restored); dropped: an interpreter
+	// of this response ended and was dropped (lost), so a fresh one next
+	// is a reset the model must be told of.
+	openedFresh, dropped bool
 }
 
 func (c *container) ID() string { return c.meta.ID }
@@ -126,10 +131,17 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		return RunResult{}, err
 	case err != nil:
 		m.log.Warn("copying the container's files into the interpreter failed", zap.String("container_id", c.meta.ID), zap.Error(err))
+		if h.sess.Generation() != h.synced || ctx.Err() != nil {
+			// The interpreter ended during the copy (the request was
+			// cancelled, it crashed): the next run restores the
+			// container's checkpoint rather than go on in a fresh one.
+			c.lost(h)
+		}
 		return RunResult{Result: sandbox.Result{Outcome: sandbox.OutcomeRejected,
 			Detail: "the container's files could not be copied into the interpreter, so the code did not run: " + strings.TrimPrefix(err.Error(), "containers: ")}}, nil
 	}
-	reset = reset || replaced
+	reset = reset || replaced || c.dropped && c.openedFresh
+	c.dropped = false
 	behind := h.behind && !reset
 	h.behind = false
 	if err := m.markRunning(ctx, h, c.lease); err != nil {
@@ -166,6 +178,8 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		if note != "" {
 			out.Stderr += "\n[" + note + "]\n"
 		}
+	} else {
+		c.lost(h)
 	}
 	for _, im := range res.Images {
 		f, err := c.storeImage(ctx, im)
@@ -371,7 +385,7 @@ func (c *container) hold(ctx context.Context) error {
 			return err
 		}
 	}
-	c.h, c.opened = h, c.opened || opened
+	c.h, c.opened, c.openedFresh = h, c.opened || opened, opened
 	return nil
 }
 
@@ -589,6 +603,27 @@ func (c *container) storeImage(ctx context.Context, im sandbox.Image) (store.Fil
 
 func stampOf(fi sandbox.FileInfo) fileStamp {
 	return fileStamp{size: fi.Size, mod: fi.ModTime.UnixNano()}
+}
+
+// lost drops h after its interpreter ended (a timeout, a crash, a
+// cancelled request): the session would go on in a fresh interpreter,
+// which the next checkpoint would write over the container's state. The
+// next run restores the container's last checkpoint instead (and says it
+// is older than the run that ended it). The lease stays this server's.
+// Without checkpoints there is nothing to restore: h goes on, fresh.
+func (c *container) lost(h *held) {
+	m := c.m
+	if m.cfg.Checkpoints == nil {
+		return
+	}
+	m.mu.Lock()
+	m.forgetLocked(h)
+	m.mu.Unlock()
+	if c.h == h {
+		m.release(h)
+		c.h = nil
+	}
+	c.dropped = true
 }
 
 // fail drops an interpreter whose session broke.

@@ -291,3 +291,35 @@ func TestCheckpointWhileBusy(t *testing.T) {
 	}
 	t.Logf("first checkpoint %s after the first turn (checkpoints.after %s)", saved, after)
 }
+
+// TestEndedInterpreterRestoresCheckpoint: a run that ends its interpreter
+// (here: its request cancelled mid-run — a client hanging up, or the
+// replica that forwarded it dying) does not leave the container in a
+// fresh interpreter that would soon be checkpointed over its state: the
+// next run restores the last checkpoint, and is told it is older than
+// the call that ended.
+func TestEndedInterpreterRestoresCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	k := keeper(t, t.TempDir(), newKey(t))
+	m := managerWith(t, f, k, 20*time.Millisecond)
+	c := open(t, m, containers.Spec{Owner: "o"})
+	run(t, c, "x = 1")
+	c.Close()
+	idleCheckpointed(t, k, c.ID())
+
+	c2 := open(t, m, containers.Spec{Owner: "o", ID: c.ID()})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	r, err := c2.Run(ctx, "x = 2\nimport time\ntime.sleep(30)")
+	c2.Close()
+	if err == nil && r.Outcome != "cancelled" {
+		t.Fatalf("the cancelled run: %+v", r)
+	}
+	r, err = runErr(t, m, c.ID(), "print(x)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(r.Stdout) != "1" || !r.Behind {
+		t.Fatalf("after a run that ended its interpreter: %q behind=%v reset=%v (stderr %q), want x = 1 from the checkpoint, said to be older", r.Stdout, r.Behind, r.Reset, r.Stderr)
+	}
+}
