@@ -1507,6 +1507,47 @@ func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, fail f
 		fail("cluster.advertise is %q; want the pod's IP (status.podIP) and port %d", cfg.Cluster.Advertise, port)
 	}
 	podLabels := labels.Set(d.Spec.Template.Labels)
+	replicas := func(f networkingv1.NetworkPolicyPeer) bool {
+		if f.PodSelector == nil || f.NamespaceSelector != nil || f.IPBlock != nil {
+			return false
+		}
+		fs, err := metav1.LabelSelectorAsSelector(f.PodSelector)
+		return err == nil && !fs.Empty() && fs.Matches(podLabels)
+	}
+	checkPortPolicy(m, podLabels, int(port), "the replicas", replicas, fail)
+	// The other ports (issue 38 row 6): ext_proc trusts what it is sent
+	// and the admin port shows every owner's usage.
+	gateway := func(f networkingv1.NetworkPolicyPeer) bool {
+		if f.PodSelector == nil || f.IPBlock != nil {
+			return false
+		}
+		fs, err := metav1.LabelSelectorAsSelector(f.PodSelector)
+		return err == nil && !fs.Empty() && fs.Matches(labels.Set{"gateway.envoyproxy.io/owning-gateway-name": "llm",
+			"gateway.envoyproxy.io/owning-gateway-namespace": "codeinterp"}) && !fs.Matches(podLabels)
+	}
+	checkPortPolicy(m, podLabels, listenPort(cfg.Server.Listen), "the Gateway's Envoy pods", gateway, fail)
+	checkPortPolicy(m, podLabels, listenPort(cfg.API.Listen), "the Gateway's Envoy pods", gateway, fail)
+	monitoring := func(f networkingv1.NetworkPolicyPeer) bool {
+		if f.NamespaceSelector == nil || f.PodSelector != nil || f.IPBlock != nil {
+			return false
+		}
+		ns, err := metav1.LabelSelectorAsSelector(f.NamespaceSelector)
+		return err == nil && !ns.Empty() && ns.Matches(labels.Set{"kubernetes.io/metadata.name": "monitoring"}) &&
+			!ns.Matches(labels.Set{"kubernetes.io/metadata.name": "codeinterp"})
+	}
+	checkPortPolicy(m, podLabels, listenPort(cfg.Server.AdminListen), "the monitoring namespace", monitoring, fail)
+}
+
+// listenPort is the port of a listen address (0 when it has none).
+func listenPort(addr string) int {
+	n, _ := portOf(addr)
+	return int(n)
+}
+
+// checkPortPolicy: some NetworkPolicy selecting the pods opens port, and
+// every rule that opens it admits only peers allowed says are who, never
+// anyone (a rule without peers or without ports).
+func checkPortPolicy(m *manifests, podLabels labels.Set, port int, who string, allowed func(networkingv1.NetworkPolicyPeer) bool, fail func(string, ...any)) {
 	guarded := false
 	for _, np := range m.netPolicies {
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -1516,31 +1557,26 @@ func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, fail f
 		for _, r := range np.Spec.Ingress {
 			opens := len(r.Ports) == 0
 			for _, p := range r.Ports {
-				if p.Port != nil && p.Port.IntValue() == int(port) {
+				if p.Port != nil && p.Port.IntValue() == port {
 					opens = true
 				}
 			}
 			if !opens {
 				continue
 			}
-			onlyReplicas := len(r.From) > 0
+			only := len(r.From) > 0
 			for _, f := range r.From {
-				if f.PodSelector == nil || f.NamespaceSelector != nil || f.IPBlock != nil {
-					onlyReplicas = false
-					continue
-				}
-				fs, err := metav1.LabelSelectorAsSelector(f.PodSelector)
-				if err != nil || fs.Empty() || !fs.Matches(podLabels) {
-					onlyReplicas = false
+				if !allowed(f) {
+					only = false
 				}
 			}
-			if !onlyReplicas {
-				fail("NetworkPolicy %s lets more than the replicas reach the cluster port %d", np.Name, port)
+			if !only {
+				fail("NetworkPolicy %s lets more than %s reach port %d", np.Name, who, port)
 			}
 			guarded = true
 		}
 	}
 	if !guarded {
-		fail("no NetworkPolicy limits the cluster port %d to the replicas", port)
+		fail("no NetworkPolicy limits port %d to %s", port, who)
 	}
 }

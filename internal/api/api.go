@@ -114,7 +114,10 @@ type Config struct {
 // the store (containers.Manager implements it).
 type SecretKeeper interface {
 	KeepSecrets(containerID string, secrets []egress.Secret)
-	ForgetSecrets(containerID string)
+	// Deleted is told of a container its owner deleted (from the store,
+	// already): its interpreter — on whichever replica holds it — its
+	// secrets and its checkpoint go at once.
+	Deleted(ctx context.Context, owner, containerID string)
 }
 
 // Server is the HTTP handler of the Containers and Files APIs.

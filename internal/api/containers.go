@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,7 +285,7 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, owner s
 		return
 	}
 	if s.cfg.Secrets != nil {
-		s.cfg.Secrets.ForgetSecrets(id)
+		s.cfg.Secrets.Deleted(context.WithoutCancel(r.Context()), owner, id)
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: id, Object: "container.deleted", Deleted: true})
 }

@@ -307,7 +307,9 @@ func (m *Manager) use(ctx context.Context, owner, id string, now time.Time) (sto
 	c, err := m.touch(ctx, owner, id, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		m.ForgetSecrets(id)
+		// Not this owner's (or gone): nothing of what this server holds
+		// for the id is touched — it may be another owner's container,
+		// whose secrets a guess of its id must not drop.
 		return c, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case errors.Is(err, store.ErrExpired):
 		m.drop(owner, id)

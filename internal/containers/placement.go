@@ -54,6 +54,9 @@ type forwardedRun struct {
 	// server holds them (they live only in memory): the holder keeps
 	// them if it lacks them.
 	Secrets []egress.Secret `json:"secrets,omitempty"`
+	// Deleted asks the holder to drop the container its owner deleted
+	// (no code): it does so only once the store no longer has it.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // forwardedAnswer is the holder's answer.
@@ -282,6 +285,15 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 		}
 		return json.Marshal(a)
 	}
+	if req.Deleted {
+		// Only a container the store no longer has for that owner: a
+		// forged or mistaken request cannot drop a live one.
+		if _, err := m.st.GetContainer(ctx, req.Owner, cid); !errors.Is(err, store.ErrNotFound) {
+			return answer(RunResult{}, fmt.Errorf("containers: a drop of container %s, which its owner still has (%v)", cid, err))
+		}
+		m.drop(req.Owner, cid)
+		return answer(RunResult{}, nil)
+	}
 	m.claim(cid) // unclaimed by the container's Close
 	meta, err := m.st.GetContainer(ctx, req.Owner, cid)
 	if err != nil {
@@ -302,6 +314,47 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 	defer c.Close()
 	return answer(c.Run(ctx, req.Code))
 }
+
+// Deleted implements api.SecretKeeper: the owner deleted the container
+// (the store no longer has it). Its interpreter, secrets and checkpoint go
+// at once: here, and at its holder when another replica holds it (the
+// holder checks the store first). A holder that cannot be reached drops
+// it when its next run finds the container gone, and its checkpoint is
+// dropped here already.
+func (m *Manager) Deleted(ctx context.Context, owner, cid string) {
+	m.drop(owner, cid)
+	p := m.cfg.Placement
+	if p == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
+	l, mine, err := p.Claim(ctx, cid)
+	switch {
+	case err != nil:
+		m.log.Warn("a deleted container's holder could not be found; it drops the interpreter at its next use", zap.String("container_id", cid), zap.Error(err))
+		return
+	case mine:
+		p.Release(ctx, cid) // no other replica held it
+		return
+	}
+	payload, err := json.Marshal(forwardedRun{Owner: owner, Container: cid, Deleted: true})
+	if err == nil {
+		var out []byte
+		if out, err = p.Forward(ctx, cid, l, payload); err == nil {
+			var a forwardedAnswer
+			if err = json.Unmarshal(out, &a); err == nil && a.Error != nil {
+				err = a.Error.decode(l.Addr)
+			}
+		}
+	}
+	if err != nil {
+		m.log.Warn("the holder of a deleted container could not be told; it drops the interpreter at its next use", zap.String("container_id", cid), zap.String("holder", l.Addr), zap.Error(err))
+	}
+}
+
+// deleteTimeout bounds telling a deleted container's holder.
+const deleteTimeout = 10 * time.Second
 
 // Fenced drops the interpreter held for cid after this server lost its
 // lease (cluster.Config.OnLost, and a claim that finds another holder):

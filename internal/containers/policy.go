@@ -18,7 +18,7 @@ func (m *Manager) KeepSecrets(cid string, secrets []egress.Secret) {
 	m.secrets[cid] = append([]egress.Secret(nil), secrets...)
 }
 
-// ForgetSecrets drops a container's domain secrets (it was deleted).
+// ForgetSecrets drops a container's domain secrets (it could not be made).
 func (m *Manager) ForgetSecrets(cid string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
