@@ -187,7 +187,7 @@ func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte)
 	// Reach the holder before the run is sent: a holder that cannot be
 	// reached has not started it; once it is sent, a broken connection
 	// leaves it unknown (ErrLost).
-	if err := n.ready(ctx, conn); err != nil {
+	if err := n.ready(ctx, conn, p); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -246,8 +246,9 @@ func forwardError(ctx context.Context, addr string, err error) error {
 	return fmt.Errorf("cluster: forwarding to %s: %w", addr, err)
 }
 
-// ready waits until conn is connected, for at most DialTimeout.
-func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
+// ready waits until conn is connected, for at most DialTimeout (a peer
+// that answered with another key is not waited for).
+func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn, p *peer) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
 	defer cancel()
 	conn.Connect()
@@ -260,6 +261,9 @@ func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
 		case connectivity.Shutdown:
 			return errors.New(s.String())
 		case connectivity.TransientFailure:
+			if p.isDifferent() {
+				return errDifferentKey
+			}
 			// A failure from before (gRPC's backoff keeps it a while)
 			// does not make a live holder gone: one fresh try now.
 			if retried {
@@ -288,6 +292,13 @@ func (p *peer) handshook(err error) {
 	if err == nil {
 		p.warned = false
 	}
+}
+
+// isDifferent reports whether the last handshake met another key.
+func (p *peer) isDifferent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.different
 }
 
 // differentKey reports whether the last handshake met another key, and
