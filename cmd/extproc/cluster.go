@@ -34,6 +34,12 @@ type replicas struct {
 // called for the container manager when a run is forwarded here or a
 // lease is lost (it is made after, with the Node as its Placement).
 func newReplicas(ctx context.Context, cfg *config.Config, reg prometheus.Registerer, mgr func() *containers.Manager, log *zap.Logger) (r *replicas, err error) {
+	// The cluster key first: without one there is no cluster (and Redis
+	// need not be asked).
+	secret, err := clusterSecret(cfg, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	leases, err := redislease.Dial(cctx, cfg.Store.RedisURL)
@@ -45,15 +51,6 @@ func newReplicas(ctx context.Context, cfg *config.Config, reg prometheus.Registe
 			_ = leases.Close()
 		}
 	}()
-	secret, err := clusterSecret(cfg, os.LookupEnv)
-	if err != nil {
-		return nil, fmt.Errorf("cluster.secret: %w", err)
-	}
-	if secret == "" {
-		if secret, err = leases.SharedSecret(cctx); err != nil {
-			return nil, fmt.Errorf("cluster.secret: %w", err)
-		}
-	}
 	lis, err := net.Listen("tcp", cfg.Cluster.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("cluster.listen: %w", err)

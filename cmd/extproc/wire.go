@@ -204,17 +204,26 @@ func openKeeper(ctx context.Context, cfg *config.Config, origin string, lookupEn
 	return checkpoint.NewKeeper(sealer, st, origin, int(k.MaxBytes)), nil
 }
 
-// clusterSecret returns the secret forwarded runs are authenticated with:
-// cluster.secret, else one derived from checkpoints.key (every replica
-// has that key), else "" (the caller keeps one in Redis).
+// errNoClusterKey: replicas on Redis, with nothing to derive the
+// cluster key from.
+var errNoClusterKey = errors.New("no cluster key: set cluster.secret (CODEINTERP_CLUSTER_SECRET, at least 16 " +
+	"characters, the same on every replica, from a Secret) or checkpoints.key; it is never kept in Redis")
+
+// clusterSecret returns what the cluster key is derived from, the same
+// on every replica and from the configuration only (never from Redis,
+// which anyone who can write it would then hold): cluster.secret, else
+// one derived from checkpoints.key (every replica has that key), else,
+// with checkpoints in a directory (one host, or a volume every replica
+// mounts), one derived from the checkpoint key file the replicas sharing
+// that directory share (made by the first of them). Else errNoClusterKey:
+// an S3 store's key file is each pod's own.
 func clusterSecret(cfg *config.Config, lookupEnv func(string) (string, bool)) (string, error) {
 	if cfg.Cluster.Secret != "" {
 		return cfg.Cluster.Secret, nil
 	}
-	// Only a key given to every replica (a Secret): a key file is each
-	// pod's own in Kubernetes.
-	if !cfg.Checkpoints.Enabled || cfg.Checkpoints.Key == "" {
-		return "", nil
+	k := cfg.Checkpoints
+	if !k.Enabled || (k.Key == "" && k.Store == "s3") {
+		return "", errNoClusterKey
 	}
 	key, err := checkpointKey(cfg, lookupEnv)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/codeinterp/codeinterp/internal/api"
 	"github.com/codeinterp/codeinterp/internal/config"
 	"github.com/codeinterp/codeinterp/internal/filter"
@@ -47,14 +49,21 @@ func TestCheckpointKeeperDefaults(t *testing.T) {
 }
 
 // TestClusterSecret: every replica must compute the same secret from what
-// they share, and nothing a pod keeps alone (a key file) may feed it.
+// they share — the configuration, or the key file of the checkpoint
+// directory replicas on one host share — never from Redis; with nothing
+// to derive it from, a clear error naming cluster.secret.
 func TestClusterSecret(t *testing.T) {
-	env := func(string) (string, bool) { return t.TempDir(), true }
-	with := func(change func(*config.Config)) string {
+	root := t.TempDir()
+	env := func(string) (string, bool) { return root, true }
+	try := func(change func(*config.Config)) (string, error) {
 		t.Helper()
 		c := config.Default()
 		change(c)
-		s, err := clusterSecret(c, env)
+		return clusterSecret(c, env)
+	}
+	with := func(change func(*config.Config)) string {
+		t.Helper()
+		s, err := try(change)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +83,46 @@ func TestClusterSecret(t *testing.T) {
 	if a1 == "" || a1 != a2 || a1 == b || strings.Contains(a1, key(1)) {
 		t.Fatalf("derived secrets: %q, %q, %q; want equal for one key, another for another, not the key", a1, a2, b)
 	}
-	if s := with(func(*config.Config) {}); s != "" {
-		t.Fatalf("with only a key file: %q, want none (Redis keeps one)", s)
+	// Two replicas on one host, nothing configured: the first makes the
+	// checkpoint key file in the shared root, both derive the same secret
+	// from it.
+	f1 := with(func(*config.Config) {})
+	f2 := with(func(c *config.Config) { c.Checkpoints.Dir = filepath.Join(root, "elsewhere") })
+	if f1 == "" || f1 != f2 || f1 == a1 {
+		t.Fatalf("secrets from the shared key file: %q, %q", f1, f2)
 	}
-	if s := with(func(c *config.Config) { c.Checkpoints.Enabled, c.Checkpoints.Key = false, key(1) }); s != "" {
-		t.Fatalf("with checkpoints off: %q, want none", s)
+	if _, err := os.Stat(filepath.Join(root, "codeinterp", "checkpoint.key")); err != nil {
+		t.Fatalf("no key file was made in the shared root: %v", err)
+	}
+	// Nothing shared: checkpoints off, or in S3 with only a pod's own key
+	// file.
+	for name, change := range map[string]func(*config.Config){
+		"checkpoints off": func(c *config.Config) { c.Checkpoints.Enabled, c.Checkpoints.Key = false, key(1) },
+		"s3, no key": func(c *config.Config) {
+			c.Checkpoints.Store, c.Checkpoints.S3.Endpoint, c.Checkpoints.S3.Bucket = "s3", "https://s3.example.com", "b"
+		},
+	} {
+		if s, err := try(change); err == nil || s != "" || !strings.Contains(err.Error(), "cluster.secret") {
+			t.Fatalf("%s: %q, %v; want an error naming cluster.secret", name, s, err)
+		}
+	}
+	if s := with(func(c *config.Config) {
+		c.Checkpoints.Store, c.Checkpoints.S3.Endpoint, c.Checkpoints.S3.Bucket = "s3", "https://s3.example.com", "b"
+		c.Checkpoints.Key = key(1)
+	}); s != a1 {
+		t.Fatalf("s3 with checkpoints.key: %q, want %q", s, a1)
+	}
+}
+
+// TestReplicasRefuseToStartWithoutAKey: a cluster on Redis with no key
+// to be had does not start (and does not make one up in Redis).
+func TestReplicasRefuseToStartWithoutAKey(t *testing.T) {
+	c := config.Default()
+	c.Store.Backend, c.Store.RedisURL = "redis", "redis://127.0.0.1:1"
+	c.Checkpoints.Enabled = false
+	_, err := newReplicas(context.Background(), c, nil, nil, zap.NewNop())
+	if err == nil || !strings.Contains(err.Error(), "cluster.secret") || !strings.Contains(err.Error(), "no cluster key") {
+		t.Fatalf("starting a cluster without a key: %v, want a clear error naming cluster.secret", err)
 	}
 }
 

@@ -18,10 +18,22 @@
 //     the run as failed and drops its interpreter (Config.OnLost also
 //     cancels its runs in flight).
 //   - A run arriving on another replica is forwarded to the holder over
-//     gRPC (Node.Forward; the service in rpc.go), authenticated with a
-//     token every replica shares, and naming the lease it expects: the
-//     holder refuses a run for a lease it does not hold with that token.
-//     Runs of one container then serialise at the holder.
+//     gRPC (Node.Forward; the service in rpc.go), naming the lease it
+//     expects: the holder refuses a run for a lease it does not hold with
+//     that token. Runs of one container then serialise at the holder.
+//   - The channel trusts nothing but the cluster key (key.go): every
+//     replica derives the same Ed25519 key pair from Config.Secret
+//     (HKDF-SHA256) and the connection is TLS 1.3 in which both sides
+//     must present a certificate for exactly that public key. A replica
+//     sends nothing but its handshake to an address that has not proven
+//     the key — a lease's addr rewritten in the store gets no run, code,
+//     output or secret — and the server reads nothing of gRPC from a
+//     client that has not (handshakes bounded in time, 64 streams a
+//     connection, compressed requests refused; MaxMessageBytes only for
+//     authenticated peers). A peer with another key is ErrUnreachable
+//     (one warning per address), never ErrGone: a stranger's answer never
+//     takes a lease. The secret itself is never sent nor kept in the
+//     store. Who holds the key is trusted as a replica.
 //   - A holder is taken from only when it is proven gone — another
 //     process (another ID) answers at its address: Node.Steal, a
 //     compare-and-set on the token seen — or when its lease expired by

@@ -18,8 +18,10 @@ type Config struct {
 	// (host:port): the pod's IP in a cluster, the listener's address on
 	// one host.
 	Addr string
-	// Secret authenticates forwarded runs: every replica has the same
-	// (a Secret, or one kept in the shared store on one host).
+	// Secret is what the cluster key is derived from: every replica has
+	// the same (from the configuration, never from the shared store), at
+	// least 16 bytes. It never leaves the process: the replicas prove the
+	// key derived from it in the channel's TLS handshake.
 	Secret string
 	// Leases is the shared lease table.
 	Leases Leases
@@ -50,9 +52,12 @@ type Node struct {
 	id   string
 	self Lease
 
+	key *clusterKey
+
 	mu       sync.Mutex
 	held     map[string]heldLease
 	conns    map[string]*grpc.ClientConn
+	peers    map[string]*peer
 	draining bool
 	metrics  *Metrics
 }
@@ -81,11 +86,15 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.OnLost == nil {
 		cfg.OnLost = func(string) {}
 	}
+	key, err := deriveKey(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	return &Node{cfg: cfg, id: id, self: Lease{Holder: id, Addr: cfg.Addr},
-		held: map[string]heldLease{}, conns: map[string]*grpc.ClientConn{}}, nil
+	return &Node{cfg: cfg, id: id, self: Lease{Holder: id, Addr: cfg.Addr}, key: key,
+		held: map[string]heldLease{}, conns: map[string]*grpc.ClientConn{}, peers: map[string]*peer{}}, nil
 }
 
 // heldLease is a lease this Node holds, as far as it knows.
@@ -279,6 +288,7 @@ func (n *Node) Close() error {
 	n.mu.Lock()
 	conns := n.conns
 	n.conns = map[string]*grpc.ClientConn{}
+	n.peers = map[string]*peer{}
 	n.mu.Unlock()
 	var errs []error
 	for _, c := range conns {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/codeinterp/codeinterp/internal/cluster"
@@ -33,6 +34,11 @@ type replica struct {
 
 func startReplica(t *testing.T, url, sec string, ttl time.Duration) *replica {
 	t.Helper()
+	return startReplicaLog(t, url, sec, ttl, nil)
+}
+
+func startReplicaLog(t *testing.T, url, sec string, ttl time.Duration, log *zap.Logger) *replica {
+	t.Helper()
 	leases, err := redislease.Dial(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +57,7 @@ func startReplica(t *testing.T, url, sec string, ttl time.Duration) *replica {
 			return []byte("ran " + string(payload)), nil
 		},
 		OnLost: func(key string) { r.lost <- key },
+		Log:    log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +108,8 @@ func TestForwardToHolder(t *testing.T) {
 	}
 }
 
-// TestForwardRefusals is the hostile side: a forged secret, a lease A no
+// TestForwardRefusals is the hostile side: a replica with another
+// secret (another cluster key: it cannot even connect), a lease A no
 // longer holds, a key A never held, another process at A's address.
 func TestForwardRefusals(t *testing.T) {
 	url := redistest.Start(t)
@@ -111,9 +119,9 @@ func TestForwardRefusals(t *testing.T) {
 	claim(t, a.node, "cntr_1")
 	l, _ := claim(t, b.node, "cntr_1")
 
-	if _, err := forger.node.Forward(context.Background(), "cntr_1", l, []byte("forged")); err == nil ||
-		errors.Is(err, cluster.ErrGone) || !strings.Contains(err.Error(), "Unauthenticated") {
-		t.Fatalf("a run with a forged secret: %v, want Unauthenticated", err)
+	if _, err := forger.node.Forward(context.Background(), "cntr_1", l, []byte("forged")); !errors.Is(err, cluster.ErrUnreachable) ||
+		errors.Is(err, cluster.ErrGone) || !strings.Contains(err.Error(), "different cluster key") {
+		t.Fatalf("a run from a replica with another secret: %v, want ErrUnreachable (a different cluster key)", err)
 	}
 	stale := l
 	stale.Token--

@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -27,14 +28,22 @@ const (
 	serviceName = "codeinterp.cluster.v1.Cluster"
 	runMethod   = "/" + serviceName + "/Run"
 
-	mdSecret = "authorization"          // "Bearer <secret>"
 	mdKey    = "x-codeinterp-lease-key" // the container
 	mdHolder = "x-codeinterp-holder"    // the holder the caller expects
 	mdToken  = "x-codeinterp-token"     // the lease's token
 
 	// MaxMessageBytes bounds a forwarded run and its answer (its images
-	// and output are bounded far below by the sandbox).
+	// and output are bounded far below by the sandbox). Only a peer that
+	// proved the cluster key gets to send one: before that, nothing but
+	// a TLS handshake is read.
 	MaxMessageBytes = 256 << 20
+
+	// maxStreams bounds the runs one connection carries at once.
+	maxStreams = 64
+	// handshakeTimeout bounds a connection's TLS handshake (and gRPC's
+	// preface) on the server: a client that does not prove the key in
+	// that time is dropped.
+	handshakeTimeout = 5 * time.Second
 )
 
 // runner is the service's handler type (grpc.ServiceDesc.HandlerType).
@@ -48,6 +57,10 @@ var serviceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Run",
 		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			// Checked before the message is read (dec reads it).
+			if err := uncompressed(ctx); err != nil {
+				return nil, err
+			}
 			in := new(wrapperspb.BytesValue)
 			if err := dec(in); err != nil {
 				return nil, err
@@ -58,11 +71,30 @@ var serviceDesc = grpc.ServiceDesc{
 	Metadata: "codeinterp/cluster/rpc.go",
 }
 
+// uncompressed refuses a compressed request: a compressor registered in
+// the process (grpc/encoding/gzip is linked in by a dependency) would
+// otherwise let a small message decompress to MaxMessageBytes.
+func uncompressed(ctx context.Context) error {
+	st, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string })
+	if !ok {
+		return status.Error(codes.Internal, "cluster: cannot tell whether the request is compressed")
+	}
+	if c := st.RecvCompress(); c != "" && c != encoding.Identity {
+		return status.Errorf(codes.Unimplemented, "cluster: compressed requests (%q) are refused", c)
+	}
+	return nil
+}
+
 // NewServer returns a gRPC server with the Node's forwarding service, for
-// the replicas' internal listener (which only replicas may reach: a
-// NetworkPolicy in the manifests).
+// the replicas' internal listener. It trusts nothing but the cluster key:
+// a connection is TLS 1.3 in which the client proved it (a certificate
+// for the key derived from the secret), or it is dropped before a byte of
+// gRPC is read (within handshakeTimeout).
 func (n *Node) NewServer() *grpc.Server {
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+	creds := credentials.NewTLS(n.key.serverTLS(func(error) { n.metrics.refused() }))
+	s := grpc.NewServer(grpc.Creds(creds), grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxConcurrentStreams(maxStreams),
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	s.RegisterService(&serviceDesc, n)
 	return s
@@ -76,12 +108,8 @@ func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrappe
 		}
 		return ""
 	}
-	want := "Bearer " + n.cfg.Secret
-	if got := get(mdSecret); subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		n.metrics.refused()
-		n.cfg.Log.Warn("a forwarded run with a wrong secret was refused")
-		return nil, status.Error(codes.Unauthenticated, "cluster: wrong secret")
-	}
+	// The caller proved the cluster key in the handshake (NewServer):
+	// nothing else reaches here.
 	key, holder := get(mdKey), get(mdHolder)
 	token, err := strconv.ParseUint(get(mdToken), 10, 64)
 	if key == "" || err != nil {
@@ -152,20 +180,31 @@ func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte)
 	if l.Holder == n.id {
 		return nil, fmt.Errorf("cluster: forwarding %s to this node itself", key)
 	}
-	conn, err := n.conn(l.Addr)
+	conn, p, err := n.conn(l.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	// Reach the holder before the run is sent: a holder that cannot be
 	// reached has not started it; once it is sent, a broken connection
 	// leaves it unknown (ErrLost).
-	if err := n.ready(ctx, conn); err != nil {
+	if err := n.ready(ctx, conn, p); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if different, warn := p.differentKey(); different {
+			// Not proof the holder is gone (it may be a replica
+			// configured apart, or someone's listener at a rewritten
+			// address): the caller waits for its lease, as for any
+			// holder it cannot reach.
+			if warn {
+				n.cfg.Log.Warn("the replica at this address has a different cluster key: nothing is forwarded to it "+
+					"(every replica needs the same cluster.secret, or checkpoints.key)", zap.String("addr", l.Addr))
+			}
+			return nil, fmt.Errorf("%w: %s has a different cluster key", ErrUnreachable, l.Addr)
+		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, l.Addr, err)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, mdSecret, "Bearer "+n.cfg.Secret, mdKey, key,
+	ctx = metadata.AppendToOutgoingContext(ctx, mdKey, key,
 		mdHolder, l.Holder, mdToken, strconv.FormatUint(l.Token, 10))
 	out := new(wrapperspb.BytesValue)
 	start := time.Now()
@@ -207,8 +246,9 @@ func forwardError(ctx context.Context, addr string, err error) error {
 	return fmt.Errorf("cluster: forwarding to %s: %w", addr, err)
 }
 
-// ready waits until conn is connected, for at most DialTimeout.
-func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
+// ready waits until conn is connected, for at most DialTimeout (a peer
+// that answered with another key is not waited for).
+func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn, p *peer) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.DialTimeout)
 	defer cancel()
 	conn.Connect()
@@ -221,6 +261,9 @@ func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
 		case connectivity.Shutdown:
 			return errors.New(s.String())
 		case connectivity.TransientFailure:
+			if p.isDifferent() {
+				return errDifferentKey
+			}
 			// A failure from before (gRPC's backoff keeps it a while)
 			// does not make a live holder gone: one fresh try now.
 			if retried {
@@ -235,26 +278,64 @@ func (n *Node) ready(ctx context.Context, conn *grpc.ClientConn) error {
 	}
 }
 
-// conn returns the connection to addr, made once. The internal network
-// is plaintext between replicas: only they can reach the port, and every
-// run carries the shared secret.
-func (n *Node) conn(addr string) (*grpc.ClientConn, error) {
+// peer is what the handshakes with one address told.
+type peer struct {
+	mu        sync.Mutex
+	different bool // the last handshake met another key
+	warned    bool // and that was logged
+}
+
+func (p *peer) handshook(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.different = errors.Is(err, errDifferentKey)
+	if err == nil {
+		p.warned = false
+	}
+}
+
+// isDifferent reports whether the last handshake met another key.
+func (p *peer) isDifferent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.different
+}
+
+// differentKey reports whether the last handshake met another key, and
+// whether that is yet to be logged (once until a handshake succeeds).
+func (p *peer) differentKey() (different, warn bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.different {
+		return false, false
+	}
+	warn = !p.warned
+	p.warned = true
+	return true, warn
+}
+
+// conn returns the connection to addr, made once. It is TLS 1.3 in which
+// the server must prove the cluster key before the client sends anything
+// but its handshake (and the client proves it in turn): an address
+// rewritten in the lease store gets no run, code, output or secret.
+func (n *Node) conn(addr string) (*grpc.ClientConn, *peer, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if c, ok := n.conns[addr]; ok {
-		return c, nil
+		return c, n.peers[addr], nil
 	}
+	p := &peer{}
 	// Keepalive pings while a run is forwarded: a holder that stops
 	// answering them (paused, or its host gone) breaks the call within
 	// about 15 s (ErrLost: the run's fate unknown) instead of leaving the
 	// caller waiting for as long as the request lives. A live holder
 	// answers pings in the middle of a long run.
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(n.key.clientTLS(p.handshook))),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: false}))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	n.conns[addr] = c
+	n.conns[addr], n.peers[addr] = c, p
 	n.cfg.Log.Debug("connected to a replica", zap.String("addr", addr))
-	return c, nil
+	return c, p, nil
 }

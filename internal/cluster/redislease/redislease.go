@@ -2,8 +2,6 @@ package redislease
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -143,31 +141,6 @@ func (l *Leases) Renew(ctx context.Context, key, holder string, token uint64, tt
 	}
 	le, err := parse(v)
 	return le, err == nil, err
-}
-
-// SharedSecret returns the secret forwarded runs are authenticated with
-// when the operator set none: made by the first replica and kept in the
-// Redis every replica shares (whoever can read that Redis already holds
-// every lease and stored file).
-func (l *Leases) SharedSecret(ctx context.Context) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	k := l.prefix + "cluster-secret"
-	// Read first: a replica starting while Redis is full (it refuses
-	// SETNX, a write, even when the key exists) still gets the secret.
-	if s, err := l.rdb.Get(ctx, k).Result(); err == nil && s != "" {
-		return s, nil
-	}
-	if err := l.rdb.SetNX(ctx, k, hex.EncodeToString(b), 0).Err(); err != nil {
-		return "", fmt.Errorf("redislease: secret: %w", err)
-	}
-	s, err := l.rdb.Get(ctx, k).Result()
-	if err != nil {
-		return "", fmt.Errorf("redislease: secret: %w", err)
-	}
-	return s, nil
 }
 
 // Get implements cluster.Leases.

@@ -80,19 +80,6 @@ func TestLeaseTable(t *testing.T) {
 	}
 }
 
-// TestSharedSecret: every replica on one Redis gets the same secret.
-func TestSharedSecret(t *testing.T) {
-	url := redistest.Start(t)
-	s1, err := dial(t, url).SharedSecret(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2, err := dial(t, url).SharedSecret(context.Background())
-	if err != nil || s1 != s2 || len(s1) < 32 {
-		t.Fatalf("secrets %q, %q (%v): want one of 32+ characters", s1, s2, err)
-	}
-}
-
 // TestLeasesWhenRedisIsFull: deploy/ runs Redis with maxmemory under
 // noeviction, which refuses writes once full. Leases must still be taken,
 // renewed and released then — a container whose lease cannot be had
@@ -148,20 +135,5 @@ func TestTokensNeverRepeat(t *testing.T) {
 	}
 	if le.Token <= last {
 		t.Fatalf("the first token after a restart is %d, not above the %d given before it", le.Token, last)
-	}
-}
-
-// TestSharedSecretOnAFullRedis: a replica (re)started while Redis refuses
-// writes still reads the secret the others share.
-func TestSharedSecretOnAFullRedis(t *testing.T) {
-	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
-	s1, err := dial(t, srv.URL).SharedSecret(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.RefuseWrites(t, true)
-	s2, err := dial(t, srv.URL).SharedSecret(context.Background())
-	if err != nil || s2 != s1 {
-		t.Fatalf("the secret on a full Redis: %q, %v; want %q", s2, err, s1)
 	}
 }

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// oneLease is a lease store holding one lease, whoever asks.
+type oneLease struct{ l Lease }
+
+func (o *oneLease) Take(context.Context, string, Lease, uint64, time.Duration) (Lease, error) {
+	return o.l, nil
+}
+func (o *oneLease) Renew(context.Context, string, string, uint64, time.Duration) (Lease, bool, error) {
+	return o.l, true, nil
+}
+func (o *oneLease) Get(context.Context, string) (Lease, bool, error) { return o.l, true, nil }
+func (o *oneLease) Release(context.Context, string, string, uint64) error {
+	return nil
+}
+
+// TestCompressedRequestsRefused: grpc/encoding/gzip is linked into the
+// binary (a dependency registers it), so the server would decompress a
+// gzip request up to MaxMessageBytes; it refuses compressed requests
+// before reading their message, even from a peer with the key.
+func TestCompressedRequestsRefused(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := &oneLease{}
+	var ran atomic.Int32
+	mk := func(addr string) *Node {
+		n, err := NewNode(Config{Addr: addr, Secret: "a-secret-every-replica-shares", Leases: leases,
+			Handler: func(_ context.Context, _ string, _ uint64, p []byte) ([]byte, error) { ran.Add(1); return p, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := mk(lis.Addr().String()), mk("127.0.0.1:1")
+	leases.l = Lease{Holder: a.ID(), Addr: a.Addr(), Token: 7}
+	srv := a.NewServer()
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Stop(); _ = b.Close() })
+
+	if out, err := b.Forward(context.Background(), "k", leases.l, []byte("plain")); err != nil || string(out) != "plain" {
+		t.Fatalf("an uncompressed run: %q %v", out, err)
+	}
+	conn, _, err := b.conn(a.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), mdKey, "k", mdHolder, a.ID(), mdToken, strconv.Itoa(7))
+	err = conn.Invoke(ctx, runMethod, wrapperspb.Bytes(make([]byte, 1<<20)), new(wrapperspb.BytesValue), grpc.UseCompressor(gzip.Name))
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("a gzip request: %v, want Unimplemented", err)
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("the handler ran %d times, want once (the uncompressed run)", ran.Load())
+	}
+}
