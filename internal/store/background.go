@@ -39,7 +39,8 @@ type Background interface {
 	// Events returns the events whose sequence_number is above after, in
 	// order. When there are none yet it waits up to wait for one. done is
 	// true when the log is finished and nothing follows what it returned.
-	// A response with no log is ErrNotFound.
+	// A response with no log is ErrNotFound. One call returns at most
+	// BackgroundEventsPage events: a reader pages through a long log.
 	Events(ctx context.Context, owner, id string, after int64, wait time.Duration) (events []Event, done bool, err error)
 
 	// Cancel asks the runner to stop (idempotent); Cancelled reports it.
@@ -56,6 +57,10 @@ type Event struct {
 
 // BackgroundEventBytes bounds one response's event log.
 const BackgroundEventBytes = 64 << 20
+
+// BackgroundEventsPage bounds the events one Events call returns (one
+// store round trip reads no more).
+const BackgroundEventsPage = 256
 
 // Background QuotaError limits.
 const (

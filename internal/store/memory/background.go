@@ -223,8 +223,9 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 		}
 		from := max(after+1, 0)
 		if from < int64(len(r.events)) {
-			out := append([]store.Event(nil), r.events[from:]...)
-			done := r.ended
+			to := min(from+store.BackgroundEventsPage, int64(len(r.events)))
+			out := append([]store.Event(nil), r.events[from:to]...)
+			done := r.ended && to == int64(len(r.events))
 			b.mu.Unlock()
 			return out, done, nil
 		}

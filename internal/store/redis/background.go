@@ -243,18 +243,25 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 	if !exists {
 		return nil, false, fmt.Errorf("background %s: %w", id, store.ErrNotFound)
 	}
-	msgs, err := b.rdb.XRange(ctx, k[1], "0-"+strconv.FormatInt(from+1, 10), "+").Result()
+	// A page, and one entry more: the end's, when it follows the page.
+	msgs, err := b.rdb.XRangeN(ctx, k[1], "0-"+strconv.FormatInt(from+1, 10), "+", store.BackgroundEventsPage+1).Result()
 	if err != nil {
 		return nil, false, b.wrap(ctx, err)
 	}
 	if len(msgs) > 0 || !running {
+		more, endNext := len(msgs) > store.BackgroundEventsPage, false
+		if more {
+			_, isEvent := msgs[store.BackgroundEventsPage].Values["d"]
+			more, endNext = isEvent, !isEvent
+			msgs = msgs[:store.BackgroundEventsPage]
+		}
 		ev, end := read(msgs)
-		return ev, end || !running, nil
+		return ev, end || endNext || (!running && !more), nil
 	}
 	if wait < time.Millisecond {
 		return nil, false, nil
 	}
-	streams, err := b.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Block: wait}).Result()
+	streams, err := b.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Count: store.BackgroundEventsPage, Block: wait}).Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
 		return nil, false, nil

@@ -28,6 +28,7 @@ func RunBackground(t *testing.T, newStore BackgroundFactory) {
 		{"OwnerScoping", testBackgroundOwners},
 		{"Cancel", testBackgroundCancel},
 		{"Keep", testBackgroundKeep},
+		{"Paging", testBackgroundPaging},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore) })
@@ -289,4 +290,42 @@ func testBackgroundKeep(t *testing.T, f BackgroundFactory) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// testBackgroundPaging: a long log is read a page at a time, running or
+// ended; the end is said only with its last page.
+func testBackgroundPaging(t *testing.T, f BackgroundFactory) {
+	ctx := context.Background()
+	b := f(t, time.Now)
+	begin(t, b, "o", "resp_p")
+	n := int64(2*store.BackgroundEventsPage + 10)
+	appendEvents(t, b, "o", "resp_p", 0, n)
+	read := func(wantDone bool) {
+		t.Helper()
+		after := int64(-1)
+		for after < n-1 {
+			ev, done, err := b.Events(ctx, "o", "resp_p", after, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ev) == 0 || len(ev) > store.BackgroundEventsPage {
+				t.Fatalf("after %d: %d events, want 1..%d", after, len(ev), store.BackgroundEventsPage)
+			}
+			wantEvents(t, ev, after+1, after+1+int64(len(ev)))
+			after = ev[len(ev)-1].Seq
+			if last := after == n-1; done && !last {
+				t.Fatalf("done after %d of %d events", after+1, n)
+			} else if last && wantDone && !done {
+				// The end may also be said by the next call.
+				if ev, done, err := b.Events(ctx, "o", "resp_p", after, time.Second); err != nil || !done || len(ev) != 0 {
+					t.Fatalf("the end: %d events, done %v, %v", len(ev), done, err)
+				}
+			}
+		}
+	}
+	read(false)
+	if err := b.End(ctx, "o", "resp_p"); err != nil {
+		t.Fatal(err)
+	}
+	read(true)
 }
