@@ -28,9 +28,13 @@ import (
 // released after. A run that is not renewed lapses: it counts as ended
 // from its exp on, for its slot and for readers. Keys outlive the end by
 // keep (their TTL). Readers wait with XREAD BLOCK.
+//
+// Every deadline is set and checked by Redis' clock (TIME, inside the
+// scripts): replicas whose clocks disagree still agree on which runs are
+// live. The clock a Background is given is not used for liveness.
 type Background struct {
 	conn
-	begin, renew, end, appendEv, globalBegin *goredis.Script
+	begin, renew, end, appendEv, globalBegin, state *goredis.Script
 }
 
 var _ store.Background = (*Background)(nil)
@@ -49,6 +53,7 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 		end:         goredis.NewScript("#!lua flags=allow-oom\n" + bgEndScript),
 		appendEv:    goredis.NewScript(bgAppendScript),
 		globalBegin: goredis.NewScript(bgGlobalBeginScript),
+		state:       goredis.NewScript(bgStateScript),
 	}, nil
 }
 
@@ -59,10 +64,16 @@ func NewBackground(ctx context.Context, url string, now func() time.Time, opts .
 	})
 }
 
-// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 per owner, 3 ttl
-// ms, 4 keep ms, 5 id.
-const bgBeginScript = `
-local now, per, ttl, keep, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+// bgNow is Redis' clock in Unix ms, as the scripts read it: the one
+// clock of every replica.
+const bgNow = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 (unused), 2 per owner, 3
+// ttl ms, 4 keep ms, 5 id.
+const bgBeginScript = bgNow + `
+local per, ttl, keep, id = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 if per > 0 and redis.call('ZCARD', KEYS[3]) >= per then return 'quota' end
@@ -73,17 +84,30 @@ redis.call('ZADD', KEYS[3], exp, id)
 return 'ok'
 `
 
-// KEYS: 1 the server-wide zset. ARGV: 1 now, 2 total, 3 exp, 4 member.
-const bgGlobalBeginScript = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]))
+// KEYS: 1 the server-wide zset. ARGV: 1 (unused), 2 total, 3 ttl ms, 4
+// member.
+const bgGlobalBeginScript = bgNow + `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if tonumber(ARGV[2]) > 0 and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 'quota' end
-redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[4])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[4])
 return 'ok'
 `
 
-// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 ttl ms, 3 id.
-const bgRenewScript = `
-local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+// KEYS: 1 hash. Returns {exists, running, cancel}.
+const bgStateScript = bgNow + `
+local v = redis.call('HMGET', KEYS[1], 'exp', 'cancel')
+if not v[1] then return {0, 0, 0} end
+local running = 0
+if tonumber(v[1]) > now then running = 1 end
+local cancel = 0
+if v[2] == '1' then cancel = 1 end
+return {1, running, cancel}
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 (unused), 2 ttl ms, 3
+// id. Returns the new deadline, 0 when not running.
+const bgRenewScript = bgNow + `
+local ttl = tonumber(ARGV[2])
 local exp = tonumber(redis.call('HGET', KEYS[1], 'exp') or '0')
 if exp <= now then return 0 end
 local keep = tonumber(redis.call('HGET', KEYS[1], 'keep'))
@@ -91,7 +115,7 @@ redis.call('HSET', KEYS[1], 'exp', now + ttl)
 redis.call('PEXPIRE', KEYS[1], ttl + keep)
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ttl + keep) end
 redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
-return 1
+return now + ttl
 `
 
 // KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 id.
@@ -110,9 +134,9 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 `
 
-// KEYS: 1 hash, 2 stream. ARGV: 1 now, 2 seq, 3 event, 4 max bytes.
-const bgAppendScript = `
-local now, seq, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+// KEYS: 1 hash, 2 stream. ARGV: 1 (unused), 2 seq, 3 event, 4 max bytes.
+const bgAppendScript = bgNow + `
+local seq, max = tonumber(ARGV[2]), tonumber(ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local exp = tonumber(redis.call('HGET', KEYS[1], 'exp'))
 if exp <= now then return 'ended' end
@@ -134,21 +158,18 @@ func (b *Background) keys(owner, id string) []string {
 
 func (b *Background) ownerPrefix(owner string) string { return ownerPrefix(b.prefix, owner) }
 
-func (b *Background) nowMS() int64 { return b.now().UnixMilli() }
-
 // Begin implements store.Background.
 func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, total int, ttl, keep time.Duration) error {
-	now := b.nowMS()
 	member := b.ownerPrefix(owner) + id
 	all := b.prefix + "bgall"
-	res, err := b.globalBegin.Run(ctx, b.rdb, []string{all}, now, total, now+ms(ttl), member).Text()
+	res, err := b.globalBegin.Run(ctx, b.rdb, []string{all}, 0, total, ms(ttl), member).Text()
 	if err != nil {
 		return b.wrap(ctx, err)
 	}
 	if res == "quota" {
 		return &store.QuotaError{Limit: store.LimitBackgroundTotal, Max: int64(total)}
 	}
-	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), now, perOwner, ms(ttl), ms(keep), id).Text()
+	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), 0, perOwner, ms(ttl), ms(keep), id).Text()
 	if err == nil && res == "ok" {
 		return nil
 	}
@@ -164,15 +185,14 @@ func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, tota
 
 // Renew implements store.Background.
 func (b *Background) Renew(ctx context.Context, owner, id string, ttl time.Duration) (bool, error) {
-	now := b.nowMS()
-	n, err := b.renew.Run(ctx, b.rdb, b.keys(owner, id), now, ms(ttl), id).Int()
+	exp, err := b.renew.Run(ctx, b.rdb, b.keys(owner, id), 0, ms(ttl), id).Int64()
 	if err != nil {
 		return false, b.wrap(ctx, err)
 	}
-	if n == 1 {
-		_ = b.rdb.ZAdd(ctx, b.prefix+"bgall", goredis.Z{Score: float64(now + ms(ttl)), Member: b.ownerPrefix(owner) + id}).Err()
+	if exp != 0 {
+		_ = b.rdb.ZAdd(ctx, b.prefix+"bgall", goredis.Z{Score: float64(exp), Member: b.ownerPrefix(owner) + id}).Err()
 	}
-	return n == 1, nil
+	return exp != 0, nil
 }
 
 // End implements store.Background.
@@ -184,28 +204,27 @@ func (b *Background) End(ctx context.Context, owner, id string) error {
 }
 
 // state reads the run's hash: exists, running and cancel.
-func (b *Background) state(ctx context.Context, owner, id string) (exists, running, cancel bool, err error) {
-	v, err := b.rdb.HMGet(ctx, b.keys(owner, id)[0], "exp", "cancel").Result()
+func (b *Background) readState(ctx context.Context, owner, id string) (exists, running, cancel bool, err error) {
+	v, err := b.state.Run(ctx, b.rdb, b.keys(owner, id)[:1]).Int64Slice()
 	if err != nil {
 		return false, false, false, b.wrap(ctx, err)
 	}
-	if v[0] == nil {
-		return false, false, false, nil
+	if len(v) != 3 {
+		return false, false, false, fmt.Errorf("store/redis: background %s: unexpected state %v", id, v)
 	}
-	exp, _ := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
-	return true, exp > b.nowMS(), fmt.Sprint(v[1]) == "1", nil
+	return v[0] == 1, v[1] == 1, v[2] == 1, nil
 }
 
 // Running implements store.Background.
 func (b *Background) Running(ctx context.Context, owner, id string) (bool, error) {
-	_, running, _, err := b.state(ctx, owner, id)
+	_, running, _, err := b.readState(ctx, owner, id)
 	return running, err
 }
 
 // AppendEvent implements store.Background.
 func (b *Background) AppendEvent(ctx context.Context, owner, id string, seq int64, event []byte) error {
 	k := b.keys(owner, id)
-	res, err := b.appendEv.Run(ctx, b.rdb, k[:2], b.nowMS(), seq, event, store.BackgroundEventBytes).Text()
+	res, err := b.appendEv.Run(ctx, b.rdb, k[:2], 0, seq, event, store.BackgroundEventBytes).Text()
 	switch {
 	case err != nil:
 		return b.wrap(ctx, err)
@@ -236,7 +255,7 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 	}
 	// The state first: an event appended after it is read below, and the
 	// end is then said by the next call.
-	exists, running, _, err := b.state(ctx, owner, id)
+	exists, running, _, err := b.readState(ctx, owner, id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -286,7 +305,7 @@ func entrySeq(id string) int64 {
 
 // Cancel implements store.Background.
 func (b *Background) Cancel(ctx context.Context, owner, id string) error {
-	exists, _, _, err := b.state(ctx, owner, id)
+	exists, _, _, err := b.readState(ctx, owner, id)
 	if err != nil {
 		return err
 	}
@@ -298,7 +317,7 @@ func (b *Background) Cancel(ctx context.Context, owner, id string) error {
 
 // Cancelled implements store.Background.
 func (b *Background) Cancelled(ctx context.Context, owner, id string) (bool, error) {
-	_, _, cancel, err := b.state(ctx, owner, id)
+	_, _, cancel, err := b.readState(ctx, owner, id)
 	return cancel, err
 }
 

@@ -188,31 +188,38 @@ func testBackgroundBounds(t *testing.T, f BackgroundFactory) {
 
 // testBackgroundLapse: a run whose runner died (no renewal within its
 // ttl) is no longer running — its slot is free and readers are told the
-// end — and cannot be renewed back.
+// end — and cannot be renewed back. Real time: a shared store keeps
+// liveness by its own clock, not the replica's.
 func testBackgroundLapse(t *testing.T, f BackgroundFactory) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	b := f(t, clock)
-	if err := b.Begin(ctx, "o", "resp_l", 1, 0, 10*time.Second, bgKeep); err != nil {
+	const ttl = 2 * time.Second
+	b := f(t, time.Now)
+	if err := b.Begin(ctx, "o", "resp_l", 1, 0, ttl, bgKeep); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, b, "o", "resp_l", 0, 2)
-	advance(5 * time.Second)
-	if ok, err := b.Renew(ctx, "o", "resp_l", 10*time.Second); !ok || err != nil {
+	time.Sleep(ttl / 2)
+	renewed := time.Now()
+	if ok, err := b.Renew(ctx, "o", "resp_l", ttl); !ok || err != nil {
 		t.Fatalf("Renew while running: %v, %v", ok, err)
 	}
-	advance(8 * time.Second) // within the renewed ttl
-	if ok, _ := b.Running(ctx, "o", "resp_l"); !ok {
+	time.Sleep(ttl * 3 / 4) // within the renewed ttl, past the first
+	if ok, _ := b.Running(ctx, "o", "resp_l"); !ok && time.Since(renewed) < ttl {
 		t.Fatal("not running within the renewed ttl")
 	}
-	advance(5 * time.Second)
-	if ok, _ := b.Running(ctx, "o", "resp_l"); ok {
-		t.Fatal("still running after its ttl lapsed")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ok, _ := b.Running(ctx, "o", "resp_l")
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still running after its ttl lapsed")
+		}
 	}
-	if ok, _ := b.Renew(ctx, "o", "resp_l", 10*time.Second); ok {
+	if time.Since(renewed) < ttl-100*time.Millisecond {
+		t.Fatalf("lapsed %v after its renewal, within its ttl %v", time.Since(renewed), ttl)
+	}
+	if ok, _ := b.Renew(ctx, "o", "resp_l", ttl); ok {
 		t.Fatal("a lapsed run was renewed")
 	}
 	ev, done, err := b.Events(ctx, "o", "resp_l", -1, time.Second)
@@ -220,7 +227,7 @@ func testBackgroundLapse(t *testing.T, f BackgroundFactory) {
 		t.Fatalf("a lapsed run's log: done %v, %v", done, err)
 	}
 	wantEvents(t, ev, 0, 2)
-	if err := b.Begin(ctx, "o", "resp_l2", 1, 0, 10*time.Second, bgKeep); err != nil {
+	if err := b.Begin(ctx, "o", "resp_l2", 1, 0, ttl, bgKeep); err != nil {
 		t.Fatalf("the lapsed run's slot: %v", err)
 	}
 }
