@@ -212,7 +212,7 @@ func (b *Background) AppendEvent(_ context.Context, owner, id string, seq int64,
 
 // Events implements store.Background.
 func (b *Background) Events(ctx context.Context, owner, id string, after int64, wait time.Duration) ([]store.Event, bool, error) {
-	deadline := time.NewTimer(wait)
+	deadline := time.NewTimer(min(wait, store.BackgroundWait))
 	defer deadline.Stop()
 	for {
 		b.mu.Lock()

@@ -34,6 +34,12 @@ import (
 // live. The clock a Background is given is not used for liveness.
 type Background struct {
 	conn
+	// readers is the client of the reads that wait (XREAD BLOCK): its own
+	// pool, so that waiting readers never hold a connection Renew or any
+	// other call needs. NewBackground makes it; over a caller's client it
+	// is that client.
+	readers                                         goredis.UniversalClient
+	ownReaders                                      bool
 	begin, renew, end, appendEv, globalBegin, state *goredis.Script
 }
 
@@ -48,6 +54,7 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 	}
 	return &Background{
 		conn:        c,
+		readers:     rdb,
 		begin:       goredis.NewScript(bgBeginScript),
 		renew:       goredis.NewScript(bgRenewScript),
 		end:         goredis.NewScript("#!lua flags=allow-oom\n" + bgEndScript),
@@ -57,11 +64,36 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 	}, nil
 }
 
-// NewBackground connects to the Redis at url (as New does).
+// NewBackground connects to the Redis at url (as New does), with a
+// second pool of store.BackgroundReaders connections for the reads that
+// wait.
 func NewBackground(ctx context.Context, url string, now func() time.Time, opts ...Option) (*Background, error) {
-	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
+	b, err := dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
 		return NewBackgroundClient(ctx, rdb, now, opts...)
 	})
+	if err != nil {
+		return nil, err
+	}
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("store/redis: url: %w", err)
+	}
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = store.BackgroundReaders, 0, 8
+	// A reader finds no connection free only past the API's bound on
+	// streams: it gives up soon rather than queue.
+	o.PoolTimeout = time.Second
+	b.readers, b.ownReaders = goredis.NewClient(o), true
+	return b, nil
+}
+
+// Close implements io.Closer: the pools the store made are closed.
+func (b *Background) Close() error {
+	err := b.conn.Close()
+	if b.ownReaders {
+		err = errors.Join(err, b.readers.Close())
+	}
+	return err
 }
 
 // bgNow is Redis' clock in Unix ms, as the scripts read it: the one
@@ -280,7 +312,8 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 	if wait < time.Millisecond {
 		return nil, false, nil
 	}
-	streams, err := b.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Count: store.BackgroundEventsPage, Block: wait}).Result()
+	wait = min(wait, store.BackgroundWait)
+	streams, err := b.readers.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Count: store.BackgroundEventsPage, Block: wait}).Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
 		return nil, false, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,41 @@ func TestBackgroundSkewedClocks(t *testing.T) {
 			t.Fatalf("%s: the lapsed run's slot: %v", c.name, err)
 		}
 		_ = c.reader.End(ctx, "o", id+"_2")
+	}
+}
+
+// TestBackgroundWaitingReaders: readers waiting for events (a resumed
+// stream each) do not take the connections every other call needs: with
+// more of them waiting than a client's default pool holds, Renew still
+// answers at once (issue 38 row 5).
+func TestBackgroundWaitingReaders(t *testing.T) {
+	ctx := context.Background()
+	b, err := redis.NewBackground(ctx, redistest.Start(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for _, id := range []string{"resp_wait", "resp_live"} {
+		if err := b.Begin(ctx, "o", id, 0, 0, time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = b.Events(ctx, "o", "resp_wait", -1, 3*time.Second)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // they are waiting
+	for range 3 {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		ok, err := b.Renew(rctx, "o", "resp_live", time.Minute)
+		cancel()
+		if !ok || err != nil {
+			t.Fatalf("Renew with readers waiting: %v, %v", ok, err)
+		}
 	}
 }
