@@ -92,6 +92,10 @@ func (s *Server) settled(ctx context.Context, owner string, rec store.Response) 
 	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && !store.Unfinished(again.Object) {
 		return again
 	}
+	// Failed, unless its runner (or a cancel) settled its end first.
+	if won, err := s.cfg.Background.Settle(ctx, owner, rec.ID, "failed"); err == nil && won != "failed" {
+		return s.settledAs(ctx, owner, rec, won)
+	}
 	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"failed"`), jsonx.Set("error",
 		`{"code":"server_error","message":"The server running this response stopped before it finished; create it again."}`))
 	if err := s.cfg.Responses.PutResponse(ctx, rec); err != nil {
@@ -239,11 +243,26 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, owner st
 		}
 		rec = s.awaitEnd(ctx, owner, rec)
 		if store.Unfinished(rec.Object) {
-			// Stopping (its runner stores the end): it is cancelled.
-			rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"cancelled"`))
+			// Still stopping: cancelled, unless its end was settled
+			// first (its runner stores the winner).
+			won, err := s.cfg.Background.Settle(ctx, owner, id, "cancelled")
+			if err != nil {
+				won = "cancelled"
+			}
+			rec = s.settledAs(ctx, owner, rec, won)
 		}
 	}
 	s.writeResponseObject(w, r, rec.Object)
+}
+
+// settledAs is rec as its run's settled end status says: the stored
+// record once its runner stored it, else rec with that status.
+func (s *Server) settledAs(ctx context.Context, owner string, rec store.Response, status string) store.Response {
+	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && gjson.GetBytes(again.Object, "status").Str == status {
+		return again
+	}
+	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", jsonx.Quote(status)))
+	return rec
 }
 
 // awaitEnd polls rec until its run stored an end, for at most cancelWait.

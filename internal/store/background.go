@@ -47,6 +47,13 @@ type Background interface {
 	// Cancel asks the runner to stop (idempotent); Cancelled reports it.
 	Cancel(ctx context.Context, owner, id string) error
 	Cancelled(ctx context.Context, owner, id string) (bool, error)
+
+	// Settle records how the run ended (a response status: "completed",
+	// "cancelled", "failed"…), compare-and-set: the first status given
+	// wins, and every call returns the winner — whoever stores the
+	// response's end (its runner, a cancel, a replica that found the run
+	// dead) stores that one. A response with no run is ErrNotFound.
+	Settle(ctx context.Context, owner, id, status string) (won string, err error)
 }
 
 // Event is one server-sent event of a background response, as written on

@@ -46,6 +46,7 @@ type bgRun struct {
 	forgetAt  time.Time     // set once ended (or lapsed)
 	changed   chan struct{} // closed on every append and on End
 	truncated bool          // an append was refused: the log stops there
+	settled   string        // Settle's winner, "" before
 }
 
 // NewBackground returns an empty Background; now is the clock (nil:
@@ -263,6 +264,20 @@ func (b *Background) Cancelled(_ context.Context, owner, id string) (bool, error
 	defer b.mu.Unlock()
 	r := b.run(owner, id)
 	return r != nil && r.cancel, nil
+}
+
+// Settle implements store.Background.
+func (b *Background) Settle(_ context.Context, owner, id, status string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.run(owner, id)
+	if r == nil {
+		return "", fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	}
+	if r.settled == "" {
+		r.settled = status
+	}
+	return r.settled, nil
 }
 
 // Close implements io.Closer; there is nothing to release.

@@ -18,7 +18,7 @@ import (
 // through any. Keys sit under the owner's prefix P{owner}: (one Cluster
 // slot per owner), except the server-wide count:
 //
-//	bg:<id>     hash    exp (running until, Unix ms; 0 ended), cancel, n (next sequence number), bytes, keep (ms)
+//	bg:<id>     hash    exp (running until, Unix ms; 0 ended), cancel, n (next sequence number), bytes, keep (ms), settled (Settle's winner)
 //	bgev:<id>   stream  the events, entry id 0-<sequence_number+1>, field d
 //	bgrun       zset    the owner's running ids, scored by exp
 //	<prefix>bgall  zset "<owner prefix><id>" of every owner, scored by exp
@@ -40,7 +40,7 @@ type Background struct {
 	// is that client.
 	readers                                         goredis.UniversalClient
 	ownReaders                                      bool
-	begin, renew, end, appendEv, globalBegin, state *goredis.Script
+	begin, renew, end, appendEv, globalBegin, state, settle *goredis.Script
 }
 
 var _ store.Background = (*Background)(nil)
@@ -61,6 +61,7 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 		appendEv:    goredis.NewScript(bgAppendScript),
 		globalBegin: goredis.NewScript(bgGlobalBeginScript),
 		state:       goredis.NewScript(bgStateScript),
+		settle:      goredis.NewScript("#!lua flags=allow-oom\n" + bgSettleScript),
 	}, nil
 }
 
@@ -123,6 +124,16 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if tonumber(ARGV[2]) > 0 and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 'quota' end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[4])
 return 'ok'
+`
+
+// KEYS: 1 hash. ARGV: 1 status. The first status set wins (field
+// settled); returns the winner, or false for no run.
+const bgSettleScript = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local won = redis.call('HGET', KEYS[1], 'settled')
+if won then return won end
+redis.call('HSET', KEYS[1], 'settled', ARGV[1])
+return ARGV[1]
 `
 
 // KEYS: 1 hash. Returns {exists, running, cancel}.
@@ -346,6 +357,18 @@ func (b *Background) Cancel(ctx context.Context, owner, id string) error {
 		return fmt.Errorf("background %s: %w", id, store.ErrNotFound)
 	}
 	return b.wrap(ctx, b.rdb.HSet(ctx, b.keys(owner, id)[0], "cancel", 1).Err())
+}
+
+// Settle implements store.Background.
+func (b *Background) Settle(ctx context.Context, owner, id, status string) (string, error) {
+	won, err := b.settle.Run(ctx, b.rdb, b.keys(owner, id)[:1], status).Text()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return "", fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	case err != nil:
+		return "", b.wrap(ctx, err)
+	}
+	return won, nil
 }
 
 // Cancelled implements store.Background.

@@ -29,6 +29,7 @@ func RunBackground(t *testing.T, newStore BackgroundFactory) {
 		{"Cancel", testBackgroundCancel},
 		{"Keep", testBackgroundKeep},
 		{"Paging", testBackgroundPaging},
+		{"Settle", testBackgroundSettle},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore) })
@@ -335,4 +336,44 @@ func testBackgroundPaging(t *testing.T, f BackgroundFactory) {
 		t.Fatal(err)
 	}
 	read(true)
+}
+
+// testBackgroundSettle: a cancel racing the run's completion — many
+// times — settles one end, the same for both, and later calls keep it.
+func testBackgroundSettle(t *testing.T, f BackgroundFactory) {
+	ctx := context.Background()
+	b := f(t, time.Now)
+	if _, err := b.Settle(ctx, "o", "resp_none", "completed"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Settle of no run: %v, want ErrNotFound", err)
+	}
+	wins := map[string]int{}
+	for i := range 200 {
+		id := fmt.Sprintf("resp_s%d", i)
+		begin(t, b, "o", id)
+		var got [2]string
+		var errs [2]error
+		var wg sync.WaitGroup
+		for k, status := range []string{"completed", "cancelled"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[k], errs[k] = b.Settle(ctx, "o", id, status)
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("Settle: %v, %v", errs[0], errs[1])
+		}
+		if got[0] != got[1] || (got[0] != "completed" && got[0] != "cancelled") {
+			t.Fatalf("%s: the run settled %q and %q", id, got[0], got[1])
+		}
+		if err := b.End(ctx, "o", id); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := b.Settle(ctx, "o", id, "failed"); again != got[0] || err != nil {
+			t.Fatalf("%s: settled %q, then %q, %v", id, got[0], again, err)
+		}
+		wins[got[0]]++
+	}
+	t.Logf("winners: %v", wins)
 }
