@@ -38,8 +38,8 @@ type Background struct {
 	// pool, so that waiting readers never hold a connection Renew or any
 	// other call needs. NewBackground makes it; over a caller's client it
 	// is that client.
-	readers                                         goredis.UniversalClient
-	ownReaders                                      bool
+	readers                                                 goredis.UniversalClient
+	ownReaders                                              bool
 	begin, renew, end, appendEv, globalBegin, state, settle *goredis.Script
 }
 
