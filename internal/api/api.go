@@ -97,11 +97,16 @@ type Config struct {
 	// resumable streams (GET /v1/responses/{id}?stream=true) and
 	// POST /v1/responses/{id}/cancel. CancelLocal, when set, stops a run
 	// this replica drives at once (others stop at their next poll).
-	Background      store.Background
-	CancelLocal     func(owner, id string)
-	ForwardHeaders  []string
-	UpstreamHeaders map[string]string // added after the forwarded ones, as on follow-ups
-	HTTPClient      *http.Client
+	Background  store.Background
+	CancelLocal func(owner, id string)
+	// MaxResumedStreams and MaxResumedStreamsPerOwner bound the resumed
+	// streams this replica serves at once, in all and per credential
+	// (each waits on the store): past them a 429. Defaults:
+	// store.BackgroundReaders and DefaultResumedStreamsPerOwner.
+	MaxResumedStreams, MaxResumedStreamsPerOwner int
+	ForwardHeaders                               []string
+	UpstreamHeaders                              map[string]string // added after the forwarded ones, as on follow-ups
+	HTTPClient                                   *http.Client
 	// Conversations, when set, serves OpenAI's Conversations API
 	// (/v1/conversations…).
 	Conversations store.Conversations
@@ -127,6 +132,7 @@ type Server struct {
 	log     *zap.Logger
 	fetcher FileFetcher    // nil when file ids are not available (FilesOff)
 	mux     *http.ServeMux // the endpoints cfg enables (routes.go)
+	streams streamSlots    // the resumed streams being served
 }
 
 // Bounds of requests that are not uploads.
@@ -172,6 +178,12 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxResumedStreams <= 0 {
+		cfg.MaxResumedStreams = store.BackgroundReaders
+	}
+	if cfg.MaxResumedStreamsPerOwner <= 0 {
+		cfg.MaxResumedStreamsPerOwner = DefaultResumedStreamsPerOwner
+	}
 	switch {
 	case cfg.Anonymous != AnonymousReject && cfg.Anonymous != AnonymousShared:
 		return nil, fmt.Errorf("api: Anonymous %q is not one of reject, shared", cfg.Anonymous)
@@ -184,7 +196,7 @@ func New(cfg Config, st store.Store, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, st: st, log: log, fetcher: f}
+	s := &Server{cfg: cfg, st: st, log: log, fetcher: f, streams: streamSlots{perOwner: map[string]int{}}}
 	s.mux = s.routes()
 	return s, nil
 }

@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -25,8 +27,53 @@ import (
 // whose run no longer renews is shown, and kept, failed).
 
 // keepAliveEvery is how long a resumed stream may be silent before a
-// comment line keeps proxies from timing it out.
-const keepAliveEvery = 15 * time.Second
+// comment line keeps proxies from timing it out; it is also how long one
+// store read waits (store.BackgroundWait bounds it further).
+const keepAliveEvery = store.BackgroundWait
+
+// DefaultResumedStreamsPerOwner is Config.MaxResumedStreamsPerOwner's
+// default.
+const DefaultResumedStreamsPerOwner = 16
+
+// streamSlots counts the resumed streams being served, in all and per
+// owner.
+type streamSlots struct {
+	mu       sync.Mutex
+	total    int
+	perOwner map[string]int
+}
+
+// takeStream admits one more resumed stream of owner: nil and the release,
+// or the 429 to answer.
+func (s *Server) takeStream(owner string) (release func(), refused *apierror.Error) {
+	sl := &s.streams
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	switch {
+	case sl.perOwner[owner] >= s.cfg.MaxResumedStreamsPerOwner:
+		return nil, tooManyStreams(fmt.Sprintf("at most %d per API key", s.cfg.MaxResumedStreamsPerOwner))
+	case sl.total >= s.cfg.MaxResumedStreams:
+		return nil, tooManyStreams("this server is serving as many as it can")
+	}
+	sl.total++
+	sl.perOwner[owner]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sl.mu.Lock()
+			defer sl.mu.Unlock()
+			sl.total--
+			if sl.perOwner[owner]--; sl.perOwner[owner] <= 0 {
+				delete(sl.perOwner, owner)
+			}
+		})
+	}, nil
+}
+
+func tooManyStreams(why string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_exceeded", Code: "rate_limit_exceeded",
+		Message: "Too many resumed streams open: " + why + ". Close one, or retry later."}
+}
 
 // cancelWait bounds how long a cancel waits for the run to store its end.
 const cancelWait = 5 * time.Second
@@ -44,6 +91,10 @@ func (s *Server) settled(ctx context.Context, owner string, rec store.Response) 
 	// and left no end was on a server that died.
 	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && !store.Unfinished(again.Object) {
 		return again
+	}
+	// Failed, unless its runner (or a cancel) settled its end first.
+	if won, err := s.cfg.Background.Settle(ctx, owner, rec.ID, "failed"); err == nil && won != "failed" {
+		return s.settledAs(ctx, owner, rec, won)
 	}
 	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"failed"`), jsonx.Set("error",
 		`{"code":"server_error","message":"The server running this response stopped before it finished; create it again."}`))
@@ -100,6 +151,12 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, owner st
 		writeError(w, notStreamable(id))
 		return
 	}
+	release, refused := s.takeStream(owner)
+	if refused != nil {
+		writeError(w, refused)
+		return
+	}
+	defer release()
 	events, done, err := s.cfg.Background.Events(ctx, owner, id, after, 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -186,11 +243,26 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, owner st
 		}
 		rec = s.awaitEnd(ctx, owner, rec)
 		if store.Unfinished(rec.Object) {
-			// Stopping (its runner stores the end): it is cancelled.
-			rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", `"cancelled"`))
+			// Still stopping: cancelled, unless its end was settled
+			// first (its runner stores the winner).
+			won, err := s.cfg.Background.Settle(ctx, owner, id, "cancelled")
+			if err != nil {
+				won = "cancelled"
+			}
+			rec = s.settledAs(ctx, owner, rec, won)
 		}
 	}
 	s.writeResponseObject(w, r, rec.Object)
+}
+
+// settledAs is rec as its run's settled end status says: the stored
+// record once its runner stored it, else rec with that status.
+func (s *Server) settledAs(ctx context.Context, owner string, rec store.Response, status string) store.Response {
+	if again, err := s.cfg.Responses.GetResponse(ctx, owner, rec.ID); err == nil && gjson.GetBytes(again.Object, "status").Str == status {
+		return again
+	}
+	rec.Object = jsonx.EditObject(string(rec.Object), jsonx.Set("status", jsonx.Quote(status)))
+	return rec
 }
 
 // awaitEnd polls rec until its run stored an end, for at most cancelWait.

@@ -278,17 +278,7 @@ func (r *Runner) drive(ctx context.Context, ru *run) {
 	ru.ex.Close()
 	// What follows must happen whatever ended ctx.
 	fin := context.WithoutCancel(ctx)
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, errCancelled):
-		r.finish(fin, ru, "cancelled", nil)
-	case ctx.Err() != nil:
-		r.finish(fin, ru, "failed", cause)
-	case err != nil:
-		r.finish(fin, ru, "failed", err)
-	default:
-		r.settle(fin, ru)
-	}
+	r.end(fin, ru, err, context.Cause(ctx))
 	if err := r.cfg.Store.End(fin, ru.owner, ru.id); err != nil {
 		r.log.Warn("background run not ended in the store (it lapses)", zap.String("response_id", ru.id), zap.Error(err))
 	}
@@ -377,6 +367,66 @@ func (r *Runner) watch(ctx context.Context, ru *run, done <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// end settles how the run ended and stores it. What happened first wins
+// (store.Background.Settle): a loop that finished — its response stored —
+// completed even when a cancel landed as it did; a cancel (or another
+// replica's verdict) that won before is what the record says.
+func (r *Runner) end(ctx context.Context, ru *run, loopErr, cause error) {
+	status, why := "", loopErr // "": as the loop left it (completed, incomplete)
+	if rec, err := r.cfg.Responses.GetResponse(ctx, ru.owner, ru.id); err == nil && !store.Unfinished(rec.Object) {
+		// The interceptor stored the response's end before anything
+		// stopped the loop.
+		loopErr, why = nil, nil
+	}
+	switch {
+	case loopErr == nil:
+	case errors.Is(cause, errCancelled):
+		status, why = "cancelled", nil
+	case cause != nil:
+		status, why = "failed", cause
+	default:
+		status = "failed"
+	}
+	want := status
+	if want == "" {
+		want = r.endStatus(ctx, ru)
+	}
+	won, err := r.cfg.Store.Settle(ctx, ru.owner, ru.id, want)
+	if err != nil {
+		r.log.Warn("background run's end not settled in the store", zap.String("response_id", ru.id), zap.Error(err))
+		won = want
+	}
+	switch {
+	case won != want:
+		// A cancel or another replica settled it first.
+		r.log.Info("background response's end settled before its runner's", zap.String("response_id", ru.id),
+			zap.String("status", won), zap.String("runner", want))
+		var why error
+		if won == "failed" {
+			why = errLapsed
+		}
+		r.finish(ctx, ru, won, why)
+	case status == "":
+		r.settle(ctx, ru)
+	default:
+		r.finish(ctx, ru, status, why)
+	}
+}
+
+// endStatus is the status the run's own end left: its stored record's, or
+// its latest object's.
+func (r *Runner) endStatus(ctx context.Context, ru *run) string {
+	if rec, err := r.cfg.Responses.GetResponse(ctx, ru.owner, ru.id); err == nil && !store.Unfinished(rec.Object) {
+		return gjson.GetBytes(rec.Object, "status").Str
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if st := gjson.GetBytes(ru.snapshot, "status").Str; !store.Unfinished(ru.snapshot) && st != "" {
+		return st
+	}
+	return "failed"
 }
 
 // finish stores the run ended with status: its latest object (the output

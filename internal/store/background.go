@@ -37,14 +37,23 @@ type Background interface {
 	// stream can no longer be resumed past that point).
 	AppendEvent(ctx context.Context, owner, id string, seq int64, event []byte) error
 	// Events returns the events whose sequence_number is above after, in
-	// order. When there are none yet it waits up to wait for one. done is
-	// true when the log is finished and nothing follows what it returned.
-	// A response with no log is ErrNotFound.
+	// order. When there are none yet it waits up to wait (at most
+	// BackgroundWait) for one. done is true when the log is finished and
+	// nothing follows what it returned.
+	// A response with no log is ErrNotFound. One call returns at most
+	// BackgroundEventsPage events: a reader pages through a long log.
 	Events(ctx context.Context, owner, id string, after int64, wait time.Duration) (events []Event, done bool, err error)
 
 	// Cancel asks the runner to stop (idempotent); Cancelled reports it.
 	Cancel(ctx context.Context, owner, id string) error
 	Cancelled(ctx context.Context, owner, id string) (bool, error)
+
+	// Settle records how the run ended (a response status: "completed",
+	// "cancelled", "failed"…), compare-and-set: the first status given
+	// wins, and every call returns the winner — whoever stores the
+	// response's end (its runner, a cancel, a replica that found the run
+	// dead) stores that one. A response with no run is ErrNotFound.
+	Settle(ctx context.Context, owner, id, status string) (won string, err error)
 }
 
 // Event is one server-sent event of a background response, as written on
@@ -56,6 +65,21 @@ type Event struct {
 
 // BackgroundEventBytes bounds one response's event log.
 const BackgroundEventBytes = 64 << 20
+
+// BackgroundReaders is how many Events calls one replica has waiting at
+// once: the Redis store keeps that many connections for them, apart from
+// the ones every other call uses (so that waiting readers never hold up a
+// Renew), and the API serves no more resumed streams by default.
+const BackgroundReaders = 128
+
+// BackgroundWait bounds how long one Events call waits (a shared store
+// holds a connection for it): a reader that wants to wait longer calls
+// again.
+const BackgroundWait = 5 * time.Second
+
+// BackgroundEventsPage bounds the events one Events call returns (one
+// store round trip reads no more).
+const BackgroundEventsPage = 256
 
 // Background QuotaError limits.
 const (

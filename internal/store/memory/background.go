@@ -46,6 +46,7 @@ type bgRun struct {
 	forgetAt  time.Time     // set once ended (or lapsed)
 	changed   chan struct{} // closed on every append and on End
 	truncated bool          // an append was refused: the log stops there
+	settled   string        // Settle's winner, "" before
 }
 
 // NewBackground returns an empty Background; now is the clock (nil:
@@ -212,7 +213,7 @@ func (b *Background) AppendEvent(_ context.Context, owner, id string, seq int64,
 
 // Events implements store.Background.
 func (b *Background) Events(ctx context.Context, owner, id string, after int64, wait time.Duration) ([]store.Event, bool, error) {
-	deadline := time.NewTimer(wait)
+	deadline := time.NewTimer(min(wait, store.BackgroundWait))
 	defer deadline.Stop()
 	for {
 		b.mu.Lock()
@@ -223,8 +224,9 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 		}
 		from := max(after+1, 0)
 		if from < int64(len(r.events)) {
-			out := append([]store.Event(nil), r.events[from:]...)
-			done := r.ended
+			to := min(from+store.BackgroundEventsPage, int64(len(r.events)))
+			out := append([]store.Event(nil), r.events[from:to]...)
+			done := r.ended && to == int64(len(r.events))
 			b.mu.Unlock()
 			return out, done, nil
 		}
@@ -262,6 +264,20 @@ func (b *Background) Cancelled(_ context.Context, owner, id string) (bool, error
 	defer b.mu.Unlock()
 	r := b.run(owner, id)
 	return r != nil && r.cancel, nil
+}
+
+// Settle implements store.Background.
+func (b *Background) Settle(_ context.Context, owner, id, status string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.run(owner, id)
+	if r == nil {
+		return "", fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	}
+	if r.settled == "" {
+		r.settled = status
+	}
+	return r.settled, nil
 }
 
 // Close implements io.Closer; there is nothing to release.

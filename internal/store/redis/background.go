@@ -18,7 +18,7 @@ import (
 // through any. Keys sit under the owner's prefix P{owner}: (one Cluster
 // slot per owner), except the server-wide count:
 //
-//	bg:<id>     hash    exp (running until, Unix ms; 0 ended), cancel, n (next sequence number), bytes, keep (ms)
+//	bg:<id>     hash    exp (running until, Unix ms; 0 ended), cancel, n (next sequence number), bytes, keep (ms), settled (Settle's winner)
 //	bgev:<id>   stream  the events, entry id 0-<sequence_number+1>, field d
 //	bgrun       zset    the owner's running ids, scored by exp
 //	<prefix>bgall  zset "<owner prefix><id>" of every owner, scored by exp
@@ -28,9 +28,19 @@ import (
 // released after. A run that is not renewed lapses: it counts as ended
 // from its exp on, for its slot and for readers. Keys outlive the end by
 // keep (their TTL). Readers wait with XREAD BLOCK.
+//
+// Every deadline is set and checked by Redis' clock (TIME, inside the
+// scripts): replicas whose clocks disagree still agree on which runs are
+// live. The clock a Background is given is not used for liveness.
 type Background struct {
 	conn
-	begin, renew, end, appendEv, globalBegin *goredis.Script
+	// readers is the client of the reads that wait (XREAD BLOCK): its own
+	// pool, so that waiting readers never hold a connection Renew or any
+	// other call needs. NewBackground makes it; over a caller's client it
+	// is that client.
+	readers                                                 goredis.UniversalClient
+	ownReaders                                              bool
+	begin, renew, end, appendEv, globalBegin, state, settle *goredis.Script
 }
 
 var _ store.Background = (*Background)(nil)
@@ -44,25 +54,59 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 	}
 	return &Background{
 		conn:        c,
+		readers:     rdb,
 		begin:       goredis.NewScript(bgBeginScript),
 		renew:       goredis.NewScript(bgRenewScript),
 		end:         goredis.NewScript("#!lua flags=allow-oom\n" + bgEndScript),
 		appendEv:    goredis.NewScript(bgAppendScript),
 		globalBegin: goredis.NewScript(bgGlobalBeginScript),
+		state:       goredis.NewScript(bgStateScript),
+		settle:      goredis.NewScript("#!lua flags=allow-oom\n" + bgSettleScript),
 	}, nil
 }
 
-// NewBackground connects to the Redis at url (as New does).
+// NewBackground connects to the Redis at url (as New does), with a
+// second pool of store.BackgroundReaders connections for the reads that
+// wait.
 func NewBackground(ctx context.Context, url string, now func() time.Time, opts ...Option) (*Background, error) {
-	return dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
+	b, err := dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
 		return NewBackgroundClient(ctx, rdb, now, opts...)
 	})
+	if err != nil {
+		return nil, err
+	}
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("store/redis: url: %w", err)
+	}
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = store.BackgroundReaders, 0, 8
+	// A reader finds no connection free only past the API's bound on
+	// streams: it gives up soon rather than queue.
+	o.PoolTimeout = time.Second
+	b.readers, b.ownReaders = goredis.NewClient(o), true
+	return b, nil
 }
 
-// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 per owner, 3 ttl
-// ms, 4 keep ms, 5 id.
-const bgBeginScript = `
-local now, per, ttl, keep, id = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+// Close implements io.Closer: the pools the store made are closed.
+func (b *Background) Close() error {
+	err := b.conn.Close()
+	if b.ownReaders {
+		err = errors.Join(err, b.readers.Close())
+	}
+	return err
+}
+
+// bgNow is Redis' clock in Unix ms, as the scripts read it: the one
+// clock of every replica.
+const bgNow = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 (unused), 2 per owner, 3
+// ttl ms, 4 keep ms, 5 id.
+const bgBeginScript = bgNow + `
+local per, ttl, keep, id = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
 if per > 0 and redis.call('ZCARD', KEYS[3]) >= per then return 'quota' end
@@ -73,17 +117,40 @@ redis.call('ZADD', KEYS[3], exp, id)
 return 'ok'
 `
 
-// KEYS: 1 the server-wide zset. ARGV: 1 now, 2 total, 3 exp, 4 member.
-const bgGlobalBeginScript = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]))
+// KEYS: 1 the server-wide zset. ARGV: 1 (unused), 2 total, 3 ttl ms, 4
+// member.
+const bgGlobalBeginScript = bgNow + `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if tonumber(ARGV[2]) > 0 and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 'quota' end
-redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[4])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[4])
 return 'ok'
 `
 
-// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 now, 2 ttl ms, 3 id.
-const bgRenewScript = `
-local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+// KEYS: 1 hash. ARGV: 1 status. The first status set wins (field
+// settled); returns the winner, or false for no run.
+const bgSettleScript = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local won = redis.call('HGET', KEYS[1], 'settled')
+if won then return won end
+redis.call('HSET', KEYS[1], 'settled', ARGV[1])
+return ARGV[1]
+`
+
+// KEYS: 1 hash. Returns {exists, running, cancel}.
+const bgStateScript = bgNow + `
+local v = redis.call('HMGET', KEYS[1], 'exp', 'cancel')
+if not v[1] then return {0, 0, 0} end
+local running = 0
+if tonumber(v[1]) > now then running = 1 end
+local cancel = 0
+if v[2] == '1' then cancel = 1 end
+return {1, running, cancel}
+`
+
+// KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 (unused), 2 ttl ms, 3
+// id. Returns the new deadline, 0 when not running.
+const bgRenewScript = bgNow + `
+local ttl = tonumber(ARGV[2])
 local exp = tonumber(redis.call('HGET', KEYS[1], 'exp') or '0')
 if exp <= now then return 0 end
 local keep = tonumber(redis.call('HGET', KEYS[1], 'keep'))
@@ -91,7 +158,7 @@ redis.call('HSET', KEYS[1], 'exp', now + ttl)
 redis.call('PEXPIRE', KEYS[1], ttl + keep)
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ttl + keep) end
 redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
-return 1
+return now + ttl
 `
 
 // KEYS: 1 hash, 2 stream, 3 owner zset. ARGV: 1 id.
@@ -110,9 +177,9 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 `
 
-// KEYS: 1 hash, 2 stream. ARGV: 1 now, 2 seq, 3 event, 4 max bytes.
-const bgAppendScript = `
-local now, seq, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+// KEYS: 1 hash, 2 stream. ARGV: 1 (unused), 2 seq, 3 event, 4 max bytes.
+const bgAppendScript = bgNow + `
+local seq, max = tonumber(ARGV[2]), tonumber(ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
 local exp = tonumber(redis.call('HGET', KEYS[1], 'exp'))
 if exp <= now then return 'ended' end
@@ -134,21 +201,18 @@ func (b *Background) keys(owner, id string) []string {
 
 func (b *Background) ownerPrefix(owner string) string { return ownerPrefix(b.prefix, owner) }
 
-func (b *Background) nowMS() int64 { return b.now().UnixMilli() }
-
 // Begin implements store.Background.
 func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, total int, ttl, keep time.Duration) error {
-	now := b.nowMS()
 	member := b.ownerPrefix(owner) + id
 	all := b.prefix + "bgall"
-	res, err := b.globalBegin.Run(ctx, b.rdb, []string{all}, now, total, now+ms(ttl), member).Text()
+	res, err := b.globalBegin.Run(ctx, b.rdb, []string{all}, 0, total, ms(ttl), member).Text()
 	if err != nil {
 		return b.wrap(ctx, err)
 	}
 	if res == "quota" {
 		return &store.QuotaError{Limit: store.LimitBackgroundTotal, Max: int64(total)}
 	}
-	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), now, perOwner, ms(ttl), ms(keep), id).Text()
+	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), 0, perOwner, ms(ttl), ms(keep), id).Text()
 	if err == nil && res == "ok" {
 		return nil
 	}
@@ -164,15 +228,14 @@ func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, tota
 
 // Renew implements store.Background.
 func (b *Background) Renew(ctx context.Context, owner, id string, ttl time.Duration) (bool, error) {
-	now := b.nowMS()
-	n, err := b.renew.Run(ctx, b.rdb, b.keys(owner, id), now, ms(ttl), id).Int()
+	exp, err := b.renew.Run(ctx, b.rdb, b.keys(owner, id), 0, ms(ttl), id).Int64()
 	if err != nil {
 		return false, b.wrap(ctx, err)
 	}
-	if n == 1 {
-		_ = b.rdb.ZAdd(ctx, b.prefix+"bgall", goredis.Z{Score: float64(now + ms(ttl)), Member: b.ownerPrefix(owner) + id}).Err()
+	if exp != 0 {
+		_ = b.rdb.ZAdd(ctx, b.prefix+"bgall", goredis.Z{Score: float64(exp), Member: b.ownerPrefix(owner) + id}).Err()
 	}
-	return n == 1, nil
+	return exp != 0, nil
 }
 
 // End implements store.Background.
@@ -184,28 +247,27 @@ func (b *Background) End(ctx context.Context, owner, id string) error {
 }
 
 // state reads the run's hash: exists, running and cancel.
-func (b *Background) state(ctx context.Context, owner, id string) (exists, running, cancel bool, err error) {
-	v, err := b.rdb.HMGet(ctx, b.keys(owner, id)[0], "exp", "cancel").Result()
+func (b *Background) readState(ctx context.Context, owner, id string) (exists, running, cancel bool, err error) {
+	v, err := b.state.Run(ctx, b.rdb, b.keys(owner, id)[:1]).Int64Slice()
 	if err != nil {
 		return false, false, false, b.wrap(ctx, err)
 	}
-	if v[0] == nil {
-		return false, false, false, nil
+	if len(v) != 3 {
+		return false, false, false, fmt.Errorf("store/redis: background %s: unexpected state %v", id, v)
 	}
-	exp, _ := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
-	return true, exp > b.nowMS(), fmt.Sprint(v[1]) == "1", nil
+	return v[0] == 1, v[1] == 1, v[2] == 1, nil
 }
 
 // Running implements store.Background.
 func (b *Background) Running(ctx context.Context, owner, id string) (bool, error) {
-	_, running, _, err := b.state(ctx, owner, id)
+	_, running, _, err := b.readState(ctx, owner, id)
 	return running, err
 }
 
 // AppendEvent implements store.Background.
 func (b *Background) AppendEvent(ctx context.Context, owner, id string, seq int64, event []byte) error {
 	k := b.keys(owner, id)
-	res, err := b.appendEv.Run(ctx, b.rdb, k[:2], b.nowMS(), seq, event, store.BackgroundEventBytes).Text()
+	res, err := b.appendEv.Run(ctx, b.rdb, k[:2], 0, seq, event, store.BackgroundEventBytes).Text()
 	switch {
 	case err != nil:
 		return b.wrap(ctx, err)
@@ -236,25 +298,33 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 	}
 	// The state first: an event appended after it is read below, and the
 	// end is then said by the next call.
-	exists, running, _, err := b.state(ctx, owner, id)
+	exists, running, _, err := b.readState(ctx, owner, id)
 	if err != nil {
 		return nil, false, err
 	}
 	if !exists {
 		return nil, false, fmt.Errorf("background %s: %w", id, store.ErrNotFound)
 	}
-	msgs, err := b.rdb.XRange(ctx, k[1], "0-"+strconv.FormatInt(from+1, 10), "+").Result()
+	// A page, and one entry more: the end's, when it follows the page.
+	msgs, err := b.rdb.XRangeN(ctx, k[1], "0-"+strconv.FormatInt(from+1, 10), "+", store.BackgroundEventsPage+1).Result()
 	if err != nil {
 		return nil, false, b.wrap(ctx, err)
 	}
 	if len(msgs) > 0 || !running {
+		more, endNext := len(msgs) > store.BackgroundEventsPage, false
+		if more {
+			_, isEvent := msgs[store.BackgroundEventsPage].Values["d"]
+			more, endNext = isEvent, !isEvent
+			msgs = msgs[:store.BackgroundEventsPage]
+		}
 		ev, end := read(msgs)
-		return ev, end || !running, nil
+		return ev, end || endNext || (!running && !more), nil
 	}
 	if wait < time.Millisecond {
 		return nil, false, nil
 	}
-	streams, err := b.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Block: wait}).Result()
+	wait = min(wait, store.BackgroundWait)
+	streams, err := b.readers.XRead(ctx, &goredis.XReadArgs{Streams: []string{k[1], "0-" + strconv.FormatInt(from, 10)}, Count: store.BackgroundEventsPage, Block: wait}).Result()
 	switch {
 	case errors.Is(err, goredis.Nil):
 		return nil, false, nil
@@ -279,7 +349,7 @@ func entrySeq(id string) int64 {
 
 // Cancel implements store.Background.
 func (b *Background) Cancel(ctx context.Context, owner, id string) error {
-	exists, _, _, err := b.state(ctx, owner, id)
+	exists, _, _, err := b.readState(ctx, owner, id)
 	if err != nil {
 		return err
 	}
@@ -289,9 +359,21 @@ func (b *Background) Cancel(ctx context.Context, owner, id string) error {
 	return b.wrap(ctx, b.rdb.HSet(ctx, b.keys(owner, id)[0], "cancel", 1).Err())
 }
 
+// Settle implements store.Background.
+func (b *Background) Settle(ctx context.Context, owner, id, status string) (string, error) {
+	won, err := b.settle.Run(ctx, b.rdb, b.keys(owner, id)[:1], status).Text()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return "", fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+	case err != nil:
+		return "", b.wrap(ctx, err)
+	}
+	return won, nil
+}
+
 // Cancelled implements store.Background.
 func (b *Background) Cancelled(ctx context.Context, owner, id string) (bool, error) {
-	_, _, cancel, err := b.state(ctx, owner, id)
+	_, _, cancel, err := b.readState(ctx, owner, id)
 	return cancel, err
 }
 

@@ -3,6 +3,8 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,4 +28,95 @@ func TestBackgroundConformance(t *testing.T) {
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	})
+}
+
+// TestBackgroundSkewedClocks: replicas whose clocks disagree (one 30 s
+// ahead, one 30 s behind) agree on which runs are live: liveness is
+// Redis' clock, not theirs (issue 38 row 5).
+func TestBackgroundSkewedClocks(t *testing.T) {
+	ctx := context.Background()
+	url := redistest.Start(t)
+	open := func(skew time.Duration) *redis.Background {
+		b, err := redis.NewBackground(ctx, url, func() time.Time { return time.Now().Add(skew) }, redis.WithPrefix("skew:"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	right, ahead, behind := open(0), open(30*time.Second), open(-30*time.Second)
+	for _, c := range []struct {
+		name           string
+		runner, reader *redis.Background
+	}{
+		{"ahead reads", right, ahead}, {"behind runs", behind, right},
+		{"ahead runs", ahead, behind}, {"behind reads", right, behind},
+	} {
+		id := "resp_" + strings.ReplaceAll(c.name, " ", "_")
+		if err := c.runner.Begin(ctx, "o", id, 1, 0, 2*time.Second, time.Minute); err != nil {
+			t.Fatalf("%s: Begin: %v", c.name, err)
+		}
+		if ok, err := c.reader.Running(ctx, "o", id); !ok || err != nil {
+			t.Fatalf("%s: a live run is not running to the other replica: %v, %v", c.name, ok, err)
+		}
+		if ok, err := c.runner.Renew(ctx, "o", id, 2*time.Second); !ok || err != nil {
+			t.Fatalf("%s: Renew: %v, %v", c.name, ok, err)
+		}
+		if ok, err := c.reader.Renew(ctx, "o", id, 2*time.Second); !ok || err != nil {
+			t.Fatalf("%s: Renew from the other replica: %v, %v", c.name, ok, err)
+		}
+		// Not renewed, it lapses within its ttl for both, whatever their clocks.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r1, _ := c.runner.Running(ctx, "o", id)
+			r2, _ := c.reader.Running(ctx, "o", id)
+			if !r1 && !r2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: a run not renewed still runs (runner %v, reader %v)", c.name, r1, r2)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := c.reader.Begin(ctx, "o", id+"_2", 1, 0, 2*time.Second, time.Minute); err != nil {
+			t.Fatalf("%s: the lapsed run's slot: %v", c.name, err)
+		}
+		_ = c.reader.End(ctx, "o", id+"_2")
+	}
+}
+
+// TestBackgroundWaitingReaders: readers waiting for events (a resumed
+// stream each) do not take the connections every other call needs: with
+// more of them waiting than a client's default pool holds, Renew still
+// answers at once (issue 38 row 5).
+func TestBackgroundWaitingReaders(t *testing.T) {
+	ctx := context.Background()
+	b, err := redis.NewBackground(ctx, redistest.Start(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	for _, id := range []string{"resp_wait", "resp_live"} {
+		if err := b.Begin(ctx, "o", id, 0, 0, time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = b.Events(ctx, "o", "resp_wait", -1, 3*time.Second)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // they are waiting
+	for range 3 {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		ok, err := b.Renew(rctx, "o", "resp_live", time.Minute)
+		cancel()
+		if !ok || err != nil {
+			t.Fatalf("Renew with readers waiting: %v, %v", ok, err)
+		}
+	}
 }

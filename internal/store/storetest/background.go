@@ -28,6 +28,8 @@ func RunBackground(t *testing.T, newStore BackgroundFactory) {
 		{"OwnerScoping", testBackgroundOwners},
 		{"Cancel", testBackgroundCancel},
 		{"Keep", testBackgroundKeep},
+		{"Paging", testBackgroundPaging},
+		{"Settle", testBackgroundSettle},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore) })
@@ -187,31 +189,38 @@ func testBackgroundBounds(t *testing.T, f BackgroundFactory) {
 
 // testBackgroundLapse: a run whose runner died (no renewal within its
 // ttl) is no longer running — its slot is free and readers are told the
-// end — and cannot be renewed back.
+// end — and cannot be renewed back. Real time: a shared store keeps
+// liveness by its own clock, not the replica's.
 func testBackgroundLapse(t *testing.T, f BackgroundFactory) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	b := f(t, clock)
-	if err := b.Begin(ctx, "o", "resp_l", 1, 0, 10*time.Second, bgKeep); err != nil {
+	const ttl = 2 * time.Second
+	b := f(t, time.Now)
+	if err := b.Begin(ctx, "o", "resp_l", 1, 0, ttl, bgKeep); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, b, "o", "resp_l", 0, 2)
-	advance(5 * time.Second)
-	if ok, err := b.Renew(ctx, "o", "resp_l", 10*time.Second); !ok || err != nil {
+	time.Sleep(ttl / 2)
+	renewed := time.Now()
+	if ok, err := b.Renew(ctx, "o", "resp_l", ttl); !ok || err != nil {
 		t.Fatalf("Renew while running: %v, %v", ok, err)
 	}
-	advance(8 * time.Second) // within the renewed ttl
-	if ok, _ := b.Running(ctx, "o", "resp_l"); !ok {
+	time.Sleep(ttl * 3 / 4) // within the renewed ttl, past the first
+	if ok, _ := b.Running(ctx, "o", "resp_l"); !ok && time.Since(renewed) < ttl {
 		t.Fatal("not running within the renewed ttl")
 	}
-	advance(5 * time.Second)
-	if ok, _ := b.Running(ctx, "o", "resp_l"); ok {
-		t.Fatal("still running after its ttl lapsed")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ok, _ := b.Running(ctx, "o", "resp_l")
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still running after its ttl lapsed")
+		}
 	}
-	if ok, _ := b.Renew(ctx, "o", "resp_l", 10*time.Second); ok {
+	if time.Since(renewed) < ttl-100*time.Millisecond {
+		t.Fatalf("lapsed %v after its renewal, within its ttl %v", time.Since(renewed), ttl)
+	}
+	if ok, _ := b.Renew(ctx, "o", "resp_l", ttl); ok {
 		t.Fatal("a lapsed run was renewed")
 	}
 	ev, done, err := b.Events(ctx, "o", "resp_l", -1, time.Second)
@@ -219,7 +228,7 @@ func testBackgroundLapse(t *testing.T, f BackgroundFactory) {
 		t.Fatalf("a lapsed run's log: done %v, %v", done, err)
 	}
 	wantEvents(t, ev, 0, 2)
-	if err := b.Begin(ctx, "o", "resp_l2", 1, 0, 10*time.Second, bgKeep); err != nil {
+	if err := b.Begin(ctx, "o", "resp_l2", 1, 0, ttl, bgKeep); err != nil {
 		t.Fatalf("the lapsed run's slot: %v", err)
 	}
 }
@@ -289,4 +298,82 @@ func testBackgroundKeep(t *testing.T, f BackgroundFactory) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// testBackgroundPaging: a long log is read a page at a time, running or
+// ended; the end is said only with its last page.
+func testBackgroundPaging(t *testing.T, f BackgroundFactory) {
+	ctx := context.Background()
+	b := f(t, time.Now)
+	begin(t, b, "o", "resp_p")
+	n := int64(2*store.BackgroundEventsPage + 10)
+	appendEvents(t, b, "o", "resp_p", 0, n)
+	read := func(wantDone bool) {
+		t.Helper()
+		after := int64(-1)
+		for after < n-1 {
+			ev, done, err := b.Events(ctx, "o", "resp_p", after, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ev) == 0 || len(ev) > store.BackgroundEventsPage {
+				t.Fatalf("after %d: %d events, want 1..%d", after, len(ev), store.BackgroundEventsPage)
+			}
+			wantEvents(t, ev, after+1, after+1+int64(len(ev)))
+			after = ev[len(ev)-1].Seq
+			if last := after == n-1; done && !last {
+				t.Fatalf("done after %d of %d events", after+1, n)
+			} else if last && wantDone && !done {
+				// The end may also be said by the next call.
+				if ev, done, err := b.Events(ctx, "o", "resp_p", after, time.Second); err != nil || !done || len(ev) != 0 {
+					t.Fatalf("the end: %d events, done %v, %v", len(ev), done, err)
+				}
+			}
+		}
+	}
+	read(false)
+	if err := b.End(ctx, "o", "resp_p"); err != nil {
+		t.Fatal(err)
+	}
+	read(true)
+}
+
+// testBackgroundSettle: a cancel racing the run's completion — many
+// times — settles one end, the same for both, and later calls keep it.
+func testBackgroundSettle(t *testing.T, f BackgroundFactory) {
+	ctx := context.Background()
+	b := f(t, time.Now)
+	if _, err := b.Settle(ctx, "o", "resp_none", "completed"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Settle of no run: %v, want ErrNotFound", err)
+	}
+	wins := map[string]int{}
+	for i := range 200 {
+		id := fmt.Sprintf("resp_s%d", i)
+		begin(t, b, "o", id)
+		var got [2]string
+		var errs [2]error
+		var wg sync.WaitGroup
+		for k, status := range []string{"completed", "cancelled"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[k], errs[k] = b.Settle(ctx, "o", id, status)
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("Settle: %v, %v", errs[0], errs[1])
+		}
+		if got[0] != got[1] || (got[0] != "completed" && got[0] != "cancelled") {
+			t.Fatalf("%s: the run settled %q and %q", id, got[0], got[1])
+		}
+		if err := b.End(ctx, "o", id); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := b.Settle(ctx, "o", id, "failed"); again != got[0] || err != nil {
+			t.Fatalf("%s: settled %q, then %q, %v", id, got[0], again, err)
+		}
+		wins[got[0]]++
+	}
+	t.Logf("winners: %v", wins)
 }
