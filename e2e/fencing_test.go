@@ -45,8 +45,8 @@ func newFencingCluster(t *testing.T, after, leaseTTL time.Duration) *fencingClus
 	fc.model = m
 	// As a new user runs replicas on one host: no key and no cluster
 	// secret configured — the checkpoint key is the file the first replica
-	// makes in the shared directory, the cluster secret the one the first
-	// replica keeps in Redis (read back on a full Redis too).
+	// makes in the shared directory, and the cluster key is derived from
+	// it (never kept in Redis).
 	fc.env = []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + fc.redis.URL,
 		"CODEINTERP_CHECKPOINTS_DIR=" + t.TempDir(),
 		"CODEINTERP_CHECKPOINTS_AFTER=" + after.String(), "CODEINTERP_CLUSTER_LEASE_TTL=" + leaseTTL.String()}
