@@ -826,6 +826,13 @@ func checkAPIManifests(m *manifests, d *appsv1.Deployment, svc *corev1.Service, 
 	if !strings.Contains(args, "--maxmemory-policy noeviction") {
 		fail("Deployment %s: want --maxmemory-policy noeviction (evicting keys would lose containers silently)", rd.Name)
 	}
+	// The shipped Redis has a password, and the replicas give it.
+	if !strings.Contains(args, "--requirepass ") {
+		fail("Deployment %s: want --requirepass (a Redis anyone can write lets them stop or misplace every run)", rd.Name)
+	}
+	if pw, ok := u.User.Password(); !ok || pw == "" {
+		fail("store.redis_url has no password for the shipped Redis")
+	}
 }
 
 // Resident size of a warm interpreter (started, nothing run yet): wasm
@@ -1129,7 +1136,9 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"strict ConfigMap config", "codeinterp.yaml", "      max_sessions: 8", "      max_session: 8", `sandbox.max_session: unknown field`},
 		{"memory store with replicas", "codeinterp.yaml", "      backend: redis", "      backend: memory", "store.backend memory with 2 replicas"},
 		{"API on loopback", "codeinterp.yaml", `      listen: ":8081"`, `      listen: "127.0.0.1:8081"`, "api.listen 127.0.0.1:8081 must bind all interfaces"},
-		{"Redis URL port", "codeinterp.yaml", "svc.cluster.local:6379/0", "svc.cluster.local:6380/0", "port 6380 is not a port of Service redis"},
+		{"Redis URL port", "codeinterp.yaml", "@redis.codeinterp.svc.cluster.local:6379/0", "@redis.codeinterp.svc.cluster.local:6380/0", "port 6380 is not a port of Service redis"},
+		{"Redis without its password", "codeinterp.yaml", "redis://:$(REDIS_PASSWORD)@redis", "redis://redis", "store.redis_url has no password"},
+		{"Redis without requirepass", "redis.yaml", "        - --requirepass\n        - $(REDIS_PASSWORD)\n", "", "want --requirepass"},
 		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
 		{"image tag", "codeinterp.yaml", "image: codeinterp/extproc:0.1.0", "image: codeinterp/extproc:latest", "want codeinterp/extproc:0.1.0"},
 		{"cache_dir elsewhere", "codeinterp.yaml", "cache_dir: /var/cache/codeinterp/wazero", "cache_dir: /tmp/wazero", "is not the image's precompiled cache"},
