@@ -46,7 +46,7 @@ func BenchmarkBackground(b *testing.B) {
 		return reply{items: []string{m.message("done")}}
 	})
 	m.live = true
-	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL, "CODEINTERP_CHECKPOINTS_ENABLED=false"}
+	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL, "CODEINTERP_CHECKPOINTS_ENABLED=false", "CODEINTERP_CLUSTER_SECRET=the-e2e-replicas-shared-cluster-key"}
 	dev := func(config string) string { return startDev(b, bin, m.URL(), config, env...) }
 	wasmCfg := "sandbox:\n  isolation:\n    cgroup_parent: /codeinterp-e2e\nlogging:\n  level: warn\n"
 	a, other := dev(wasmCfg), dev(wasmCfg)

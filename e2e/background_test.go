@@ -51,7 +51,7 @@ func TestBackgroundAcrossReplicas(t *testing.T) {
 	})
 	m.live = true // the servers stream live (interceptor.streaming: live)
 	env := []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + redisURL,
-		"CODEINTERP_CHECKPOINTS_ENABLED=false", "CODEINTERP_RESPONSES_MAX_BACKGROUND=3"}
+		"CODEINTERP_CHECKPOINTS_ENABLED=false", "CODEINTERP_RESPONSES_MAX_BACKGROUND=3", "CODEINTERP_CLUSTER_SECRET=the-e2e-replicas-shared-cluster-key"}
 	start := func(key string, extra ...string) (*proc, openai.Client, string) {
 		p := startProc(t, bin, append(append([]string(nil), env...), extra...), "dev", "--listen", "127.0.0.1:0", "--upstream", m.URL(),
 			"--config", filepath.Join("..", "testdata", "e2e", "extproc.yaml"))

@@ -663,7 +663,9 @@ func chaosRedisFull(cl *chaosCluster, rdb *goredis.Client, d time.Duration) chao
 		f.Start, f.End, f.Detail = cl.since(), cl.since(), "FAILED: "+err.Error()
 		return f
 	}
-	limit := u
+	// Well below what is in use: memory freed meanwhile (keys expiring,
+	// a client's buffers) must not bring it back under the limit.
+	limit := u / 2
 	f.Start = cl.since()
 	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(limit, 10)).Err(); err != nil {
 		f.End, f.Detail = cl.since(), "FAILED: "+err.Error()
