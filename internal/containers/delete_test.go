@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/containers"
@@ -19,15 +18,7 @@ import (
 // everywhere at once — the holder's live interpreter, and the checkpoint
 // — not at the next sweep.
 func TestDeleteReachesTheHolder(t *testing.T) {
-	f := newFixture(t)
-	url := redistest.Start(t)
-	k := keeper(t, t.TempDir(), newKey(t))
-	a := startReplica(t, f, url, k, 20*time.Millisecond)
-	b := startReplica(t, f, url, k, 20*time.Millisecond)
-	ca := open(t, a.m, containers.Spec{Owner: "o"})
-	run(t, ca, "x = 1")
-	ca.Close()
-	idleCheckpointed(t, k, ca.ID())
+	f, k, a, b, ca := heldByA(t)
 	if a.m.Held() != 1 {
 		t.Fatalf("A holds %d interpreters", a.m.Held())
 	}

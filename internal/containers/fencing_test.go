@@ -33,6 +33,22 @@ func idleCheckpointed(t *testing.T, k containers.Checkpoints, cid string) {
 	})
 }
 
+// heldByA starts two replicas sharing Redis and a checkpoint store, and a
+// container held by A whose x = 1 is checkpointed.
+func heldByA(t *testing.T) (f *fixture, k *checkpoint.Keeper, a, b *replica, ca containers.Container) {
+	t.Helper()
+	f = newFixture(t)
+	url := redistest.Start(t)
+	k = keeper(t, t.TempDir(), newKey(t))
+	a = startReplica(t, f, url, k, 20*time.Millisecond)
+	b = startReplica(t, f, url, k, 20*time.Millisecond)
+	ca = open(t, a.m, containers.Spec{Owner: "o"})
+	run(t, ca, "x = 1")
+	ca.Close()
+	idleCheckpointed(t, k, ca.ID())
+	return f, k, a, b, ca
+}
+
 func runErr(t *testing.T, m *containers.Manager, cid, code string) (containers.RunResult, error) {
 	t.Helper()
 	c, err := m.Open(context.Background(), containers.Spec{Owner: "o", ID: cid})
@@ -119,15 +135,7 @@ func TestRunsOnAFullRedis(t *testing.T) {
 // and its bump is in no interpreter. A run sent to A meanwhile runs on the
 // container's state, once.
 func TestHolderFencedDuringRun(t *testing.T) {
-	f := newFixture(t)
-	url := redistest.Start(t)
-	k := keeper(t, t.TempDir(), newKey(t))
-	a := startReplica(t, f, url, k, 20*time.Millisecond)
-	b := startReplica(t, f, url, k, 20*time.Millisecond)
-	ca := open(t, a.m, containers.Spec{Owner: "o"})
-	run(t, ca, "x = 1")
-	ca.Close()
-	idleCheckpointed(t, k, ca.ID())
+	_, _, a, b, ca := heldByA(t)
 
 	slow := make(chan error, 1)
 	go func() {
