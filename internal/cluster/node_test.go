@@ -27,6 +27,9 @@ type replica struct {
 	mu   sync.Mutex
 	ran  []string // the payloads its handler ran
 	lost chan string
+	// hang is where a run of the payload "hang" waits (as a paused
+	// holder's would) until the test ends.
+	hang chan struct{}
 	// pause stops its renewals, as a paused process's (SIGSTOP, a long
 	// GC): its leases expire by the store's clock.
 	pause func()
@@ -47,10 +50,13 @@ func startReplicaLog(t *testing.T, url, sec string, ttl time.Duration, log *zap.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{lost: make(chan string, 8)}
+	r := &replica{lost: make(chan string, 8), hang: make(chan struct{})}
 	r.node, err = cluster.NewNode(cluster.Config{
 		Addr: lis.Addr().String(), Secret: sec, Leases: leases, TTL: ttl,
 		Handler: func(_ context.Context, key string, _ uint64, payload []byte) ([]byte, error) {
+			if string(payload) == "hang" {
+				<-r.hang
+			}
 			r.mu.Lock()
 			r.ran = append(r.ran, key+":"+string(payload))
 			r.mu.Unlock()
@@ -68,7 +74,7 @@ func startReplicaLog(t *testing.T, url, sec string, ttl time.Duration, log *zap.
 	renewed := make(chan struct{})
 	go func() { r.node.Renew(ctx); close(renewed) }()
 	r.pause = func() { cancel(); <-renewed }
-	t.Cleanup(func() { cancel(); r.srv.Stop(); _ = r.node.Close(); _ = leases.Close() })
+	t.Cleanup(func() { close(r.hang); cancel(); r.srv.Stop(); _ = r.node.Close(); _ = leases.Close() })
 	return r
 }
 
@@ -328,5 +334,28 @@ func TestStoreDownFailsClosed(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("A, unable to renew for a whole TTL, was never told it lost its lease")
+	}
+}
+
+// TestForwardToPausedHolder: a holder that stops answering in the middle
+// of a forwarded run and stops renewing (a paused process) does not keep
+// the caller waiting for as long as the connection lives: once its lease
+// expires by the store's clock the call ends with ErrMoved (whatever the
+// holder does with the run is void now), and the caller takes the
+// container.
+func TestForwardToPausedHolder(t *testing.T) {
+	url := redistest.Start(t)
+	const ttl = 900 * time.Millisecond
+	a, b := startReplica(t, url, secret, ttl), startReplica(t, url, secret, ttl)
+	la, _ := claim(t, a.node, "cntr_1")
+	a.pause()
+	start := time.Now()
+	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("hang"))
+	if !errors.Is(err, cluster.ErrMoved) {
+		t.Fatalf("forwarding to a holder paused past its lease: %v, want ErrMoved", err)
+	}
+	t.Logf("the forwarded call ended %s after it was sent (lease %s)", time.Since(start), ttl)
+	if _, mine := claim(t, b.node, "cntr_1"); !mine {
+		t.Fatal("after the paused holder's lease expired the caller could not take the container")
 	}
 }

@@ -204,18 +204,60 @@ func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte)
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, l.Addr, err)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, mdKey, key,
-		mdHolder, l.Holder, mdToken, strconv.FormatUint(l.Token, 10))
+	callCtx, cancel := context.WithCancelCause(metadata.AppendToOutgoingContext(ctx, mdKey, key,
+		mdHolder, l.Holder, mdToken, strconv.FormatUint(l.Token, 10)))
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go func() { defer close(watched); n.watchLease(callCtx, key, l, cancel) }()
 	out := new(wrapperspb.BytesValue)
 	start := time.Now()
-	err = conn.Invoke(ctx, runMethod, wrapperspb.Bytes(payload), out,
+	err = conn.Invoke(callCtx, runMethod, wrapperspb.Bytes(payload), out,
 		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
-	err = forwardError(ctx, l.Addr, err)
+	moved := errors.Is(context.Cause(callCtx), errLeaseMoved)
+	cancel(nil)
+	<-watched
+	if moved && ctx.Err() == nil {
+		err = fmt.Errorf("%w: the lease %s ran under expired or moved while the holder did not answer", ErrMoved, key)
+	} else {
+		err = forwardError(ctx, l.Addr, err)
+	}
 	n.metrics.forwarded(err, time.Since(start))
 	if err != nil {
 		return nil, err
 	}
 	return out.GetValue(), nil
+}
+
+// errLeaseMoved cancels a forwarded call whose lease is no longer in force.
+var errLeaseMoved = errors.New("cluster: the lease of the forwarded run is no longer in force")
+
+// watchLease cancels a forwarded call (cancel, with errLeaseMoved) once
+// the lease it was sent under is no longer in force, as the store says:
+// the holder stopped renewing it (paused, dead, cut off) and it expired,
+// or another replica took it. Whatever the holder does with the run then
+// is void — it refuses to start it, or reports it failed and drops the
+// interpreter it ran in, and writes no checkpoint under that lease — so
+// the caller may claim the container and run it itself, instead of
+// waiting for a paused holder for as long as the connection lives. A
+// store that cannot be asked says nothing: the call goes on.
+func (n *Node) watchLease(ctx context.Context, key string, l Lease, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(n.cfg.TTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, ok, err := n.cfg.Leases.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		if !ok || cur.Holder != l.Holder || cur.Token != l.Token {
+			cancel(errLeaseMoved)
+			return
+		}
+	}
 }
 
 // forwardError maps a forwarded call's gRPC error to Forward's.
@@ -325,13 +367,14 @@ func (n *Node) conn(addr string) (*grpc.ClientConn, *peer, error) {
 		return c, n.peers[addr], nil
 	}
 	p := &peer{}
-	// Keepalive pings while a run is forwarded: a holder that stops
-	// answering them (paused, or its host gone) breaks the call within
-	// about 15 s (ErrLost: the run's fate unknown) instead of leaving the
-	// caller waiting for as long as the request lives. A live holder
-	// answers pings in the middle of a long run.
+	// A holder that stops answering during a forwarded run (paused, or
+	// its host gone) is found by its lease (watchLease: the call ends
+	// once the lease expires, and the caller takes the container over);
+	// keepalive pings, slower than that, find a connection that is dead
+	// while the lease is not (ErrLost: the run's fate unknown). A live
+	// holder answers pings in the middle of a long run.
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(n.key.clientTLS(p.handshook))),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: false}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 20 * time.Second, PermitWithoutStream: false}))
 	if err != nil {
 		return nil, nil, err
 	}
