@@ -165,6 +165,12 @@ func (n *Node) Confirm(ctx context.Context, key string, token uint64) (bool, err
 	return n.holds(ctx, key, token)
 }
 
+// Holder returns the key's lease as the store has it (ok false: no one
+// holds it), changing nothing.
+func (n *Node) Holder(ctx context.Context, key string) (Lease, bool, error) {
+	return n.cfg.Leases.Get(ctx, key)
+}
+
 // holds reports whether this Node holds key with token, as the store says
 // (a stale holder's own view is not enough).
 func (n *Node) holds(ctx context.Context, key string, token uint64) (bool, error) {
@@ -206,6 +212,11 @@ func (n *Node) Held() int {
 // container's state comes from its checkpoint). A lease that could not be
 // renewed for a whole TTL is lost too: the store may have expired it.
 func (n *Node) Renew(ctx context.Context) {
+	n.everyThird(ctx, func() bool { n.renewOnce(ctx); return true })
+}
+
+// everyThird calls f every TTL/3 until ctx ends or f returns false.
+func (n *Node) everyThird(ctx context.Context, f func() bool) {
 	t := time.NewTicker(n.cfg.TTL / 3)
 	defer t.Stop()
 	for {
@@ -214,7 +225,9 @@ func (n *Node) Renew(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n.renewOnce(ctx)
+		if !f() {
+			return
+		}
 	}
 }
 

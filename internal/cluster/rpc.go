@@ -241,23 +241,14 @@ var errLeaseMoved = errors.New("cluster: the lease of the forwarded run is no lo
 // waiting for a paused holder for as long as the connection lives. A
 // store that cannot be asked says nothing: the call goes on.
 func (n *Node) watchLease(ctx context.Context, key string, l Lease, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(n.cfg.TTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cur, ok, err := n.cfg.Leases.Get(ctx, key)
-		if err != nil {
-			continue
-		}
-		if !ok || cur.Holder != l.Holder || cur.Token != l.Token {
+	n.everyThird(ctx, func() bool {
+		cur, ok, err := n.Holder(ctx, key)
+		if err == nil && (!ok || cur.Holder != l.Holder || cur.Token != l.Token) {
 			cancel(errLeaseMoved)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // forwardError maps a forwarded call's gRPC error to Forward's.

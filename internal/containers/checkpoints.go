@@ -255,7 +255,13 @@ func (m *Manager) scheduleCheckpointLocked(h *held) {
 	if m.cfg.Checkpoints == nil || m.cfg.CheckpointAfter <= 0 || !h.dirty.Load() || h.idleTimer != nil || h.removed {
 		return
 	}
-	h.idleTimer = time.AfterFunc(m.cfg.CheckpointAfter, func() { m.idleCheckpoint(h) })
+	m.armCheckpointLocked(h, m.cfg.CheckpointAfter)
+}
+
+// armCheckpointLocked makes h's background checkpoint fire in d. Callers
+// hold m.mu, with none armed.
+func (m *Manager) armCheckpointLocked(h *held, d time.Duration) {
+	h.idleTimer = time.AfterFunc(d, func() { m.idleCheckpoint(h) })
 }
 
 // checkpointRetry is how soon a background checkpoint put off by another
@@ -280,7 +286,7 @@ func (m *Manager) idleCheckpoint(h *held) {
 	select {
 	case m.bgCheckpoint <- struct{}{}:
 	default:
-		h.idleTimer = time.AfterFunc(checkpointRetry, func() { m.idleCheckpoint(h) })
+		m.armCheckpointLocked(h, checkpointRetry)
 		m.mu.Unlock()
 		return
 	}
@@ -295,7 +301,7 @@ func (m *Manager) idleCheckpoint(h *held) {
 		// container's checkpoint).
 		m.mu.Lock()
 		if !h.removed && h.idleTimer == nil {
-			h.idleTimer = time.AfterFunc(checkpointRetry, func() { m.idleCheckpoint(h) })
+			m.armCheckpointLocked(h, checkpointRetry)
 		}
 		m.mu.Unlock()
 		return

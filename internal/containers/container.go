@@ -300,6 +300,12 @@ func (c *container) confirm(ctx context.Context) error {
 // cannot confirm) the container's lease. Its state is not checkpointed.
 func (c *container) fenced(h *held) {
 	c.m.Fenced(c.meta.ID)
+	c.drop(h)
+}
+
+// drop forgets h (it must not run again) and gives up this response's use
+// of it; it closes with its last user. The lease is untouched.
+func (c *container) drop(h *held) {
 	c.m.mu.Lock()
 	c.m.forgetLocked(h)
 	c.m.mu.Unlock()
@@ -612,17 +618,10 @@ func stampOf(fi sandbox.FileInfo) fileStamp {
 // is older than the run that ended it). The lease stays this server's.
 // Without checkpoints there is nothing to restore: h goes on, fresh.
 func (c *container) lost(h *held) {
-	m := c.m
-	if m.cfg.Checkpoints == nil {
+	if c.m.cfg.Checkpoints == nil {
 		return
 	}
-	m.mu.Lock()
-	m.forgetLocked(h)
-	m.mu.Unlock()
-	if c.h == h {
-		m.release(h)
-		c.h = nil
-	}
+	c.drop(h)
 	c.dropped = true
 }
 

@@ -23,6 +23,9 @@ type Placement interface {
 	// live one is; it is asked before every run. An error means no one
 	// can tell who holds it: nothing runs (fencing fails closed).
 	Claim(ctx context.Context, cid string) (cluster.Lease, bool, error)
+	// Holder returns the container's lease as the store has it, taking
+	// nothing (ok false: no one holds it).
+	Holder(ctx context.Context, cid string) (cluster.Lease, bool, error)
 	// Steal takes the container from a holder proven gone (ErrGone).
 	Steal(ctx context.Context, cid string, gone cluster.Lease) (cluster.Lease, bool, error)
 	// Confirm reports whether this server still holds the container
@@ -63,6 +66,19 @@ type forwardedRun struct {
 type forwardedAnswer struct {
 	Result RunResult    `json:"result"`
 	Error  *runErrorMsg `json:"error,omitempty"`
+}
+
+// decodeAnswer reads the answer of the holder at addr: its result, or its
+// error as this side's (errors.Is works across the wire).
+func decodeAnswer(out []byte, addr string) (RunResult, error) {
+	var a forwardedAnswer
+	if err := json.Unmarshal(out, &a); err != nil {
+		return RunResult{}, fmt.Errorf("containers: the holder's answer: %w", err)
+	}
+	if a.Error != nil {
+		return RunResult{}, a.Error.decode(addr)
+	}
+	return a.Result, nil
 }
 
 // runErrorMsg carries the errors callers branch on across the wire.
@@ -208,15 +224,11 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 		}
 		out, err := p.Forward(ctx, cid, l, payload)
 		if err == nil {
-			var a forwardedAnswer
-			if err := json.Unmarshal(out, &a); err != nil {
-				return RunResult{}, true, fmt.Errorf("containers: the holder's answer: %w", err)
-			}
-			if a.Error == nil {
+			var res RunResult
+			if res, err = decodeAnswer(out, l.Addr); err == nil {
 				c.ran = true
-				return a.Result, true, nil
+				return res, true, nil
 			}
-			err = a.Error.decode(l.Addr)
 			if !errors.Is(err, errMoved) {
 				return RunResult{}, true, err
 			}
@@ -329,23 +341,20 @@ func (m *Manager) Deleted(ctx context.Context, owner, cid string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
-	l, mine, err := p.Claim(ctx, cid)
+	// (drop released this server's own lease, if it held one.)
+	l, held, err := p.Holder(ctx, cid)
 	switch {
 	case err != nil:
 		m.log.Warn("a deleted container's holder could not be found; it drops the interpreter at its next use", zap.String("container_id", cid), zap.Error(err))
 		return
-	case mine:
-		p.Release(ctx, cid) // no other replica held it
+	case !held:
 		return
 	}
 	payload, err := json.Marshal(forwardedRun{Owner: owner, Container: cid, Deleted: true})
 	if err == nil {
 		var out []byte
 		if out, err = p.Forward(ctx, cid, l, payload); err == nil {
-			var a forwardedAnswer
-			if err = json.Unmarshal(out, &a); err == nil && a.Error != nil {
-				err = a.Error.decode(l.Addr)
-			}
+			_, err = decodeAnswer(out, l.Addr)
 		}
 	}
 	if err != nil {
