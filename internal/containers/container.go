@@ -119,7 +119,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 	if err != nil || h == nil {
 		return c.placed, err
 	}
-	defer func() { h.runMu.Unlock() }() // prepare may replace h
+	defer func() { m.unlockRun(h) }() // prepare may replace h
 
 	// A container that existed before this response, whose interpreter
 	// this server did not hold (another replica ran it, or it was closed
