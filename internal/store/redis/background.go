@@ -66,8 +66,8 @@ func NewBackgroundClient(ctx context.Context, rdb goredis.UniversalClient, now f
 }
 
 // NewBackground connects to the Redis at url (as New does), with a
-// second pool of store.BackgroundReaders connections for the reads that
-// wait.
+// second pool of store.BackgroundReaders connections (WithReaders) for
+// the reads that wait.
 func NewBackground(ctx context.Context, url string, now func() time.Time, opts ...Option) (*Background, error) {
 	b, err := dial(ctx, url, func(ctx context.Context, rdb goredis.UniversalClient) (*Background, error) {
 		return NewBackgroundClient(ctx, rdb, now, opts...)
@@ -81,6 +81,9 @@ func NewBackground(ctx context.Context, url string, now func() time.Time, opts .
 		return nil, fmt.Errorf("store/redis: url: %w", err)
 	}
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = store.BackgroundReaders, 0, 8
+	if n := apply(opts).readers; n > 0 {
+		o.PoolSize = n
+	}
 	// A reader finds no connection free only past the API's bound on
 	// streams: it gives up soon rather than queue.
 	o.PoolTimeout = time.Second

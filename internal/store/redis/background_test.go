@@ -120,3 +120,44 @@ func TestBackgroundWaitingReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestBackgroundReadersSetting: WithReaders (responses.max_resumed_streams)
+// sizes the waiting readers' pool: with 4, four readers wait and a fifth
+// finds no connection (an error, not a wait in the queue), while every
+// other call still has its own.
+func TestBackgroundReadersSetting(t *testing.T) {
+	ctx := context.Background()
+	b, err := redis.NewBackground(ctx, redistest.Start(t), nil, redis.WithReaders(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if err := b.Begin(ctx, "o", "resp_wait", 0, 0, time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := b.Events(ctx, "o", "resp_wait", -1, store.BackgroundWait)
+			errs <- err
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // they are waiting
+	if _, _, err := b.Events(ctx, "o", "resp_wait", -1, store.BackgroundWait); err == nil {
+		t.Fatal("a fifth waiting reader got a connection of a pool of 4")
+	}
+	if ok, err := b.Renew(ctx, "o", "resp_wait", time.Minute); !ok || err != nil {
+		t.Fatalf("Renew with the readers' pool full: %v, %v", ok, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a reader within the pool: %v", err)
+		}
+	}
+}
