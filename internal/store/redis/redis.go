@@ -48,6 +48,9 @@ type options struct {
 	// readers is the size of NewBackground's pool for the reads that
 	// wait (0: store.BackgroundReaders).
 	readers int
+	// bgBytes bounds Background's logs, all together (0:
+	// store.BackgroundAllBytes).
+	bgBytes int64
 }
 
 // WithPrefix sets the key prefix (default DefaultPrefix).
@@ -57,6 +60,11 @@ func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 // that wait (XREAD BLOCK) — the resumed streams one replica serves at once
 // (responses.max_resumed_streams); default store.BackgroundReaders.
 func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
+
+// WithBackgroundBytes sets the bound on a Background's event logs, all
+// owners' together (default store.BackgroundAllBytes; tests lower it).
+// Every replica sharing the Redis must set the same.
+func WithBackgroundBytes(n int64) Option { return func(o *options) { o.bgBytes = n } }
 
 // apply returns the options opts set over the defaults.
 func apply(opts []Option) options {
