@@ -312,8 +312,13 @@ func (b *Background) Begin(ctx context.Context, owner, id string, perOwner, tota
 	}
 	res, err = b.begin.Run(ctx, b.rdb, b.keys(owner, id), 0, perOwner, ms(ttl), ms(keep), id).Text()
 	if err == nil && res == "ok" {
-		_, err := b.accountLog(ctx, member, 0, ttl+keep, false, true)
-		return err
+		// Its log's entry in the server-wide bound, or no run: a log
+		// outside the account would escape the bound.
+		if _, err := b.accountLog(ctx, member, 0, ttl+keep, false, true); err != nil {
+			_ = b.End(context.WithoutCancel(ctx), owner, id)
+			return err
+		}
+		return nil
 	}
 	_ = b.rdb.ZRem(ctx, all, member).Err()
 	switch {
