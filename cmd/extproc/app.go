@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/codeinterp/codeinterp/internal/api"
+	"github.com/codeinterp/codeinterp/internal/background"
 	"github.com/codeinterp/codeinterp/internal/checkpoint"
 	"github.com/codeinterp/codeinterp/internal/config"
 	"github.com/codeinterp/codeinterp/internal/containers"
@@ -220,7 +221,13 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 			_ = mgr.Close()
 		}
 	}()
-	ic, err := interceptor.New(interceptorConfig(cfg), prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(rs), interceptor.WithConversations(cs),
+	// A background response's end goes through its run's compare-and-set:
+	// a cancel that settled it first is not overwritten.
+	var irs store.Responses = rs
+	if bg != nil {
+		irs = background.Settled(rs, bg.store)
+	}
+	ic, err := interceptor.New(interceptorConfig(cfg), prov, log.Named("interceptor"), interceptor.WithContainers(mgr), interceptor.WithResponses(irs), interceptor.WithConversations(cs),
 		interceptor.WithNetwork(checker(eg)), interceptor.WithTelemetry(tel), interceptor.WithUsage(us))
 	if err != nil {
 		return nil, err

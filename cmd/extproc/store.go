@@ -106,7 +106,7 @@ func newConversations(ctx context.Context, cfg *config.Config) (conversationStor
 func newBackground(ctx context.Context, cfg *config.Config) (backgroundStore, error) {
 	return openBackend(ctx, cfg,
 		func(ctx context.Context, url string) (backgroundStore, error) {
-			return redis.NewBackground(ctx, url, nil)
+			return redis.NewBackground(ctx, url, nil, redis.WithReaders(cfg.Responses.MaxResumedStreams))
 		},
 		func() backgroundStore { return memory.NewBackground(nil) })
 }

@@ -246,6 +246,9 @@ func apiConfig(cfg *config.Config) api.Config {
 		FilesSource:          cfg.Files.Source,
 		FilesUpstreamURL:     cfg.Files.UpstreamURL,
 		FileLifetime:         cfg.Store.Limits.FileLifetime,
+
+		MaxResumedStreams:         cfg.Responses.MaxResumedStreams,
+		MaxResumedStreamsPerOwner: cfg.Responses.MaxResumedStreamsPerCredential,
 	}
 }
 

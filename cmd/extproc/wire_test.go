@@ -424,6 +424,8 @@ func TestDefaultsAgree(t *testing.T) {
 	eq("interceptor", ic, interceptor.DefaultConfig())
 	a := apiConfig(c)
 	eq("api.default_expiry", a.DefaultExpiryMinutes, api.DefaultExpiryMinutes)
+	eq("responses.max_resumed_streams", a.MaxResumedStreams, store.BackgroundReaders)
+	eq("responses.max_resumed_streams_per_credential", a.MaxResumedStreamsPerOwner, api.DefaultResumedStreamsPerOwner)
 	eq("responses", responseLimits(c), store.DefaultResponseLimits())
 	eq("conversations", conversationLimits(c), store.DefaultConversationLimits())
 	sl, dl := storeLimits(c), store.DefaultLimits()

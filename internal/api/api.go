@@ -118,7 +118,7 @@ type Config struct {
 // SecretKeeper holds containers' domain secrets for their life, outside
 // the store (containers.Manager implements it).
 type SecretKeeper interface {
-	KeepSecrets(containerID string, secrets []egress.Secret)
+	KeepSecrets(owner, containerID string, secrets []egress.Secret)
 	// Deleted is told of a container its owner deleted (from the store,
 	// already): its interpreter — on whichever replica holds it — its
 	// secrets and its checkpoint go at once.

@@ -162,6 +162,9 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, owner st
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, notStreamable(id))
 		return
+	case errors.Is(err, store.ErrEventsTrimmed):
+		writeError(w, eventsTrimmed(id, r.URL.Query().Get("starting_after") != ""))
+		return
 	case err != nil:
 		s.storeFailed(w, err)
 		return
@@ -211,6 +214,17 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, owner st
 			return
 		}
 	}
+}
+
+// eventsTrimmed is the answer to a resumption whose events the store's
+// bound on kept events forgot (store.ErrEventsTrimmed).
+func eventsTrimmed(id string, startingAfter bool) *apierror.Error {
+	param := "stream"
+	if startingAfter {
+		param = "starting_after"
+	}
+	return &apierror.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "events_expired",
+		Message: fmt.Sprintf("The events of response '%s' are no longer kept (this server keeps a bounded amount of background events, and forgets those of the responses that ended longest ago first): its stream cannot be resumed. GET /v1/responses/%s returns how it ended.", id, id)}
 }
 
 func notStreamable(id string) *apierror.Error {

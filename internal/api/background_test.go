@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,6 +27,12 @@ type bgEnv struct {
 
 func newBGEnv(t *testing.T, edit func(*api.Config)) *bgEnv {
 	t.Helper()
+	return newBGEnvWith(t, edit)
+}
+
+// newBGEnvWith is newBGEnv with the background store's options.
+func newBGEnvWith(t *testing.T, edit func(*api.Config), opts ...redis.Option) *bgEnv {
+	t.Helper()
 	ctx := context.Background()
 	url := redistest.Start(t)
 	ck := &clock{t: time.Now()}
@@ -39,7 +46,7 @@ func newBGEnv(t *testing.T, edit func(*api.Config)) *bgEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close() })
-	bg, err := redis.NewBackground(ctx, url, nil)
+	bg, err := redis.NewBackground(ctx, url, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,4 +224,46 @@ func TestResumedStreamsBounded(t *testing.T) {
 	}
 	cancel()
 	renewers.Wait()
+}
+
+// TestResumeTrimmedEvents: a client resuming a background stream whose
+// events the store's bound forgot (the logs of runs that ended longest
+// ago go first) gets an OpenAI-shaped 400 saying so, not a stream that
+// silently misses its start nor "cannot be streamed" (issue 38 row 5).
+func TestResumeTrimmedEvents(t *testing.T) {
+	e := newBGEnvWith(t, nil, redis.WithBackgroundBytes(400))
+	ctx := context.Background()
+	e.startRun("sk-a", "resp_old", time.Minute)
+	if err := e.bg.End(ctx, bearerOwner("sk-a"), "resp_old"); err != nil {
+		t.Fatal(err)
+	}
+	e.startRun("sk-b", "resp_new", time.Minute)
+	big := fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":2,"delta":%q}`, strings.Repeat("x", 200))
+	if err := e.bg.AppendEvent(ctx, bearerOwner("sk-b"), "resp_new", 2, []byte(big)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"?stream=true", "?stream=true&starting_after=0"} {
+		status, _, body := e.do("GET", "/v1/responses/resp_old"+q, "sk-a", "", nil)
+		if status != http.StatusBadRequest {
+			t.Fatalf("%s: %d %s, want 400", q, status, body)
+		}
+		var got struct {
+			Error struct{ Message, Type, Param, Code string }
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%s: %v: %s", q, err, body)
+		}
+		if got.Error.Type != "invalid_request_error" || got.Error.Code != "events_expired" || !strings.Contains(got.Error.Message, "no longer kept") {
+			t.Fatalf("%s: %s, want an invalid_request_error saying its events are no longer kept", q, body)
+		}
+	}
+	// The run that is still going streams as before.
+	res, err := e.resume(ctx, "sk-b", "resp_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the running response's stream: %d", res.StatusCode)
+	}
 }

@@ -132,7 +132,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		}
 	}
 	if network != nil && len(network.Secrets) > 0 {
-		s.cfg.Secrets.KeepSecrets(c.ID, network.Secrets)
+		s.cfg.Secrets.KeepSecrets(owner, c.ID, network.Secrets)
 	}
 	writeJSON(w, http.StatusOK, containerJSON(c, s.now()))
 }

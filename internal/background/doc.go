@@ -22,8 +22,10 @@
 //     any replica; the first two are response.created and response.queued
 //     with the queued object, as OpenAI's;
 //   - ends by storing the response as it ended: completed or incomplete
-//     (the interceptor stores it, as for any response), cancelled (the
-//     output so far), or failed with the reason.
+//     (the interceptor stores it, as for any response, through Settled:
+//     its write is a compare-and-set on the run's end, so a cancel that
+//     settled the run first is never overwritten, not even for a moment),
+//     cancelled (the output so far), or failed with the reason.
 //
 // Close stops the runner at SIGTERM: runs still going after the drain
 // timeout are cancelled and stored failed ("the server stopped"), so none

@@ -24,6 +24,8 @@ type fakeExchange struct {
 	owner      string
 	rs         store.Responses
 	onComplete func()
+	// beforeComplete, when set, runs just before the response is stored.
+	beforeComplete func()
 }
 
 func (f *fakeExchange) Background() bool     { return true }
@@ -37,6 +39,9 @@ func (f *fakeExchange) QueuedResponse(status string, _ time.Time) []byte {
 
 func (f *fakeExchange) CompleteResponse(ctx context.Context, _ processor.Upstream, _ int, _ http.Header, _ []byte) (*processor.Result, error) {
 	body := fmt.Appendf(nil, `{"id":%q,"object":"response","status":"completed","background":true}`, f.id)
+	if f.beforeComplete != nil {
+		f.beforeComplete()
+	}
 	if err := f.rs.PutResponse(ctx, store.Response{ID: f.id, Owner: f.owner, CreatedAt: time.Now(), Object: body}); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,13 @@ type Responses struct {
 	MaxBackgroundTotal  int           `json:"max_background_total"`
 	BackgroundLifetime  time.Duration `json:"background_lifetime"`
 	BackgroundEventsTTL time.Duration `json:"background_events_ttl"`
+	// MaxResumedStreams and MaxResumedStreamsPerCredential bound the
+	// resumed background streams (GET /v1/responses/{id}?stream=true) one
+	// replica serves at once, in all and per credential (a 429 past
+	// either): each waits on the store, with backend redis on a connection
+	// of a pool of MaxResumedStreams kept apart from every other call's.
+	MaxResumedStreams              int `json:"max_resumed_streams"`
+	MaxResumedStreamsPerCredential int `json:"max_resumed_streams_per_credential"`
 }
 
 func defaultResponses() Responses {
@@ -44,6 +51,9 @@ func defaultResponses() Responses {
 		MaxBackgroundTotal:  64,
 		BackgroundLifetime:  time.Hour,
 		BackgroundEventsTTL: 24 * time.Hour,
+
+		MaxResumedStreams:              128,
+		MaxResumedStreamsPerCredential: 16,
 	}
 }
 
@@ -60,6 +70,9 @@ func (c *Config) validateResponses(v *validator) {
 	v.check(r.BackgroundLifetime >= time.Minute && r.BackgroundLifetime <= 24*time.Hour, "responses.background_lifetime", "%s must be between 1m and 24h", r.BackgroundLifetime)
 	v.check(r.BackgroundEventsTTL >= time.Minute && r.BackgroundEventsTTL <= r.TTL, "responses.background_events_ttl",
 		"%s must be at least 1m and at most responses.ttl %s", r.BackgroundEventsTTL, r.TTL)
+	v.check(r.MaxResumedStreams >= 1 && r.MaxResumedStreams <= 10000, "responses.max_resumed_streams", "%d must be between 1 and 10000", r.MaxResumedStreams)
+	v.check(r.MaxResumedStreamsPerCredential >= 1 && r.MaxResumedStreamsPerCredential <= r.MaxResumedStreams, "responses.max_resumed_streams_per_credential",
+		"%d must be between 1 and responses.max_resumed_streams %d", r.MaxResumedStreamsPerCredential, r.MaxResumedStreams)
 }
 
 // Conversations bounds OpenAI's Conversations this server keeps (in the

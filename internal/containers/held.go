@@ -189,8 +189,15 @@ func (m *Manager) unidleLocked(h *held) {
 // removes its checkpoint.
 func (m *Manager) drop(owner, cid string) {
 	m.mu.Lock()
-	delete(m.secrets, cid)
+	if m.secrets[cid].owner == owner {
+		delete(m.secrets, cid)
+	}
 	h, ok := m.held[cid]
+	if ok && h.owner != owner {
+		// Another owner's container of that id: not this one to drop.
+		m.mu.Unlock()
+		return
+	}
 	if ok {
 		m.forgetLocked(h)
 	}
@@ -212,6 +219,9 @@ func (m *Manager) Held() int {
 
 // Close closes every held interpreter.
 func (m *Manager) Close() error {
+	if m.stopChecks != nil {
+		m.stopChecks()
+	}
 	type closing struct {
 		h    *held
 		done chan struct{}

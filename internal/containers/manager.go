@@ -13,7 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/memlimit"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
@@ -58,6 +57,11 @@ type Config struct {
 	// Usage accounts each container made as a code interpreter session of
 	// its owner (by memory_limit); nil: not accounted.
 	Usage store.Usage
+	// SecretsCheck is how often, with Placement, the domain secrets held
+	// here are checked against the store (ForgetDeleted): a container
+	// another replica deleted loses them here within that time. Default
+	// DefaultSecretsCheck.
+	SecretsCheck time.Duration
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -87,12 +91,16 @@ type Manager struct {
 	// names). A server restart loses them; policy then refuses to open an
 	// interpreter for such a container (ErrSecretsLost) until a request
 	// resupplies them (samePolicy).
-	secrets map[string][]egress.Secret
+	// A container deleted on another replica loses them here at the
+	// next ForgetDeleted.
+	secrets map[string]keptSecrets
 	// saving marks containers whose interpreter is being checkpointed
 	// before it closes: their next interpreter waits for that checkpoint.
 	saving map[string]chan struct{}
 	// bgCheckpoint admits one background checkpoint at a time.
 	bgCheckpoint chan struct{}
+	// stopChecks ends the secrets' checks (Close); nil without them.
+	stopChecks context.CancelFunc
 }
 
 // New returns a manager over st and provider.
@@ -112,10 +120,23 @@ func New(cfg Config, st store.Store, provider sandbox.Provider, log *zap.Logger)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
-		secrets: map[string][]egress.Secret{}, saving: map[string]chan struct{}{},
+	m := &Manager{cfg: cfg, st: st, provider: provider, log: log, held: map[string]*held{}, idle: list.New(), claims: map[string]int{},
+		secrets: map[string]keptSecrets{}, saving: map[string]chan struct{}{},
 		bgCheckpoint: make(chan struct{}, 1)}
+	if cfg.Placement != nil {
+		every := cfg.SecretsCheck
+		if every <= 0 {
+			every = DefaultSecretsCheck
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		m.stopChecks = stop
+		go m.checkSecrets(ctx, every)
+	}
+	return m
 }
+
+// DefaultSecretsCheck is Config.SecretsCheck's default.
+const DefaultSecretsCheck = 10 * time.Second
 
 // Open implements interceptor.Containers. The container it returns stays
 // claimed (in use) until its Close.
@@ -186,7 +207,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 				MemoryLimit: memoryString(spec.MemoryBytes), Network: netpolicy.Stored(spec.Network),
 			}
 			claim(c.ID)
-			m.KeepSecrets(c.ID, secretsOf(spec.Network))
+			m.KeepSecrets(c.Owner, c.ID, secretsOf(spec.Network))
 			if err := m.Create(ctx, c); err != nil {
 				m.ForgetSecrets(c.ID)
 				return nil, fmt.Errorf("containers: create: %w", err)

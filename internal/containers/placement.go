@@ -216,7 +216,7 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 		if payload == nil {
 			req := forwardedRun{Owner: c.meta.Owner, Container: cid, Code: code, Fresh: c.fresh, Ran: c.ran, Memory: c.memory}
 			m.mu.Lock()
-			req.Secrets = m.secrets[cid]
+			req.Secrets = m.secrets[cid].list
 			m.mu.Unlock()
 			if payload, err = json.Marshal(req); err != nil {
 				return RunResult{}, true, fmt.Errorf("containers: %w", err)
@@ -297,6 +297,17 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 		}
 		return json.Marshal(a)
 	}
+	// The owner is bound to the container: a run or a drop naming another
+	// owner than the interpreter held here, or than the store's record
+	// has, is refused — a replica holding the cluster key cannot reach
+	// another owner's container by naming it.
+	m.mu.Lock()
+	h, isHeld := m.held[cid]
+	m.mu.Unlock()
+	if isHeld && h.owner != req.Owner {
+		m.log.Warn("refused a forwarded request naming another owner than the container's", zap.String("container_id", cid), zap.Bool("delete", req.Deleted))
+		return answer(RunResult{}, fmt.Errorf("%w: %s", ErrNotFound, cid))
+	}
 	if req.Deleted {
 		// Only a container the store no longer has for that owner: a
 		// forged or mistaken request cannot drop a live one.
@@ -308,6 +319,9 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 	}
 	m.claim(cid) // unclaimed by the container's Close
 	meta, err := m.st.GetContainer(ctx, req.Owner, cid)
+	if err == nil && meta.Owner != req.Owner {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		m.unclaim(cid)
 		if errors.Is(err, store.ErrNotFound) {
@@ -318,7 +332,7 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 	if len(req.Secrets) > 0 {
 		m.mu.Lock()
 		if _, ok := m.secrets[cid]; !ok {
-			m.secrets[cid] = req.Secrets
+			m.secrets[cid] = keptSecrets{owner: meta.Owner, list: req.Secrets}
 		}
 		m.mu.Unlock()
 	}

@@ -40,7 +40,8 @@ type Background interface {
 	// order. When there are none yet it waits up to wait (at most
 	// BackgroundWait) for one. done is true when the log is finished and
 	// nothing follows what it returned.
-	// A response with no log is ErrNotFound. One call returns at most
+	// A response with no log is ErrNotFound; one whose log was forgotten
+	// by BackgroundAllBytes is ErrEventsTrimmed. One call returns at most
 	// BackgroundEventsPage events: a reader pages through a long log.
 	Events(ctx context.Context, owner, id string, after int64, wait time.Duration) (events []Event, done bool, err error)
 
@@ -65,6 +66,12 @@ type Event struct {
 
 // BackgroundEventBytes bounds one response's event log.
 const BackgroundEventBytes = 64 << 20
+
+// BackgroundAllBytes bounds the event logs one store holds, all owners'
+// together: past it the logs of runs that ended longest ago are forgotten
+// first (Events then is ErrEventsTrimmed); when only running logs are
+// left, an append past it is a *QuotaError, as past BackgroundEventBytes.
+const BackgroundAllBytes = 256 << 20
 
 // BackgroundReaders is how many Events calls one replica has waiting at
 // once: the Redis store keeps that many connections for them, apart from

@@ -209,6 +209,11 @@ var (
 	// request may succeed later, and callers answer it with a retryable
 	// error, never as if what was asked for did not exist.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrEventsTrimmed: a background response's events are no longer
+	// kept — the store's bound on all logs (BackgroundAllBytes) forgot
+	// them, those of runs that ended longest ago first — though its
+	// record is: its stream cannot be resumed.
+	ErrEventsTrimmed = errors.New("store: the response's events are no longer kept")
 )
 
 // QuotaError reports a bound the operator set (errors.As). A store writes

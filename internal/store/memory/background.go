@@ -30,7 +30,7 @@ type Background struct {
 }
 
 // MaxBackgroundBytes bounds the events one in-process Background holds.
-const MaxBackgroundBytes = 256 << 20
+const MaxBackgroundBytes = store.BackgroundAllBytes
 
 var _ store.Background = (*Background)(nil)
 
@@ -46,6 +46,7 @@ type bgRun struct {
 	forgetAt  time.Time     // set once ended (or lapsed)
 	changed   chan struct{} // closed on every append and on End
 	truncated bool          // an append was refused: the log stops there
+	trimmed   bool          // its events were forgotten by the bytes bound
 	settled   string        // Settle's winner, "" before
 }
 
@@ -76,15 +77,17 @@ func (b *Background) sweepLocked(now time.Time) {
 		k := b.ended[0]
 		b.ended = b.ended[1:]
 		if r, ok := b.runs[k]; ok && r.ended {
+			// Its record stays until its keep is over: a reader is told
+			// the events are gone, not that there never were any.
 			b.bytes -= r.bytes
-			delete(b.runs, k)
+			r.bytes, r.events, r.trimmed = 0, nil, true
 		}
 	}
 	if len(b.ended) > 2*len(b.runs)+64 {
 		// Drop the keys of runs already forgotten.
 		kept := b.ended[:0]
 		for _, k := range b.ended {
-			if r, ok := b.runs[k]; ok && r.ended {
+			if r, ok := b.runs[k]; ok && r.ended && !r.trimmed {
 				kept = append(kept, k)
 			}
 		}
@@ -221,6 +224,10 @@ func (b *Background) Events(ctx context.Context, owner, id string, after int64, 
 		if r == nil {
 			b.mu.Unlock()
 			return nil, false, fmt.Errorf("background %s: %w", id, store.ErrNotFound)
+		}
+		if r.trimmed {
+			b.mu.Unlock()
+			return nil, false, fmt.Errorf("background %s: %w", id, store.ErrEventsTrimmed)
 		}
 		from := max(after+1, 0)
 		if from < int64(len(r.events)) {

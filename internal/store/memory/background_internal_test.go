@@ -32,8 +32,8 @@ func TestBackgroundBytesBound(t *testing.T) {
 		}
 	}
 	// 4000 bytes held: resp_0, which ended first, goes.
-	if _, _, err := b.Events(ctx, "o", "resp_0", -1, 0); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("the oldest ended log: %v, want it forgotten", err)
+	if _, _, err := b.Events(ctx, "o", "resp_0", -1, 0); !errors.Is(err, store.ErrEventsTrimmed) {
+		t.Fatalf("the oldest ended log: %v, want it trimmed", err)
 	}
 	for _, id := range []string{"resp_1", "resp_2", "resp_3"} {
 		if ev, _, err := b.Events(ctx, "o", id, -1, 0); err != nil || len(ev) != 1 {

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -117,6 +118,123 @@ func TestBackgroundWaitingReaders(t *testing.T) {
 		cancel()
 		if !ok || err != nil {
 			t.Fatalf("Renew with readers waiting: %v, %v", ok, err)
+		}
+	}
+}
+
+// TestBackgroundReadersSetting: WithReaders (responses.max_resumed_streams)
+// sizes the waiting readers' pool: with 4, four readers wait and a fifth
+// finds no connection (an error, not a wait in the queue), while every
+// other call still has its own.
+func TestBackgroundReadersSetting(t *testing.T) {
+	ctx := context.Background()
+	b, err := redis.NewBackground(ctx, redistest.Start(t), nil, redis.WithReaders(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if err := b.Begin(ctx, "o", "resp_wait", 0, 0, time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := b.Events(ctx, "o", "resp_wait", -1, store.BackgroundWait)
+			errs <- err
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // they are waiting
+	if _, _, err := b.Events(ctx, "o", "resp_wait", -1, store.BackgroundWait); err == nil {
+		t.Fatal("a fifth waiting reader got a connection of a pool of 4")
+	}
+	if ok, err := b.Renew(ctx, "o", "resp_wait", time.Minute); !ok || err != nil {
+		t.Fatalf("Renew with the readers' pool full: %v, %v", ok, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a reader within the pool: %v", err)
+		}
+	}
+}
+
+// TestBackgroundAllBytesBound is issue 38 row 5's "events trimmed by the
+// bound" on Redis: the logs of every owner, written through two replicas'
+// stores, are bounded together (store.BackgroundAllBytes, lowered here);
+// past it the log of the run that ended longest ago is forgotten first —
+// its reader is told so (store.ErrEventsTrimmed) — and running logs are
+// kept: when only they are left, an append past the bound is refused.
+func TestBackgroundAllBytesBound(t *testing.T) {
+	ctx := context.Background()
+	url := redistest.Start(t)
+	open := func() *redis.Background {
+		b, err := redis.NewBackground(ctx, url, nil, redis.WithPrefix("bound:"), redis.WithBackgroundBytes(3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	stores := []*redis.Background{open(), open()}
+	event := []byte(`"` + strings.Repeat("e", 998) + `"`)
+	for i := range 4 {
+		b, owner, id := stores[i%2], fmt.Sprintf("o%d", i%2), fmt.Sprintf("resp_%d", i)
+		if err := b.Begin(ctx, owner, id, 0, 0, time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AppendEvent(ctx, owner, id, 0, event); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if i < 3 {
+			if err := b.End(ctx, owner, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 4000 bytes: resp_0, which ended first, is forgotten, on either replica.
+	for _, b := range stores {
+		if _, _, err := b.Events(ctx, "o0", "resp_0", -1, 0); !errors.Is(err, store.ErrEventsTrimmed) {
+			t.Fatalf("the oldest ended log: %v, want ErrEventsTrimmed", err)
+		}
+	}
+	for i := 1; i < 4; i++ {
+		owner, id := fmt.Sprintf("o%d", i%2), fmt.Sprintf("resp_%d", i)
+		if ev, _, err := stores[0].Events(ctx, owner, id, -1, 0); err != nil || len(ev) != 1 {
+			t.Fatalf("%s: %d events, %v", id, len(ev), err)
+		}
+	}
+	// Running logs are never forgotten: two more running ones make the
+	// two ended logs go, and then an append past the bound is refused.
+	for i := 4; i < 7; i++ {
+		if err := stores[0].Begin(ctx, "o0", fmt.Sprintf("resp_%d", i), 0, 0, time.Minute, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 4; i < 6; i++ {
+		if err := stores[i%2].AppendEvent(ctx, "o0", fmt.Sprintf("resp_%d", i), 0, event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var q *store.QuotaError
+	if err := stores[1].AppendEvent(ctx, "o0", "resp_6", 0, event); !errors.As(err, &q) || q.Limit != store.LimitBackgroundEvents {
+		t.Fatalf("an append past the bound with only running logs left: %v, want a QuotaError", err)
+	}
+	for i := 1; i < 6; i++ {
+		owner, id := fmt.Sprintf("o%d", i%2), fmt.Sprintf("resp_%d", i)
+		if i >= 4 {
+			owner = "o0"
+		}
+		ev, _, err := stores[1].Events(ctx, owner, id, -1, 0)
+		switch {
+		case i < 3 && !errors.Is(err, store.ErrEventsTrimmed):
+			t.Fatalf("ended %s: %v, want ErrEventsTrimmed", id, err)
+		case i >= 3 && (err != nil || len(ev) != 1):
+			t.Fatalf("running %s: %d events, %v", id, len(ev), err)
 		}
 	}
 }

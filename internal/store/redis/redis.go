@@ -45,10 +45,26 @@ type Option func(*options)
 // options are what Options set.
 type options struct {
 	prefix string
+	// readers is the size of NewBackground's pool for the reads that
+	// wait (0: store.BackgroundReaders).
+	readers int
+	// bgBytes bounds Background's logs, all together (0:
+	// store.BackgroundAllBytes).
+	bgBytes int64
 }
 
 // WithPrefix sets the key prefix (default DefaultPrefix).
 func WithPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithReaders sets how many connections NewBackground keeps for the reads
+// that wait (XREAD BLOCK) — the resumed streams one replica serves at once
+// (responses.max_resumed_streams); default store.BackgroundReaders.
+func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
+
+// WithBackgroundBytes sets the bound on a Background's event logs, all
+// owners' together (default store.BackgroundAllBytes; tests lower it).
+// Every replica sharing the Redis must set the same.
+func WithBackgroundBytes(n int64) Option { return func(o *options) { o.bgBytes = n } }
 
 // apply returns the options opts set over the defaults.
 func apply(opts []Option) options {
