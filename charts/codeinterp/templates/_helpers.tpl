@@ -139,3 +139,8 @@ install see none), else a new one. Arguments: ctx, name, key, new. */}}
 {{- define "codeinterp.redisHost" -}}
 {{- printf "%s-redis.%s.svc.cluster.local" (include "codeinterp.fullname" .) .Release.Namespace -}}
 {{- end -}}
+
+{{/* A size in MiB as the server's configuration writes it: whole GiB as GiB. */}}
+{{- define "codeinterp.size" -}}
+{{- if and (ge (int .) 1024) (eq (mod (int .) 1024) 0) -}}{{ div (int .) 1024 }}GiB{{- else -}}{{ . }}MiB{{- end -}}
+{{- end -}}
