@@ -360,7 +360,9 @@ func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, e
 // the manifest cannot show their value, so a valid stand-in is checked in
 // its place. Any other valueFrom is an error.
 var secretEnv = map[string]string{
-	"CODEINTERP_CHECKPOINTS_KEY": base64.StdEncoding.EncodeToString(make([]byte, 32)),
+	"CODEINTERP_CHECKPOINTS_KEY":           base64.StdEncoding.EncodeToString(make([]byte, 32)),
+	"CODEINTERP_CHECKPOINTS_S3_ACCESS_KEY": "AKIAEXAMPLEEXAMPLE00",
+	"CODEINTERP_CHECKPOINTS_S3_SECRET_KEY": "stand-in-secret-key-of-forty-characters0",
 }
 
 // containerEnviron returns the container's CODEINTERP_* variables as
