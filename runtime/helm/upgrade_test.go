@@ -37,7 +37,9 @@ var (
 // (client-go's fake dynamic client): the API server's part in `helm
 // upgrade`, which cannot run here. Only Secrets are looked up by the chart;
 // any other kind is an error, so a new lookup shows up here.
-type cluster struct{ client *dynamicfake.FakeDynamicClient }
+type cluster struct {
+	client *dynamicfake.FakeDynamicClient
+}
 
 func newCluster() *cluster {
 	return &cluster{dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
