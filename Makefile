@@ -10,6 +10,8 @@
 #   make image   the OCI image, with podman (VARIANT=gvisor: the gVisor one;
 #                BASE=debian:bookworm-slim: a pulled base); image/README.md
 #   make image-test  builds both images and runs them as the manifests run the pod
+#   make helm    the pinned helm (runtime/helm) the chart's tests drive
+#   make chart-render  deploy/envoy/gateway's manifests again from charts/codeinterp
 
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -22,7 +24,7 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor gvisor-rootfs redis s3-server node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor gvisor-rootfs redis s3-server helm helm-tests chart-render node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -60,6 +62,30 @@ s3-server:
 	@echo "s3-server: versitygw, the S3-compatible server the checkpoint store tests start"
 	GO=$(GO) bash runtime/build-versitygw.sh
 
+# helm (Helm 4), built from the Go module proxy at runtime/helm/go.mod's
+# version into the build cache (minutes once, seconds when cached), for the
+# chart's tests: deploy/envoy runs `helm lint --strict` and `helm template`
+# of charts/codeinterp (CODEINTERP_HELM names the binary), and runtime/helm's
+# own tests render it with Helm's engine against an in-memory cluster
+# (lookup across upgrades). The server never needs it.
+helm:
+	@echo "helm: the pinned helm, which the chart's tests drive"
+	GO=$(GO) bash runtime/build-helm.sh
+
+helm-tests: helm
+	cd runtime/helm && $(GO) test $(TESTFLAGS) ./...
+
+# Renders deploy/envoy/gateway's two manifests from the chart (the
+# documented value sets beside them); deploy/envoy's tests fail when the
+# checked-in files differ from a fresh rendering.
+chart-render: helm
+	@set -e; helm=$$(bash runtime/build-helm.sh --print-path); \
+	for v in wasm gvisor; do \
+	  out=deploy/envoy/gateway/codeinterp$$( [ $$v = wasm ] || echo -$$v ).yaml; \
+	  $$helm template codeinterp charts/codeinterp --namespace codeinterp -f deploy/envoy/gateway/$$v.values.yaml >$$out; \
+	  echo "chart-render: $$out"; \
+	done
+
 # Debian's redis-server for the store/redis tests (each test starts its own
 # on a loopback port; nothing runs globally).
 redis:
@@ -93,8 +119,9 @@ $(NODE_STAMP): e2e/node/package-lock.json e2e/node/package.json
 build: deps
 	$(GO) build -o bin/ ./cmd/extproc ./cmd/wasm-worker
 
-test: setup node-deps s3-server
-	$(GO) test $(TESTFLAGS) ./...
+test: setup node-deps s3-server helm
+	CODEINTERP_HELM=$$(bash runtime/build-helm.sh --print-path) $(GO) test $(TESTFLAGS) ./...
+	$(MAKE) --no-print-directory helm-tests
 	$(MAKE) --no-print-directory wazero-tests
 
 # third_party/wazero is wazero v1.12.0 with the patch series in
@@ -155,6 +182,7 @@ lint: deps
 	$(GO) vet -tags imagetest ./image
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags imagetest ./image
+	cd runtime/helm && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # The demo needs the Go modules and the CPython-WASI runtime only (the wasm
 # provider, the in-process store): not runsc, the gVisor root, Redis or the

@@ -216,15 +216,15 @@ func TestGatewayManifestsAgainstCRDsBroken(t *testing.T) {
 	cases := []struct {
 		name, file, old, new, want string
 	}{
-		{"duration syntax", "extension-policy.yaml", "messageTimeout: 600s", "messageTimeout: 10 minutes", "messageTimeout"},
-		{"body mode enum", "extension-policy.yaml", "      request:\n        body: Buffered", "      request:\n        body: buffered", `Unsupported value: "buffered"`},
-		{"quantity pattern", "gateway.yaml", "bufferLimit: 16Mi", "bufferLimit: 16.5Mi", "bufferLimit"},
-		{"CEL: policy target kind", "extension-policy.yaml", "    kind: HTTPRoute\n    name: llm-responses", "    kind: Service\n    name: llm-responses",
+		{"duration syntax", "codeinterp.yaml", "messageTimeout: 600s", "messageTimeout: 10 minutes", "messageTimeout"},
+		{"body mode enum", "codeinterp.yaml", "      request:\n        body: Buffered", "      request:\n        body: buffered", `Unsupported value: "buffered"`},
+		{"quantity pattern", "codeinterp.yaml", "bufferLimit: 16Mi", "bufferLimit: 16.5Mi", "bufferLimit"},
+		{"CEL: policy target kind", "codeinterp.yaml", "    kind: HTTPRoute\n    name: codeinterp-responses", "    kind: Service\n    name: codeinterp-responses",
 			"this policy can only have a targetRefs[*].kind"},
-		{"CEL: no target", "extension-policy.yaml", "  targetRefs:\n  - group: gateway.networking.k8s.io\n    kind: HTTPRoute\n    name: llm-responses\n", "",
+		{"CEL: no target", "codeinterp.yaml", "  targetRefs:\n  - group: gateway.networking.k8s.io\n    kind: HTTPRoute\n    name: codeinterp-responses\n", "",
 			"either targetRef or targetRefs must be used"},
-		{"route path must be absolute", "gateway.yaml", "        value: /v1/responses\n", "        value: v1/responses\n", "value"},
-		{"listener port range", "gateway.yaml", "    port: 80\n", "    port: 70000\n", "port"},
+		{"route path must be absolute", "codeinterp.yaml", "        value: /v1/responses\n", "        value: v1/responses\n", "value"},
+		{"listener port range", "codeinterp.yaml", "    port: 80\n", "    port: 70000\n", "port"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {

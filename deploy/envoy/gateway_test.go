@@ -45,6 +45,14 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.Namespace{}, nil
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}, nil
+	case "v1 Secret":
+		return &corev1.Secret{}, nil
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}, nil
+	case "v1 PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, nil
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		return &serviceMonitor{}, nil
 	case "v1 Service":
 		return &corev1.Service{}, nil
 	case "apps/v1 Deployment":
@@ -71,10 +79,30 @@ func newObject(apiVersion, kind string) (any, error) {
 	return nil, fmt.Errorf("no Go type known for %s %s", apiVersion, kind)
 }
 
+// serviceMonitor is the part of Prometheus Operator's ServiceMonitor
+// (monitoring.coreos.com/v1) the chart writes; its module is not a
+// dependency, and strict decoding refuses anything else.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
 // manifests are the decoded documents, by type.
 type manifests struct {
 	namespaces      []*corev1.Namespace
 	configMaps      []*corev1.ConfigMap
+	secrets         []*corev1.Secret
+	serviceAccounts []*corev1.ServiceAccount
+	claims          []*corev1.PersistentVolumeClaim
+	serviceMonitors []*serviceMonitor
 	services        []*corev1.Service
 	deployments     []*appsv1.Deployment
 	hpas            []*autoscalingv2.HorizontalPodAutoscaler
@@ -112,6 +140,14 @@ func (m *manifests) add(obj any) {
 		m.namespaces = append(m.namespaces, o)
 	case *corev1.ConfigMap:
 		m.configMaps = append(m.configMaps, o)
+	case *corev1.Secret:
+		m.secrets = append(m.secrets, o)
+	case *corev1.ServiceAccount:
+		m.serviceAccounts = append(m.serviceAccounts, o)
+	case *corev1.PersistentVolumeClaim:
+		m.claims = append(m.claims, o)
+	case *serviceMonitor:
+		m.serviceMonitors = append(m.serviceMonitors, o)
 	case *corev1.Service:
 		m.services = append(m.services, o)
 	case *appsv1.Deployment:
@@ -192,16 +228,13 @@ func loadManifests(files map[string][]byte) (*manifests, error) {
 	return m, errors.Join(errs...)
 }
 
-// The Envoy Gateway front door is shared; the server comes as one manifest
-// per sandbox provider, applied instead of one another (they define the
-// same objects).
-var (
-	sharedGatewayFiles = []string{"gateway.yaml", "extension-policy.yaml", "redis.yaml"}
-	serverManifests    = map[string]string{
-		config.ProviderWASM:   "codeinterp.yaml",
-		config.ProviderGVisor: "codeinterp-gvisor.yaml",
-	}
-)
+// The manifests under gateway/ are `helm template` renderings of
+// charts/codeinterp, one per sandbox provider, each complete (apply one):
+// chart_test.go renders them again and fails when they drift.
+var serverManifests = map[string]string{
+	config.ProviderWASM:   "codeinterp.yaml",
+	config.ProviderGVisor: "codeinterp-gvisor.yaml",
+}
 
 // providers lists the sandbox providers with a server manifest, sorted.
 func providers() []string {
@@ -213,38 +246,35 @@ func providers() []string {
 	return out
 }
 
-// readGatewayFiles reads the shared files and the server manifest of one
-// sandbox provider: what one `kubectl apply` deploys.
+// readGatewayFiles reads the rendering of one sandbox provider: what one
+// `kubectl apply` deploys.
 func readGatewayFiles(t *testing.T, provider string) map[string][]byte {
 	t.Helper()
 	server, ok := serverManifests[provider]
 	if !ok {
 		t.Fatalf("no server manifest for provider %q", provider)
 	}
-	files := map[string][]byte{}
-	for _, name := range append(slices.Clone(sharedGatewayFiles), server) {
-		data, err := os.ReadFile(filepath.Join(gatewayDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = data
+	data, err := os.ReadFile(filepath.Join(gatewayDir, server))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return files
+	return map[string][]byte{server: data}
 }
 
-// Every manifest in the directory is checked by some variant.
+// Every manifest in the directory is a rendering some test checks, and
+// every values file beside them renders one.
 func TestGatewayFilesAccountedFor(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join(gatewayDir, "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no manifests in %s: %v", gatewayDir, err)
 	}
-	known := slices.Clone(sharedGatewayFiles)
-	for _, f := range serverManifests {
-		known = append(known, f)
+	var known []string
+	for p, f := range serverManifests {
+		known = append(known, f, p+".values.yaml")
 	}
 	for _, p := range paths {
 		if !slices.Contains(known, filepath.Base(p)) {
-			t.Errorf("%s is neither a shared file nor a server manifest: no test validates it", p)
+			t.Errorf("%s is neither a rendering nor its values: no test validates it", p)
 		}
 	}
 }
@@ -330,7 +360,9 @@ func serverConfig(m *manifests, d *appsv1.Deployment) (*config.Config, string, e
 // the manifest cannot show their value, so a valid stand-in is checked in
 // its place. Any other valueFrom is an error.
 var secretEnv = map[string]string{
-	"CODEINTERP_CHECKPOINTS_KEY": base64.StdEncoding.EncodeToString(make([]byte, 32)),
+	"CODEINTERP_CHECKPOINTS_KEY":           base64.StdEncoding.EncodeToString(make([]byte, 32)),
+	"CODEINTERP_CHECKPOINTS_S3_ACCESS_KEY": "AKIAEXAMPLEEXAMPLE00",
+	"CODEINTERP_CHECKPOINTS_S3_SECRET_KEY": "stand-in-secret-key-of-forty-characters0",
 }
 
 // containerEnviron returns the container's CODEINTERP_* variables as
@@ -394,24 +426,60 @@ func containerPort(c corev1.Container, p intstr.IntOrString) (int32, bool) {
 	return 0, false
 }
 
+// checkOptions are what a rendering leaves out on purpose (chart values).
+type checkOptions struct {
+	provider string
+	// noAutoscaling: no HorizontalPodAutoscaler; the Deployment's
+	// replicas are fixed.
+	noAutoscaling bool
+	// noNetworkPolicy: the operator guards the ports some other way.
+	noNetworkPolicy bool
+}
+
 // checkManifests checks the cross references and the pairing with the
-// server configuration, whose sandbox provider must be provider. Every
-// finding is returned.
+// server configuration, whose sandbox provider must be provider, of a
+// complete rendering. Every finding is returned.
 func checkManifests(m *manifests, provider string) error {
+	return checkManifestsWith(m, checkOptions{provider: provider})
+}
+
+func checkManifestsWith(m *manifests, opts checkOptions) error {
+	provider := opts.provider
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	d := named("Deployment", "codeinterp", m.deployments, fail)
 	svc := named("Service", "codeinterp", m.services, fail)
-	hpa := one("HorizontalPodAutoscaler", m.hpas, fail)
+	var hpa *autoscalingv2.HorizontalPodAutoscaler
+	if opts.noAutoscaling {
+		if len(m.hpas) != 0 {
+			fail("autoscaling is off, but %d HorizontalPodAutoscalers are defined", len(m.hpas))
+		}
+		if d != nil && (d.Spec.Replicas == nil || *d.Spec.Replicas < 1) {
+			fail("Deployment %s: autoscaling is off, want replicas >= 1", d.Name)
+		}
+	} else {
+		hpa = one("HorizontalPodAutoscaler", m.hpas, fail)
+		if hpa == nil {
+			return errors.Join(errs...)
+		}
+		// The HPA owns the replica count: a replicas field would reset it
+		// on every upgrade.
+		if d != nil && d.Spec.Replicas != nil {
+			fail("Deployment %s sets replicas beside a HorizontalPodAutoscaler: every upgrade would reset the scale", d.Name)
+		}
+	}
 	pol := one("EnvoyExtensionPolicy", m.extPolicies, fail)
 	gw := one("Gateway", m.gateways, fail)
 	ctp := one("ClientTrafficPolicy", m.clientPolicies, fail)
-	if d == nil || svc == nil || hpa == nil || pol == nil || gw == nil || ctp == nil {
+	if d == nil || svc == nil || pol == nil || gw == nil || ctp == nil {
 		return errors.Join(errs...)
 	}
 	ns := d.Namespace
-	namespaced := []metav1.Object{svc, hpa, pol, gw, ctp}
+	namespaced := []metav1.Object{svc, pol, gw, ctp}
+	if hpa != nil {
+		namespaced = append(namespaced, hpa)
+	}
 	for _, r := range m.routes {
 		namespaced = append(namespaced, r)
 	}
@@ -426,8 +494,9 @@ func checkManifests(m *manifests, provider string) error {
 			fail("%s is in namespace %q, not %q with the Deployment", o.GetName(), o.GetNamespace(), ns)
 		}
 	}
-	if !slices.ContainsFunc(m.namespaces, func(n *corev1.Namespace) bool { return n.Name == ns }) {
-		fail("namespace %s is not defined", ns)
+	// The namespace is the release's (helm install -n NS --create-namespace).
+	if ns == "" {
+		fail("Deployment %s has no namespace", d.Name)
 	}
 
 	// Deployment ↔ Service ↔ HPA ↔ PDB.
@@ -445,19 +514,23 @@ func checkManifests(m *manifests, provider string) error {
 			fail("PodDisruptionBudget %s does not select the Deployment's pods", pdb.Name)
 		}
 	}
-	ref := hpa.Spec.ScaleTargetRef
-	if ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.Name != d.Name {
-		fail("HorizontalPodAutoscaler %s targets %s %s %s, not the Deployment %s", hpa.Name, ref.APIVersion, ref.Kind, ref.Name, d.Name)
-	}
-	if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas {
-		fail("HorizontalPodAutoscaler %s: want 2 <= minReplicas <= maxReplicas", hpa.Name)
-	}
 	if len(pod.Spec.Containers) != 1 {
 		fail("Deployment %s: want one container", d.Name)
 		return errors.Join(errs...)
 	}
 	ctr := pod.Spec.Containers[0]
-	for _, mt := range hpa.Spec.Metrics {
+	var hpaMetrics []autoscalingv2.MetricSpec
+	if hpa != nil {
+		ref := hpa.Spec.ScaleTargetRef
+		if ref.APIVersion != "apps/v1" || ref.Kind != "Deployment" || ref.Name != d.Name {
+			fail("HorizontalPodAutoscaler %s targets %s %s %s, not the Deployment %s", hpa.Name, ref.APIVersion, ref.Kind, ref.Name, d.Name)
+		}
+		if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas {
+			fail("HorizontalPodAutoscaler %s: want 2 <= minReplicas <= maxReplicas", hpa.Name)
+		}
+		hpaMetrics = hpa.Spec.Metrics
+	}
+	for _, mt := range hpaMetrics {
 		if mt.Type == autoscalingv2.ResourceMetricSourceType && mt.Resource != nil {
 			if _, ok := ctr.Resources.Requests[mt.Resource.Name]; !ok {
 				fail("HorizontalPodAutoscaler scales on %s utilization, but the container requests no %s", mt.Resource.Name, mt.Resource.Name)
@@ -475,7 +548,7 @@ func checkManifests(m *manifests, provider string) error {
 		fail("sandbox.provider is %s; this manifest is the %s variant", cfg.Sandbox.Provider, provider)
 		return errors.Join(errs...)
 	}
-	checkCluster(m, d, cfg, fail)
+	checkCluster(m, d, cfg, !opts.noNetworkPolicy, fail)
 	grpcPort, err := portOf(cfg.Server.Listen)
 	if err != nil {
 		fail("server.listen: %v", err)
@@ -672,7 +745,15 @@ func checkManifests(m *manifests, provider string) error {
 		fail("ClientTrafficPolicy: timeout.http.streamIdleTimeout %s must outlast the extProc messageTimeout %s", idle, mt)
 	}
 
-	checkAPIManifests(m, d, svc, ctr, cfg, pol, fail)
+	// Replicas: the HPA's range, else the Deployment's count.
+	replicas := int32(1)
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
+	}
+	if hpa != nil {
+		replicas = hpa.Spec.MaxReplicas
+	}
+	checkAPIManifests(m, d, replicas, svc, ctr, cfg, pol, fail)
 
 	// Follow-ups go straight to a model Service, not back through the Gateway.
 	if !strings.Contains(cfg.Upstream.URL, ".svc.cluster.local") {
@@ -685,7 +766,7 @@ func checkManifests(m *manifests, provider string) error {
 // port; an HTTPRoute outside the extension policy sends /v1/containers (and
 // /v1/files unless files.source is upstream) there; the store is shared by
 // the replicas and, when it is redis.yaml's Redis, that Redis is complete.
-func checkAPIManifests(m *manifests, d *appsv1.Deployment, svc *corev1.Service, ctr corev1.Container, cfg *config.Config,
+func checkAPIManifests(m *manifests, d *appsv1.Deployment, replicas int32, svc *corev1.Service, ctr corev1.Container, cfg *config.Config,
 	pol *egv1a1.EnvoyExtensionPolicy, fail func(string, ...any)) {
 	if cfg.API.Listen == "" {
 		fail("api.listen is empty: the Containers and Files API would not be served")
@@ -760,10 +841,6 @@ func checkAPIManifests(m *manifests, d *appsv1.Deployment, svc *corev1.Service, 
 	}
 
 	// The store: shared when there is more than one replica.
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
 	if cfg.Store.Backend == config.StoreMemory && replicas > 1 {
 		fail("store.backend memory with %d replicas: each pod would hold its own containers; use redis", replicas)
 	}
@@ -1066,10 +1143,8 @@ func TestGatewayManifests(t *testing.T) {
 			if err != nil {
 				t.Fatalf("manifests do not decode:\n%v", err)
 			}
-			for _, f := range append(slices.Clone(sharedGatewayFiles), serverManifests[provider]) {
-				if m.documentsByFile[f] == 0 {
-					t.Errorf("%s: no documents decoded", f)
-				}
+			if f := serverManifests[provider]; m.documentsByFile[f] == 0 {
+				t.Errorf("%s: no documents decoded", f)
 			}
 			if err := checkManifests(m, provider); err != nil {
 				t.Fatalf("manifests are inconsistent:\n%v", err)
@@ -1112,6 +1187,18 @@ func TestGatewayServerManifestsInterchangeable(t *testing.T) {
 	}
 }
 
+// server returns the codeinterp Deployment and Service of a rendering.
+func server(m *manifests) struct {
+	d   *appsv1.Deployment
+	svc *corev1.Service
+} {
+	must := func(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+	return struct {
+		d   *appsv1.Deployment
+		svc *corev1.Service
+	}{named("Deployment", "codeinterp", m.deployments, must), named("Service", "codeinterp", m.services, must)}
+}
+
 func route(m *manifests, name string) *gwapiv1.HTTPRoute {
 	for _, r := range m.routes {
 		if r.Name == name {
@@ -1127,19 +1214,19 @@ func TestGatewayManifestsBroken(t *testing.T) {
 	textCases := []struct {
 		name, file, old, new, want string
 	}{
-		{"unknown field", "extension-policy.yaml", "    failOpen: false", "    failOpen: false\n    failClosed: true", `unknown field "failClosed"`},
+		{"unknown field", "codeinterp.yaml", "    failOpen: false", "    failOpen: false\n    failClosed: true", `unknown field "failClosed"`},
 		{"misspelt field", "codeinterp.yaml", "  minReplicas: 2", "  minReplica: 2", `unknown field "minReplica"`},
-		{"wrong type", "codeinterp.yaml", "  replicas: 2", "  replicas: two", "replicas"},
-		{"duplicate field", "gateway.yaml", "  gatewayClassName: eg", "  gatewayClassName: eg\n  gatewayClassName: eg", "already set"},
+		{"wrong type", "codeinterp.yaml", "  replicas: 1", "  replicas: one", "replicas"},
+		{"duplicate field", "codeinterp.yaml", "  gatewayClassName: eg", "  gatewayClassName: eg\n  gatewayClassName: eg", "already set"},
 		{"bad quantity", "codeinterp.yaml", "memory: 6Gi\n          limits", "memory: 6 gigs\n          limits", "quantities must match"},
-		{"unknown kind", "gateway.yaml", "kind: GatewayClass", "kind: GatewayKlass", "no Go type known"},
+		{"unknown kind", "codeinterp.yaml", "kind: GatewayClass", "kind: GatewayKlass", "no Go type known"},
 		{"strict ConfigMap config", "codeinterp.yaml", "      max_sessions: 8", "      max_session: 8", `sandbox.max_session: unknown field`},
-		{"memory store with replicas", "codeinterp.yaml", "      backend: redis", "      backend: memory", "store.backend memory with 2 replicas"},
-		{"API on loopback", "codeinterp.yaml", `      listen: ":8081"`, `      listen: "127.0.0.1:8081"`, "api.listen 127.0.0.1:8081 must bind all interfaces"},
-		{"Redis URL port", "codeinterp.yaml", "@redis.codeinterp.svc.cluster.local:6379/0", "@redis.codeinterp.svc.cluster.local:6380/0", "port 6380 is not a port of Service redis"},
-		{"Redis without its password", "codeinterp.yaml", "redis://:$(REDIS_PASSWORD)@redis", "redis://redis", "store.redis_url has no password"},
-		{"Redis without requirepass", "redis.yaml", "        - --requirepass\n        - $(REDIS_PASSWORD)\n", "", "want --requirepass"},
-		{"Redis image", "redis.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
+		{"memory store with replicas", "codeinterp.yaml", "      backend: redis", "      backend: memory", "store.backend memory with 20 replicas"},
+		{"API on loopback", "codeinterp.yaml", "      listen: :8081", `      listen: "127.0.0.1:8081"`, "api.listen 127.0.0.1:8081 must bind all interfaces"},
+		{"Redis URL port", "codeinterp.yaml", "@codeinterp-redis.codeinterp.svc.cluster.local:6379/0", "@codeinterp-redis.codeinterp.svc.cluster.local:6380/0", "port 6380 is not a port of Service codeinterp-redis"},
+		{"Redis without its password", "codeinterp.yaml", "redis://:$(REDIS_PASSWORD)@codeinterp-redis", "redis://codeinterp-redis", "store.redis_url has no password"},
+		{"Redis without requirepass", "codeinterp.yaml", "        - --requirepass\n        - $(REDIS_PASSWORD)\n", "", "want --requirepass"},
+		{"Redis image", "codeinterp.yaml", "image: redis:7", "image: valkey/valkey:8", "want one redis:* container"},
 		{"image tag", "codeinterp.yaml", "image: codeinterp/extproc:0.1.0", "image: codeinterp/extproc:latest", "want codeinterp/extproc:0.1.0"},
 		{"cache_dir elsewhere", "codeinterp.yaml", "cache_dir: /var/cache/codeinterp/wazero", "cache_dir: /tmp/wazero", "is not the image's precompiled cache"},
 		{"volume hides the cache", "codeinterp.yaml", "          mountPath: /var/lib/codeinterp/checkpoints\n      volumes:\n",
@@ -1190,38 +1277,38 @@ func TestGatewayManifestsBroken(t *testing.T) {
 			d := gwapiv1.Duration("10s")
 			m.extPolicies[0].Spec.ExtProc[0].MessageTimeout = &d
 		}, "messageTimeout 10s must cover one round"},
-		{"Service selects other pods", func(m *manifests) { m.services[0].Spec.Selector = map[string]string{"app": "x"} }, "does not select the Deployment's pods"},
+		{"Service selects other pods", func(m *manifests) { server(m).svc.Spec.Selector = map[string]string{"app": "x"} }, "does not select the Deployment's pods"},
 		{"Deployment selector mismatch", func(m *manifests) {
-			m.deployments[0].Spec.Selector.MatchLabels = map[string]string{"app": "x"}
+			server(m).d.Spec.Selector.MatchLabels = map[string]string{"app": "x"}
 		}, "does not match its pod labels"},
 		{"HPA targets another Deployment", func(m *manifests) { m.hpas[0].Spec.ScaleTargetRef.Name = "other" }, "not the Deployment codeinterp"},
 		{"HPA on CPU without requests", func(m *manifests) {
-			delete(m.deployments[0].Spec.Template.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
+			delete(server(m).d.Spec.Template.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
 		}, "requests no cpu"},
-		{"Service targets the admin port", func(m *manifests) { m.services[0].Spec.Ports[0].TargetPort = intstr.FromString("admin") }, "not server.listen's port 50051"},
+		{"Service targets the admin port", func(m *manifests) { server(m).svc.Spec.Ports[0].TargetPort = intstr.FromString("admin") }, "not server.listen's port 50051"},
 		{"memory limit too small", func(m *manifests) {
-			m.deployments[0].Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = qty("2Gi")
+			server(m).d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = qty("2Gi")
 		}, "memory limit 2Gi <"},
 		{"privileged", func(m *manifests) {
 			p := true
-			m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &p
+			server(m).d.Spec.Template.Spec.Containers[0].SecurityContext.Privileged = &p
 		}, "must not be privileged"},
 		{"extra capability", func(m *manifests) {
-			sc := m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext
+			sc := server(m).d.Spec.Template.Spec.Containers[0].SecurityContext
 			sc.Capabilities.Add = append(sc.Capabilities.Add, "NET_ADMIN")
 		}, "want exactly KILL, SETGID, SETUID, SYS_ADMIN"},
 		{"missing SYS_ADMIN", func(m *manifests) {
-			sc := m.deployments[0].Spec.Template.Spec.Containers[0].SecurityContext
+			sc := server(m).d.Spec.Template.Spec.Containers[0].SecurityContext
 			sc.Capabilities.Add = slices.DeleteFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c == "SYS_ADMIN" })
 		}, "want exactly KILL, SETGID, SETUID, SYS_ADMIN"},
 		{"missing RuntimeClass", func(m *manifests) { m.runtimeClasses = nil }, "runtimeClassName must name a RuntimeClass"},
 		{"ConfigMap missing", func(m *manifests) { m.configMaps = nil }, "references ConfigMap codeinterp-config, which is not defined"},
 		{"grace period shorter than the drain", func(m *manifests) {
 			g := int64(30)
-			m.deployments[0].Spec.Template.Spec.TerminationGracePeriodSeconds = &g
+			server(m).d.Spec.Template.Spec.TerminationGracePeriodSeconds = &g
 		}, "terminationGracePeriodSeconds must exceed server.shutdown_timeout 2m0s"},
 		{"probe on the wrong port", func(m *manifests) {
-			m.deployments[0].Spec.Template.Spec.Containers[0].ReadinessProbe.GRPC.Port = 9090
+			server(m).d.Spec.Template.Spec.Containers[0].ReadinessProbe.GRPC.Port = 9090
 		}, "readiness probe: gRPC port 9090"},
 		{"buffer limit too small", func(m *manifests) { q := qty("1Mi"); m.clientPolicies[0].Spec.Connection.BufferLimit = &q }, "connection.bufferLimit must be >= server.max_body_bytes"},
 		{"idle timeout shorter than the loop", func(m *manifests) {
@@ -1230,20 +1317,20 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		}, "streamIdleTimeout 5m0s must outlast"},
 		{"policy route with a prefix match", func(m *manifests) {
 			pt := gwapiv1.PathMatchPathPrefix
-			route(m, "llm-responses").Spec.Rules[0].Matches[0].Path.Type = &pt
+			route(m, "codeinterp-responses").Spec.Rules[0].Matches[0].Path.Type = &pt
 		}, "must match paths Exactly"},
 		{"policy route on another path", func(m *manifests) {
 			v := "/v1/chat/completions"
-			route(m, "llm-responses").Spec.Rules[0].Matches[0].Path.Value = &v
+			route(m, "codeinterp-responses").Spec.Rules[0].Matches[0].Path.Value = &v
 		}, "the policy's HTTPRoutes match [/v1/chat/completions]; the server handles routes.paths [/v1/responses]"},
 		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway llm"},
-		{"wrong namespace", func(m *manifests) { m.services[0].Namespace = "default" }, `codeinterp is in namespace "default"`},
+		{"wrong namespace", func(m *manifests) { server(m).svc.Namespace = "default" }, `codeinterp is in namespace "default"`},
 		{"no API container port", func(m *manifests) {
-			c := &m.deployments[0].Spec.Template.Spec.Containers[0]
+			c := &server(m).d.Spec.Template.Spec.Containers[0]
 			c.Ports = slices.DeleteFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "api" })
 		}, "api.listen port 8081 is not a container port"},
 		{"no API Service port", func(m *manifests) {
-			m.services[0].Spec.Ports = slices.DeleteFunc(m.services[0].Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "api" })
+			server(m).svc.Spec.Ports = slices.DeleteFunc(server(m).svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "api" })
 		}, "has no port targeting api.listen's port 8081"},
 		{"API route to the model", func(m *manifests) {
 			route(m, "codeinterp-api").Spec.Rules[0].BackendRefs[0].Name = "vllm"
@@ -1261,18 +1348,18 @@ func TestGatewayManifestsBroken(t *testing.T) {
 			m.extPolicies[0].Spec.TargetRefs[1].Name = "codeinterp-api"
 		}, "targeted by the extension policy"},
 		{"Redis missing", func(m *manifests) {
-			m.services = slices.DeleteFunc(m.services, func(s *corev1.Service) bool { return s.Name == "redis" })
-		}, "store.redis_url names the Service redis, which is not defined"},
+			m.services = slices.DeleteFunc(m.services, func(s *corev1.Service) bool { return s.Name == "codeinterp-redis" })
+		}, "store.redis_url names the Service codeinterp-redis, which is not defined"},
 		{"Redis evicts", func(m *manifests) {
 			for _, d := range m.deployments {
-				if d.Name == "redis" {
+				if d.Name == "codeinterp-redis" {
 					d.Spec.Template.Spec.Containers[0].Args = []string{"--save", ""}
 				}
 			}
 		}, "want --maxmemory-policy noeviction"},
 		{"two Redis", func(m *manifests) {
 			for _, d := range m.deployments {
-				if d.Name == "redis" {
+				if d.Name == "codeinterp-redis" {
 					n := int32(2)
 					d.Spec.Replicas = &n
 				}
@@ -1295,7 +1382,7 @@ func TestGatewayManifestsBroken(t *testing.T) {
 }
 
 func gvisorContainer(m *manifests) *corev1.Container {
-	return &m.deployments[0].Spec.Template.Spec.Containers[0]
+	return &server(m).d.Spec.Template.Spec.Containers[0]
 }
 
 func removeMount(c *corev1.Container, name string) {
@@ -1316,7 +1403,7 @@ func minimalGVisorPrivileges(m *manifests) {
 	c.SecurityContext.ProcMount = &pm
 	m.runtimeClasses = append(m.runtimeClasses, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "codeinterp-cgroup-writable"}, Handler: "cgroup-writable"})
 	rc := "codeinterp-cgroup-writable"
-	m.deployments[0].Spec.Template.Spec.RuntimeClassName = &rc
+	server(m).d.Spec.Template.Spec.RuntimeClassName = &rc
 }
 
 func setGVisorCgroup(t *testing.T, m *manifests, mode string) {
@@ -1355,8 +1442,8 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 		{"unknown provider", "      provider: gvisor", "      provider: gviser", `"gviser" is not one of wasm, gvisor`},
 		{"the wasm provider", "      provider: gvisor", "      provider: wasm", "sandbox.provider is wasm; this manifest is the gvisor variant"},
 		{"bad platform", "        platform: systrap", "        platform: kvmm", `"kvmm" is not one of systrap, ptrace, kvm`},
-		{"more sessions than memory", "      max_sessions: 4", "      max_sessions: 5", "memory limit 20Gi <"},
-		{"larger sessions than memory", "        max_guest_memory: 4GiB", "        max_guest_memory: 8GiB", "memory limit 20Gi <"},
+		{"more sessions than memory", "      max_sessions: 4", "      max_sessions: 5", "memory limit 18Gi <"},
+		{"larger sessions than memory", "        max_guest_memory: 4GiB", "        max_guest_memory: 8GiB", "memory limit 18Gi <"},
 		{"client limit above the sandbox's", "      max_memory_limit: 4GiB", "      max_memory_limit: 8GiB", "interceptor.max_memory_limit"},
 		{"cgroups off", "        cgroup: auto", "        cgroup: \"off\"", "must not be off"},
 		{"python outside /usr", "        python: /usr/bin/python3", "        python: /opt/python3/bin/python3", "must be under /usr"},
@@ -1414,7 +1501,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 		{"privileged dropped, no writable cgroupfs", func(t *testing.T, m *manifests) {
 			minimalGVisorPrivileges(m)
 			setGVisorCgroup(t, m, "v2")
-			m.deployments[0].Spec.Template.Spec.RuntimeClassName = nil
+			server(m).d.Spec.Template.Spec.RuntimeClassName = nil
 		}, "runtimeClassName must name a RuntimeClass"},
 		{"privileged dropped, cgroup v1", func(t *testing.T, m *manifests) {
 			minimalGVisorPrivileges(m)
@@ -1441,9 +1528,9 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 			}
 		}, "state_dir /run/codeinterp/gvisor is not below a writable emptyDir"},
 		{"state-dir volume not an emptyDir", func(_ *testing.T, m *manifests) {
-			for i, v := range m.deployments[0].Spec.Template.Spec.Volumes {
+			for i, v := range server(m).d.Spec.Template.Spec.Volumes {
 				if v.Name == "run" {
-					m.deployments[0].Spec.Template.Spec.Volumes[i].VolumeSource = corev1.VolumeSource{
+					server(m).d.Spec.Template.Spec.Volumes[i].VolumeSource = corev1.VolumeSource{
 						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "codeinterp-config"}},
 					}
 				}
@@ -1459,7 +1546,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 		{"environment raises max_sessions", func(_ *testing.T, m *manifests) {
 			c := gvisorContainer(m)
 			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_SANDBOX_MAX_SESSIONS", Value: "16"})
-		}, "memory limit 20Gi <"},
+		}, "memory limit 18Gi <"},
 		{"environment breaks the config", func(_ *testing.T, m *manifests) {
 			c := gvisorContainer(m)
 			c.Env = append(c.Env, corev1.EnvVar{Name: "CODEINTERP_SANDBOX_PROVIDER", Value: "docker"})
@@ -1497,7 +1584,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 // checkCluster: replicas sharing Redis forward runs to each other, so the
 // cluster listener is a container port, advertised at the pod's IP on
 // that port, and only the replicas' own pods may reach it.
-func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, fail func(string, ...any)) {
+func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, policies bool, fail func(string, ...any)) {
 	if !cfg.ClusterActive() {
 		fail("cluster is not active: replicas sharing Redis would each run their own interpreter of a container")
 		return
@@ -1516,6 +1603,12 @@ func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, fail f
 		fail("cluster.advertise is %q; want the pod's IP (status.podIP) and port %d", cfg.Cluster.Advertise, port)
 	}
 	podLabels := labels.Set(d.Spec.Template.Labels)
+	if !policies {
+		for _, np := range m.netPolicies {
+			fail("network policies are off, but NetworkPolicy %s is defined", np.Name)
+		}
+		return
+	}
 	replicas := func(f networkingv1.NetworkPolicyPeer) bool {
 		if f.PodSelector == nil || f.NamespaceSelector != nil || f.IPBlock != nil {
 			return false
