@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/codeinterp/codeinterp/internal/containers"
-	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
 
 func shell(t *testing.T, c containers.Container, cmds ...string) containers.RunResult {

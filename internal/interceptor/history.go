@@ -100,7 +100,7 @@ func mayUseHistory(body []byte) bool {
 			break
 		}
 		b = b[i:]
-		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, prevMarker) || bytes.HasPrefix(b, refMarker) {
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, prevMarker) || bytes.HasPrefix(b, refMarker) || bytes.HasPrefix(b, autoMarker) {
 			return true
 		}
 	}

@@ -31,7 +31,10 @@ import (
 // is not intercepted. Call it before sending UpstreamBody; calling it again
 // is harmless.
 func (x *Exchange) StreamLive() bool {
-	if !x.req.intercepted || !x.req.clientStream {
+	if !x.req.intercepted || !x.req.clientStream || x.req.shell {
+		// The hosted shell is streamed from the spliced response
+		// (CompleteResponse's synthetic SSE) for now: the live path
+		// maps one upstream item to one client item.
 		return false
 	}
 	if !x.req.live {

@@ -256,7 +256,7 @@ func (s *liveStream) endRound(rs *roundState, resp gjson.Result) (*round, error)
 		}
 		doc = string(jsonx.EditObject(doc, jsonx.Set("output", string(jsonx.AppendArray(nil, items)))))
 	}
-	rd, err := s.l.x.ic.parseRound([]byte(doc))
+	rd, err := s.l.x.ic.parseRound([]byte(doc), s.l.x.req.shell)
 	if err != nil {
 		return nil, badUpstreamEvent()
 	}

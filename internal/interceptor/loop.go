@@ -13,6 +13,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/codeinterp/codeinterp/internal/sse"
 )
 
@@ -144,7 +145,7 @@ type bufferedRounds struct {
 }
 
 func (b *bufferedRounds) read(_ context.Context, _ bool) (*round, error) {
-	rd, err := b.l.x.ic.parseRound(b.body)
+	rd, err := b.l.x.ic.parseRound(b.body, b.l.x.req.shell)
 	if err != nil {
 		b.l.log.Warn("unusable upstream response", zap.Int("round", b.l.followUps), zap.Error(err))
 		return nil, &failure{status: http.StatusBadGateway, code: "bad_upstream_response",
@@ -345,6 +346,8 @@ func (l *loop) relaxToolChoice(tc string) string {
 		return `"auto"`
 	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == l.cfg.FunctionName:
 		return `"auto"`
+	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == shelltool.FunctionName && l.x.req.shell:
+		return `"auto"`
 	case v.IsObject() && v.Get("type").Str == "allowed_tools" && v.Get("mode").Str == "required":
 		return string(jsonx.EditObject(tc, jsonx.Set("mode", `"auto"`)))
 	}
@@ -357,6 +360,9 @@ func functionOutputs(rd *round, shown bool) []string {
 	out := make([]string, 0, len(rd.calls))
 	for k, c := range rd.calls {
 		text := modelOutput(c, shown)
+		if c.shell != nil {
+			text = shelltool.ModelOutput(c.shell.action, c.res, c.argErr, c.notRun)
+		}
 		if k == len(rd.calls)-1 && rd.filesNote != "" {
 			text += rd.filesNote + "\n"
 		}

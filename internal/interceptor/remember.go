@@ -109,6 +109,14 @@ func (l *loop) modelItems(rounds []*round) []store.ResponseItem {
 	for _, rd := range rounds {
 		outputs := functionOutputs(rd, l.x.req.includeOutputs)
 		for idx, it := range rd.items {
+			if c := rd.callAt[idx]; c != nil && c.shell != nil {
+				// Two items for the client: the call is the model's
+				// function_call, the output its function_call_output.
+				k := indexOf(rd.calls, c)
+				out = append(out, store.ResponseItem{ID: c.ciID, Model: rawItems([]string{it.Raw})},
+					store.ResponseItem{ID: c.shell.outID, Model: rawItems([]string{outputs[k]})})
+				continue
+			}
 			if c := rd.callAt[idx]; c != nil {
 				k := indexOf(rd.calls, c)
 				out = append(out, store.ResponseItem{ID: c.ciID, Model: rawItems([]string{it.Raw, outputs[k]})})

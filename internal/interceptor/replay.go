@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 )
 
@@ -14,7 +15,7 @@ import (
 // items; escaped is escapesToolLetter of the whole body. The search starts
 // at '_', a rare byte, for the same reason as the markers'.
 func mayReplayCalls(input gjson.Result, escaped bool) bool {
-	return input.IsArray() && (escaped || strings.Contains(input.Raw, string(callMarker)))
+	return input.IsArray() && (escaped || strings.Contains(input.Raw, string(callMarker)) || strings.Contains(input.Raw, `shell_call`))
 }
 
 // rewriteInput turns replayed code_interpreter_call items into the
@@ -27,7 +28,19 @@ func (i *Interceptor) rewriteInput(input gjson.Result, escaped bool) (string, bo
 	}
 	var out []string
 	changed := false
+	shellCalls := map[string]gjson.Result{} // replayed shell_call items by call_id
 	input.ForEach(func(_, it gjson.Result) bool {
+		if fc, ok := shelltool.Replay(it); ok {
+			shellCalls[it.Get("call_id").Str] = it
+			out = append(out, fc)
+			changed = true
+			return true
+		}
+		if fo, ok := shelltool.ReplayOutput(it, shellCalls); ok {
+			out = append(out, fo)
+			changed = true
+			return true
+		}
 		if !it.IsObject() || it.Get("type").Str != "code_interpreter_call" || !replayable(it.Get("outputs")) {
 			out = append(out, it.Raw)
 			return true

@@ -42,8 +42,11 @@ type request struct {
 	// network is the auto container's network_policy allowlist (nil:
 	// none). Its secrets live only here and in the sandbox session's
 	// proxy: clientTools holds them masked.
-	network        *egress.Policy
-	fnIndex        int // our function tool's index in the upstream tools
+	network *egress.Policy
+	fnIndex int // our function tool's index in the upstream tools
+	// shell: the request declares OpenAI's hosted shell (shelltool), run
+	// in the same container as the code_interpreter.
+	shell          bool
 	container      containerDecl
 	containerParam string // e.g. "tools[0].container", for errors
 }
@@ -60,6 +63,10 @@ type request struct {
 var (
 	toolMarker = []byte(`_interpreter"`)
 	callMarker = []byte(`_interpreter_call"`)
+	// The hosted shell's environments ("container_auto",
+	// "container_reference"), also in its replayed shell_call items.
+	autoMarker     = []byte(`_auto"`)
+	shellRefMarker = []byte(`_reference"`)
 )
 
 // namesTool reports whether body holds toolMarker or callMarker.
@@ -70,7 +77,7 @@ func namesTool(body []byte) bool {
 			return false
 		}
 		b = b[i:]
-		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) {
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, autoMarker) || bytes.HasPrefix(b, shellRefMarker) {
 			return true
 		}
 	}

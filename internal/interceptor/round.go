@@ -9,6 +9,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/shelltool"
 )
 
 // This file reads one upstream answer as a round: its output items and the
@@ -35,6 +36,17 @@ type call struct {
 	behind  bool
 	changed []containerapi.File
 	images  []containerapi.File
+
+	// shell is set for a call of the hosted shell (shelltool): its
+	// commands run by Container.Shell and it is shown as a shell_call and
+	// a shell_call_output.
+	shell *shellCall
+}
+
+// shellCall is what a shell call adds to a call.
+type shellCall struct {
+	action shelltool.Action
+	outID  string // the shell_call_output's id (ciID is the shell_call's)
 }
 
 // round is one upstream response and the calls it asked for.
@@ -62,7 +74,7 @@ var clientCallTypes = map[string]bool{
 // errBadUpstream marks an upstream 2xx answer we cannot use.
 var errBadUpstream = errors.New("upstream response is not a Responses-API response object")
 
-func (i *Interceptor) parseRound(body []byte) (*round, error) {
+func (i *Interceptor) parseRound(body []byte, shellCalls bool) (*round, error) {
 	doc := string(body)
 	if !gjson.Valid(doc) {
 		return nil, errBadUpstream
@@ -78,8 +90,14 @@ func (i *Interceptor) parseRound(body []byte) (*round, error) {
 		idx := len(rd.items)
 		rd.items = append(rd.items, it)
 		typ := it.Get("type").Str
-		if typ == "function_call" && it.Get("name").Str == i.cfg.FunctionName {
+		if typ == "function_call" && (it.Get("name").Str == i.cfg.FunctionName || shellCalls && it.Get("name").Str == shelltool.FunctionName) {
 			c := newCall(idx, it)
+			if it.Get("name").Str == shelltool.FunctionName && it.Get("name").Str != i.cfg.FunctionName {
+				c.shell = &shellCall{outID: idgen.NewTagged("sho_", 50)}
+				c.ciID = idgen.NewTagged("sh_", 50)
+				c.shell.action, c.argErr = shelltool.Decode(it.Get("arguments"))
+				c.code = c.args
+			}
 			rd.calls = append(rd.calls, c)
 			rd.callAt[idx] = c
 		} else if clientCallTypes[typ] {

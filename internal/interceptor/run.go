@@ -25,9 +25,13 @@ import (
 // its output unless telemetry.capture_content says so.
 func (l *loop) runCall(ctx context.Context, c *call) {
 	ic := l.x.ic
-	ctx, span := ic.tracer.Start(ctx, "execute_tool code_interpreter", trace.WithAttributes(
+	tool := "code_interpreter"
+	if c.shell != nil {
+		tool = "shell"
+	}
+	ctx, span := ic.tracer.Start(ctx, "execute_tool "+tool, trace.WithAttributes(
 		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", "code_interpreter"),
+		attribute.String("gen_ai.tool.name", tool),
 		attribute.String("gen_ai.tool.type", "function"),
 		attribute.String("gen_ai.tool.call.id", c.callID),
 		attribute.String("codeinterp.call.id", c.ciID),
@@ -62,6 +66,10 @@ func (l *loop) runCall(ctx context.Context, c *call) {
 
 // runIn runs c in the container, or the response's session.
 func (l *loop) runIn(ctx context.Context, c *call) {
+	if c.shell != nil {
+		l.runShell(ctx, c)
+		return
+	}
 	if l.x.ctr != nil {
 		l.runInContainer(ctx, c)
 		return
@@ -92,6 +100,46 @@ func (l *loop) runIn(ctx context.Context, c *call) {
 // runInContainer runs a call in the response's container.
 func (l *loop) runInContainer(ctx context.Context, c *call) {
 	r, err := l.x.ctr.Run(ctx, c.code)
+	l.ranInContainer(ctx, c, r, err)
+}
+
+// runShell runs a shell call's commands in the container (or the
+// response's session), each bounded by the timeout it asked for within
+// the operator's run timeout.
+func (l *loop) runShell(ctx context.Context, c *call) {
+	// The sandbox bounds it again by the operator's run timeout
+	// (sandbox.run_timeout).
+	req := sandbox.ShellRequest{Commands: c.shell.action.Commands, Timeout: c.shell.action.Timeout(defaultShellTimeout, maxShellTimeout)}
+	if l.x.ctr != nil {
+		r, err := l.x.ctr.Shell(ctx, req)
+		l.ranInContainer(ctx, c, r, err)
+		return
+	}
+	sess, _, res, ok := l.session(ctx)
+	if !ok {
+		c.res = res
+		return
+	}
+	r, err := sandbox.Shell(ctx, sess, req)
+	if err != nil {
+		l.log.Warn("shell call failed", zap.String("call_id", c.callID), zap.Error(err))
+		c.res = sandbox.Result{Outcome: sandbox.OutcomeCrashed, Detail: "the sandbox could not run the commands"}
+		return
+	}
+	c.res = r
+}
+
+// The hosted shell's command timeouts: OpenAI's default when the model
+// asks for none, and the most it may ask for before the sandbox's own
+// bound applies.
+const (
+	defaultShellTimeout = 120 * time.Second
+	maxShellTimeout     = 10 * time.Minute
+)
+
+// ranInContainer records a container run's result, or its error as an
+// outcome (or the loop's abort).
+func (l *loop) ranInContainer(ctx context.Context, c *call, r containerapi.RunResult, err error) {
 	if err != nil {
 		var le *sandbox.LimitError
 		switch {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -21,6 +22,10 @@ func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	var shownImages []containerapi.File // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
+			if c := rd.callAt[idx]; c != nil && c.shell != nil {
+				items = append(items, l.shellItems(c)...)
+				continue
+			}
 			if c := rd.callAt[idx]; c != nil {
 				items = append(items, l.ciItem(c, outputs || l.x.req.includeOutputs))
 				shownImages = append(shownImages, c.images...)
@@ -148,6 +153,21 @@ func (l *loop) ciItem(c *call, outputs bool) string {
 	}
 	return `{"id":` + jsonx.Quote(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonx.Quote(status) +
 		`,"code":` + jsonx.Quote(c.code) + `,"container_id":` + jsonx.Quote(l.containerID) + `,"outputs":` + out + `}`
+}
+
+// shellItems renders a shell call as the shell_call and
+// shell_call_output items OpenAI's hosted shell returns.
+func (l *loop) shellItems(c *call) []string {
+	status := shelltool.Status(c.res, c.argErr, c.notRun)
+	a := c.shell.action
+	results := shelltool.Cut(c.res.Commands, a.MaxOutputLength)
+	if c.argErr != "" || c.notRun != "" {
+		results = nil
+	}
+	return []string{
+		shelltool.CallItem(c.ciID, c.callID, a, "completed", l.containerID),
+		shelltool.OutputItem(c.shell.outID, c.callID, status, a, results),
+	}
 }
 
 // sumUsage adds up every integer in the rounds' usage objects (tokens and

@@ -7,6 +7,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/memlimit"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 )
 
@@ -18,7 +19,7 @@ func hasNativeTool(tools gjson.Result) bool {
 	}
 	found := false
 	tools.ForEach(func(_, t gjson.Result) bool {
-		if t.IsObject() && t.Get("type").Str == "code_interpreter" {
+		if t.IsObject() && t.Get("type").Str == "code_interpreter" || shelltool.Hosted(t) {
 			found = true
 			return false
 		}
@@ -60,7 +61,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	}()
 	var out []string
 	var apiErr *apierror.Error
-	n, ciIndex := 0, -1
+	n, ciIndex, shellIndex, shellAt := 0, -1, -1, -1
 	tools.ForEach(func(_, t gjson.Result) bool {
 		idx := n
 		n++
@@ -91,6 +92,21 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			} else {
 				out = append(out, i.fn.json)
 			}
+		case shelltool.Hosted(t):
+			if shellIndex >= 0 {
+				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one shell tool with a container environment may be given; tools[%d] is one already.", shellIndex)
+				return false
+			}
+			shellIndex = idx
+			if apiErr = i.checkShell(r, param, t); apiErr != nil {
+				return false
+			}
+			shellAt = len(out)
+			out = append(out, "") // rendered once the network policy is known
+		case (typ == "function" || typ == "custom") && (t.Get("name").Str == shelltool.FunctionName && hasHostedShell(tools)):
+			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
+				"A %s tool named '%s' conflicts with the hosted shell tool, which this server provides under that name. Rename your tool.", typ, shelltool.FunctionName)
+			return false
 		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
 			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
 				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
@@ -103,6 +119,13 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	if shellAt >= 0 {
+		net := ""
+		if r.network != nil {
+			net = networkDescription(r.network)
+		}
+		out[shellAt] = shelltool.Function(shelltool.Description(net))
+	}
 	if tools.Exists() {
 		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
 	}
@@ -110,7 +133,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	// tool_choice: forcing the native tool becomes forcing our function.
 	if tc := root.Get("tool_choice"); tc.Exists() {
 		r.clientToolChoice = tc.Raw
-		newTC, err := i.rewriteToolChoice(tc)
+		newTC, err := i.rewriteToolChoice(tc, r.shell)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +284,10 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		case "file_ids":
 			switch {
 			case i.containers != nil:
-				r.container.fileIDs, apiErr = checkFileIDs(p, v)
+				// Both tools' file_ids go into their one container.
+				var ids []string
+				ids, apiErr = checkFileIDs(p, v)
+				r.container.fileIDs = append(r.container.fileIDs, ids...)
 			case v.Type == gjson.Null:
 			case !v.IsArray():
 				apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
@@ -296,7 +322,7 @@ func parseMemory(v gjson.Result) (int64, bool) {
 
 // rewriteToolChoice maps a tool_choice naming the native tool to our
 // function; anything else is returned unchanged.
-func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
+func (i *Interceptor) rewriteToolChoice(tc gjson.Result, shell bool) (string, *apierror.Error) {
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
@@ -304,9 +330,14 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
 	fnChoice := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName))))
+	shellChoice := `{"type":"function","name":` + jsonx.Quote(shelltool.FunctionName) + `}`
 	switch tc.Get("type").Str {
 	case "code_interpreter":
 		return fnChoice, nil
+	case "shell":
+		if shell {
+			return shellChoice, nil
+		}
 	case "allowed_tools":
 		list := tc.Get("tools")
 		if !list.IsArray() {
@@ -317,6 +348,9 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 		list.ForEach(func(_, t gjson.Result) bool {
 			if t.IsObject() && t.Get("type").Str == "code_interpreter" {
 				out = append(out, fnChoice)
+				changed = true
+			} else if shell && t.IsObject() && t.Get("type").Str == "shell" {
+				out = append(out, shellChoice)
 				changed = true
 			} else {
 				out = append(out, t.Raw)
@@ -329,4 +363,60 @@ func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Erro
 		return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
 	}
 	return tc.Raw, nil
+}
+
+// hasHostedShell reports whether tools declares a hosted shell.
+func hasHostedShell(tools gjson.Result) bool {
+	found := false
+	tools.ForEach(func(_, t gjson.Result) bool {
+		found = shelltool.Hosted(t)
+		return !found
+	})
+	return found
+}
+
+// checkShell validates a hosted shell declaration: a provider without a
+// shell refuses it (never a silent pass-through), a container_reference
+// names the response's container (the same one a code_interpreter names),
+// a container_auto is read as a code_interpreter's auto container — one
+// container for both tools.
+func (i *Interceptor) checkShell(r *request, param string, t gjson.Result) *apierror.Error {
+	env := i.provider.Environment()
+	if !env.Shell {
+		return apierror.Invalid(param, "unsupported_tool",
+			"The shell tool with a container environment is not available on this server: its sandbox (%s) has no shell. Use the code_interpreter tool, or an environment of type 'local'.", env.Provider)
+	}
+	d, apiErr := shelltool.Check(param, t)
+	if apiErr != nil {
+		return apiErr
+	}
+	r.shell = true
+	p := param + ".environment"
+	if d.Reference != "" {
+		if i.containers == nil {
+			return apierror.Invalid(p+".container_id", "container_not_found",
+				"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"container_auto\"}.", d.Reference)
+		}
+		if err := checkContainerID(p+".container_id", d.Reference); err != nil {
+			return err
+		}
+		if r.container.id != "" && r.container.id != d.Reference {
+			return apierror.Invalid(p+".container_id", "invalid_value",
+				"The shell and the code_interpreter must use one container: '%s' names %s, another tool %s.", p+".container_id", d.Reference, r.container.id)
+		}
+		r.container.id = d.Reference
+		if r.containerParam == "" {
+			r.containerParam = p
+		}
+		return nil
+	}
+	mem, apiErr := i.checkContainer(r, p, d.Container)
+	if apiErr != nil {
+		return apiErr
+	}
+	r.memoryBytes = max(r.memoryBytes, mem)
+	if r.containerParam == "" {
+		r.containerParam = p
+	}
+	return nil
 }
