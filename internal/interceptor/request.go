@@ -71,13 +71,15 @@ var (
 
 // namesTool reports whether body holds toolMarker or callMarker.
 func namesTool(body []byte) bool {
-	for b := body; ; b = b[1:] {
-		i := bytes.IndexByte(b, '_')
+	for at := 0; ; at++ {
+		i := bytes.IndexByte(body[at:], '_')
 		if i < 0 {
 			return false
 		}
-		b = b[i:]
-		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, autoMarker) || bytes.HasPrefix(b, shellRefMarker) {
+		at += i
+		b := body[at:]
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, autoMarker) ||
+			bytes.HasPrefix(b, shellRefMarker) && bytes.HasSuffix(body[:at], []byte(`"container`)) {
 			return true
 		}
 	}
