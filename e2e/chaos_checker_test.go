@@ -49,6 +49,8 @@ func TestChaosChecker(t *testing.T) {
 		lin    bool                // linearizable
 		// problem is a substring of a final-state problem ("" for none).
 		problem string
+		// saved: the checkpoint writes the test saw (nil: not watched).
+		saved []chaosWrite
 	}{
 		{
 			name: "linearizable: concurrent bumps, reads, a refused and an indeterminate bump",
@@ -175,6 +177,30 @@ func TestChaosChecker(t *testing.T) {
 			final:  []string{"a"},
 		},
 		{
+			name: "kill -9 on a loaded server: a bump seen long before, with no checkpoint written since, may be lost",
+			ops: []chaosOp{
+				bump(0, "a", 1, 2, chaosOK),
+				bump(1, "b", 3, 4, chaosOK, "a"),
+				noted(read(2, 12, 13, "a")),
+			},
+			faults: []chaosFault{kill},
+			final:  []string{"a"},
+			saved:  []chaosWrite{{After: s(2.5), By: s(2.52)}},
+			lin:    true,
+		},
+		{
+			name: "kill -9: a bump a checkpoint written since holds is durable, whatever the window",
+			ops: []chaosOp{
+				bump(0, "a", 1, 2, chaosOK),
+				bump(1, "b", 3, 4, chaosOK, "a"),
+				noted(read(2, 12, 13, "a")),
+			},
+			faults:  []chaosFault{kill},
+			final:   []string{"a"},
+			saved:   []chaosWrite{{After: s(2.5), By: s(2.52)}, {After: s(4.1), By: s(4.12)}},
+			problem: "acknowledged bump b",
+		},
+		{
 			name: "a short pause loses nothing",
 			ops: []chaosOp{
 				bump(0, "a", 1, 2, chaosOK),
@@ -203,6 +229,10 @@ func TestChaosChecker(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			w := w
+			if c.saved != nil {
+				w.Saved = map[string][]chaosWrite{"c": c.saved}
+			}
 			vs, _ := chaosCheck(c.ops, c.faults, w, lim)
 			if want := map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[c.lin]; chaosOverall(vs) != want {
 				t.Errorf("linearizability %v, want %s", vs, want)
@@ -352,5 +382,26 @@ func TestChaosParseOutput(t *testing.T) {
 		if op.Outcome != c.outcome || c.check != nil && !c.check(op) {
 			t.Errorf("%q: parsed %+v", c.text, op)
 		}
+	}
+}
+
+// TestChaosExplain: a failed check's excerpt lists the container's calls
+// and the faults around the stuck call, in time order, and nothing of
+// another container or from long before.
+func TestChaosExplain(t *testing.T) {
+	s := time.Second
+	ops := []chaosOp{
+		{Client: 1, Container: "c", Kind: chaosBump, ID: "a", Replica: "r0#0", Start: 1 * s, End: 2 * s, Outcome: chaosOK, N: 1, Digest: "d1"},
+		{Client: 2, Container: "c", Kind: chaosBump, ID: "b", Replica: "r1#0", Start: 20 * s, End: 21 * s, Outcome: chaosOK, N: 1, Digest: "d2", Noted: true},
+		{Client: 3, Container: "other", Kind: chaosRead, Replica: "r1#0", Start: 19 * s, End: 20 * s, Outcome: chaosOK},
+		{Client: 4, Container: "c", Kind: chaosRead, Replica: "r2#0", Start: 18 * s, End: 19 * s, Outcome: chaosUnknown, Detail: "timeout"},
+	}
+	faults := []chaosFault{{Kind: "kill", Replica: 0, Start: 15 * s, End: 17 * s, Loses: true}}
+	got := chaosExplain(ops, faults, "c", 20*s)
+	lines := strings.Split(got, "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "fault kill") ||
+		!strings.Contains(lines[1], "read indeterminate: timeout") ||
+		!strings.Contains(lines[2], "bump(b) → 1 d2 (noted: restored/reset)") {
+		t.Fatalf("chaosExplain:\n%s", got)
 	}
 }

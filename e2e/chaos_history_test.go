@@ -35,7 +35,10 @@ import (
 // What the server may legitimately lose: the bumps no answer showed
 // before the durability window (checkpoints.after + 1 s) ahead of a
 // kill -9 or a pause past the lease of the container's holder (the test
-// does not know which replica held it: any replica's): the state is
+// does not know which replica held it: any replica's) — or before it,
+// when the test, watching the checkpoint store, saw no checkpoint of
+// the container written between the answer and the fault (a loaded
+// machine writes later than an idle one promises): the state is
 // restored from the last checkpoint, and the first call that runs in it
 // says so (a note that the interpreter was restored from an older
 // checkpoint, or is fresh). The model lets such a call (or a call whose
@@ -138,6 +141,32 @@ type chaosWindows struct {
 	// Grace: how long after a fault began an answer the server sent
 	// before it may still reach the client.
 	Grace time.Duration
+	// Saved, when the test watched the checkpoint store, is each
+	// container's checkpoint writes it saw, in order. A change older than
+	// Durable before a fault is still at risk when no write is proven
+	// to have come between the change and the fault: Durable is the
+	// server's promise on an idle machine, and the writes say what a
+	// loaded one did. (The promise itself is held by the containers
+	// package's tests, not by a clock here.)
+	Saved map[string][]chaosWrite
+}
+
+// chaosWrite is a new checkpoint the test saw in the store: written
+// after After (the poll before saw the one before) and by By (the poll
+// that saw it). Its state has every change an answer showed before
+// After: the run lock is held from the snapshot to the write, so a run
+// answered before After ended before the snapshot.
+type chaosWrite struct{ After, By time.Duration }
+
+// proven reports whether a checkpoint of container written between seen
+// and tf is proven by the writes seen.
+func (w chaosWindows) proven(container string, seen, tf int64) bool {
+	for _, s := range w.Saved[container] {
+		if int64(s.After) >= seen && int64(s.By) <= tf {
+			return true
+		}
+	}
+	return false
 }
 
 // chaosDigest is what a bump prints of the whole list:
@@ -251,7 +280,7 @@ func chaosAtRisk(op chaosOp, seen chaosSeen, faults []chaosFault, w chaosWindows
 		return false
 	}
 	e := seen[op.ID]
-	return chaosDroppable(e.call, e.seen, chaosInf, faults, w)
+	return chaosDroppable(e.container, e.call, e.seen, chaosInf, faults, w)
 }
 
 // chaosDroppable: may an element, appended by a bump sent at call and
@@ -261,13 +290,23 @@ func chaosAtRisk(op chaosOp, seen chaosSeen, faults []chaosFault, w chaosWindows
 // before the durability window ahead of the fault (it would be in the
 // store by then), nor well after the fault began (an answer from the old
 // interpreter after it lost the container is no excuse).
-func chaosDroppable(call, seen, before int64, faults []chaosFault, w chaosWindows) bool {
+//
+// With the store watched (w.Saved), an element seen before the window
+// is at risk still when no checkpoint write of its container is proven
+// between the answer and the fault.
+func chaosDroppable(container string, call, seen, before int64, faults []chaosFault, w chaosWindows) bool {
 	for _, f := range faults {
 		tf := int64(f.Start)
 		if !f.Loses || tf >= before || call > tf {
 			continue
 		}
-		if seen == chaosInf || seen >= tf-int64(w.Durable) && seen <= tf+int64(w.Grace) {
+		switch {
+		case seen == chaosInf:
+			return true
+		case seen > tf+int64(w.Grace):
+		case seen >= tf-int64(w.Durable):
+			return true
+		case w.Saved != nil && !w.proven(container, seen, tf):
 			return true
 		}
 	}
@@ -280,14 +319,17 @@ func chaosDroppable(call, seen, before int64, faults []chaosFault, w chaosWindow
 // digest; leaving those out changes nothing the model allows: a bump
 // that showed it follows it in the list, and a truncation drops a
 // suffix.)
-type chaosSeen map[string]struct{ call, seen int64 }
+type chaosSeen map[string]struct {
+	container  string
+	call, seen int64
+}
 
 func chaosSeenTimes(ops []chaosOp) chaosSeen {
 	out := chaosSeen{}
 	for _, op := range ops {
 		if op.Kind == chaosBump {
 			e := out[op.ID]
-			e.call, e.seen = int64(op.Start), chaosInf
+			e.container, e.call, e.seen = op.Container, int64(op.Start), chaosInf
 			if op.Outcome == chaosOK {
 				e.seen = int64(op.End)
 			}
@@ -402,7 +444,7 @@ func chaosModel(ops []chaosOp, faults []chaosFault, w chaosWindows, abort *atomi
 		out := []chaosState{s}
 		for n := s.s; n != nil; n = n.prev {
 			e := seen[n.id]
-			if !chaosDroppable(e.call, e.seen, end, losing, w) {
+			if !chaosDroppable(e.container, e.call, e.seen, end, losing, w) {
 				break
 			}
 			out = append(out, chaosState{n.prev})
@@ -544,9 +586,10 @@ type chaosVerdict struct {
 	Linearized int // the longest linearizable prefix found
 	// Stuck describes the first call (by start) the longest
 	// linearization found could not place.
-	Stuck string
-	Why   string
-	Info  porcupine.LinearizationInfo
+	Stuck   string
+	StuckAt time.Duration // when the stuck call started
+	Why     string
+	Info    porcupine.LinearizationInfo
 }
 
 func (v chaosVerdict) String() string {
@@ -630,6 +673,7 @@ func chaosCheck(ops []chaosOp, faults []chaosFault, w chaosWindows, lim chaosLim
 				op := by[c][stuck]
 				v.Stuck = fmt.Sprintf("%s (%.3fs → %s, %s)", m.DescribeOperation(op.Input, op.Output),
 					time.Duration(op.Call).Seconds(), chaosTime(op.Return), op.Metadata)
+				v.StuckAt = time.Duration(op.Call)
 			}
 		}
 		switch {
@@ -745,4 +789,41 @@ func chaosSummary(ops []chaosOp, faults []chaosFault, w chaosWindows) string {
 	}
 	fmt.Fprintf(&b, "%d acknowledged bumps at risk (within the durability window before a kill -9 or long pause); %d answers noted a restore or reset", atRisk, noted)
 	return b.String()
+}
+
+// chaosExplain lists a container's calls that started in the few seconds
+// before at (and just after), in order, and the faults among them: what
+// a failed check's reader needs first, in the test's own output (a CI
+// run keeps nothing else).
+func chaosExplain(ops []chaosOp, faults []chaosFault, container string, at time.Duration) string {
+	from, to := at-8*time.Second, at+2*time.Second
+	var lines []string
+	for _, f := range faults {
+		if f.End >= from && f.Start <= to {
+			lines = append(lines, fmt.Sprintf("%8.3fs → %8.3fs  fault %s", f.Start.Seconds(), f.End.Seconds(), f))
+		}
+	}
+	for _, op := range ops {
+		if op.Container != container || op.Start < from || op.Start > to {
+			continue
+		}
+		what := string(op.Kind)
+		if op.ID != "" {
+			what += "(" + op.ID + ")"
+		}
+		switch {
+		case op.Outcome != chaosOK:
+			what += " " + string(op.Outcome) + ": " + op.Detail
+		case op.Kind == chaosRead:
+			what += fmt.Sprintf(" → %d ids, last %v", len(op.List), tail(op.List, 3))
+		default:
+			what += fmt.Sprintf(" → %d %s", op.N, op.Digest)
+		}
+		if op.Noted {
+			what += " (noted: restored/reset)"
+		}
+		lines = append(lines, fmt.Sprintf("%8.3fs → %8.3fs  client %d via %s: %s", op.Start.Seconds(), op.End.Seconds(), op.Client, op.Replica, what))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/codeinterp/codeinterp/internal/checkpoint/checkpointtest"
 	"github.com/codeinterp/codeinterp/internal/sandbox/sandboxtest"
 	"github.com/codeinterp/codeinterp/internal/store/redis/redistest"
 )
@@ -93,11 +94,12 @@ func TestChaos(t *testing.T) {
 	})
 	m.live = true // streamed calls stream from the model too
 
+	ckdir := t.TempDir()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	cl := &chaosCluster{t: t, bin: bin, arts: arts, t0: time.Now(),
 		env: []string{"CODEINTERP_STORE_BACKEND=redis", "CODEINTERP_STORE_REDIS_URL=" + rs.URL,
-			"CODEINTERP_CHECKPOINTS_DIR=" + t.TempDir(), "CODEINTERP_CHECKPOINTS_KEY=" + base64.StdEncoding.EncodeToString(key),
+			"CODEINTERP_CHECKPOINTS_DIR=" + ckdir, "CODEINTERP_CHECKPOINTS_KEY=" + base64.StdEncoding.EncodeToString(key),
 			"CODEINTERP_CHECKPOINTS_AFTER=" + chaosAfter.String(), "CODEINTERP_CLUSTER_LEASE_TTL=" + chaosLeaseTTL.String(),
 			// Room for every container on one replica: evictions are not
 			// what this test is about.
@@ -135,6 +137,8 @@ func TestChaos(t *testing.T) {
 		containers = append(containers, ctr.ID)
 	}
 
+	watchStop := make(chan struct{})
+	saved := cl.watchCheckpoints(ckdir, containers, watchStop)
 	h := &chaosHistory{}
 	stop := make(chan struct{})
 	var clients sync.WaitGroup
@@ -188,8 +192,13 @@ func TestChaos(t *testing.T) {
 	}
 
 	ops := h.all()
-	w := chaosWindows{Durable: chaosAfter + time.Second + chaosDurableSlack, Grace: chaosGrace}
-	t.Logf("chaos: %s", chaosSummary(ops, faults, w))
+	close(watchStop)
+	w := chaosWindows{Durable: chaosAfter + time.Second + chaosDurableSlack, Grace: chaosGrace, Saved: <-saved}
+	writes := 0
+	for _, ws := range w.Saved {
+		writes += len(ws)
+	}
+	t.Logf("chaos: %s; %d checkpoint writes seen in the store", chaosSummary(ops, faults, w), writes)
 	chaosSave(t, arts, seed, ops, faults)
 
 	// Linearizability, per container.
@@ -213,6 +222,10 @@ func TestChaos(t *testing.T) {
 			what = "could not be checked (inconclusive)"
 		}
 		t.Errorf("chaos (seed %d): the history of %s %s: %s\nvisualization: %s", seed, v.Container, what, v, path)
+		if v.StuckAt > 0 {
+			t.Logf("chaos: %s around the call no linearization places:\n%s", v.Container, chaosExplain(ops, faults, v.Container, v.StuckAt))
+			t.Logf("chaos: what the replicas logged of %s:\n%s", v.Container, chaosReplicaLines(arts, v.Container, 60))
+		}
 	}
 	for _, u := range unreadable {
 		t.Errorf("chaos (seed %d): at the end, %s", seed, u)
@@ -708,4 +721,62 @@ func chaosSave(t *testing.T, dir string, seed int64, ops []chaosOp, faults []cha
 	if err != nil {
 		t.Errorf("chaos: saving the history: %v", err)
 	}
+}
+
+// chaosReplicaLines is the last n lines of the replicas' logs that name
+// container, each prefixed with its log's name.
+func chaosReplicaLines(arts, container string, n int) string {
+	logs, _ := filepath.Glob(filepath.Join(arts, "replica-*.log"))
+	var out []string
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		var mine []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, container) {
+				mine = append(mine, filepath.Base(l)+": "+line)
+			}
+		}
+		out = append(out, tail(mine, n)...)
+	}
+	return strings.Join(out, "\n")
+}
+
+// chaosWatchPoll is how often the test reads the checkpoints' heads.
+const chaosWatchPoll = 20 * time.Millisecond
+
+// watchCheckpoints reads the head of each container's checkpoint in the
+// directory store at dir every chaosWatchPoll until stop, and sends the
+// writes it saw (a new state token), per container.
+func (cl *chaosCluster) watchCheckpoints(dir string, containers []string, stop <-chan struct{}) <-chan map[string][]chaosWrite {
+	out := make(chan map[string][]chaosWrite, 1)
+	go func() {
+		saved := map[string][]chaosWrite{}
+		last := map[string]string{}
+		prev := cl.since()
+		tick := time.NewTicker(chaosWatchPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				out <- saved
+				return
+			case <-tick.C:
+			}
+			// A write this poll sees came after the poll before read its
+			// head, so after that poll began (prev).
+			began := cl.since()
+			for _, c := range containers {
+				tok, _, ok := checkpointtest.Head(dir, c)
+				if ok && tok != last[c] {
+					last[c] = tok
+					saved[c] = append(saved[c], chaosWrite{After: prev, By: cl.since()})
+				}
+			}
+			prev = began
+		}
+	}()
+	return out
 }

@@ -296,18 +296,60 @@ func (m *Manager) idleCheckpoint(h *held) {
 	m.mu.Unlock()
 	defer m.release(h)
 	if !h.runMu.TryLock() {
-		// A run is in flight: its state is checkpointed after it, not
-		// waited for here (a long run would hold up every other
-		// container's checkpoint).
+		// A run is in flight: its state is checkpointed when it ends
+		// (unlockRun), not waited for here (a long run would hold up
+		// every other container's checkpoint). Retrying TryLock alone
+		// would lose to the runs queued behind it for as long as the
+		// container stays busy (a contended sync.Mutex hands itself to
+		// its waiters), so the run hands its lock to the checkpoint; the
+		// timer covers a lock held by something else than a run.
 		m.mu.Lock()
-		if !h.removed && h.idleTimer == nil {
-			m.armCheckpointLocked(h, checkpointRetry)
+		if !h.removed {
+			h.checkpointDue = true
+			if h.idleTimer == nil {
+				m.armCheckpointLocked(h, checkpointRetry)
+			}
 		}
 		m.mu.Unlock()
 		return
 	}
+	m.mu.Lock()
+	h.checkpointDue = false
+	m.mu.Unlock()
 	m.save(context.Background(), h)
 	h.runMu.Unlock()
+}
+
+// unlockRun ends a run's hold of h.runMu. When h's background checkpoint
+// came during the run (checkpointDue), the lock passes to that checkpoint
+// instead, taken in the background (the run's answer does not wait for
+// it; the runs queued behind it do, as behind any checkpoint), so a
+// container in constant use is checkpointed within about
+// CheckpointAfter too.
+func (m *Manager) unlockRun(h *held) {
+	m.mu.Lock()
+	due := h.checkpointDue && !h.removed
+	h.checkpointDue = false
+	if due {
+		h.users++ // kept open until the checkpoint is written
+	}
+	m.mu.Unlock()
+	if !due {
+		h.runMu.Unlock()
+		return
+	}
+	go func() {
+		defer m.release(h)
+		defer h.runMu.Unlock()
+		m.bgCheckpoint <- struct{}{} // one background checkpoint at a time
+		defer func() { <-m.bgCheckpoint }()
+		m.save(context.Background(), h)
+		// A retry that found this checkpoint holding the lock asked for
+		// the state it has just written.
+		m.mu.Lock()
+		h.checkpointDue = false
+		m.mu.Unlock()
+	}()
 }
 
 // replaceStale closes h when it is stale (Manager.stale) and no other

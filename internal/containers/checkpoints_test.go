@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,57 @@ func TestRestoreExpired(t *testing.T) {
 	clk.add(20*time.Minute + 25*time.Hour)
 	if _, err := next.Open(context.Background(), containers.Spec{Owner: "o", ID: a.ID()}); !errors.Is(err, containers.ErrExpired) {
 		t.Fatalf("past ExpiredKeep: %v, want ErrExpired", err)
+	}
+}
+
+// TestCheckpointUnderConstantUse: a container whose runs never pause
+// (three responses keep one queued behind another) is checkpointed
+// anyway, about CheckpointAfter after its first run: the background
+// checkpoint takes the run lock from the run that ends, ahead of the
+// queue, which a lock that hands itself to its waiters would otherwise
+// never let it have. A kill -9 then loses only the runs since.
+func TestCheckpointUnderConstantUse(t *testing.T) {
+	f := newFixture(t)
+	root, key := t.TempDir(), newKey(t)
+	k := keeper(t, root, key)
+	m := managerWith(t, f, k, 20*time.Millisecond)
+	first := open(t, m, containers.Spec{Owner: "o"})
+	run(t, first, "n = 0")
+	stop := make(chan struct{})
+	errs := make(chan error, 3)
+	for range 3 {
+		c := open(t, m, containers.Spec{Owner: "o", ID: first.ID()})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := c.Run(context.Background(), "import time\ntime.sleep(0.005)\nn += 1"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, "a checkpoint while the container is in constant use", func() bool {
+		tok, _, _ := k.Head(context.Background(), "o", first.ID())
+		return tok != ""
+	})
+	close(stop)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// m is killed (-9) now: the next server restores what was written
+	// while the runs went on.
+	next := managerWith(t, f, keeper(t, root, key), 0)
+	c := open(t, next, containers.Spec{Owner: "o", ID: first.ID()})
+	r := run(t, c, "print(n)")
+	if n, err := strconv.Atoi(strings.TrimSpace(r.Stdout)); err != nil || n < 1 || r.Reset {
+		t.Fatalf("restored while in constant use: %q reset=%v, want a count of the runs before the checkpoint", r.Stdout, r.Reset)
 	}
 }

@@ -131,7 +131,7 @@ func (c *container) run(ctx context.Context, act action) (RunResult, error) {
 	if err != nil || h == nil {
 		return c.placed, err
 	}
-	defer func() { h.runMu.Unlock() }() // prepare may replace h
+	defer func() { m.unlockRun(h) }() // prepare may replace h
 
 	// A container that existed before this response, whose interpreter
 	// this server did not hold (another replica ran it, or it was closed

@@ -49,6 +49,10 @@ type held struct {
 	// idleTimer takes its background checkpoint CheckpointAfter after the
 	// first run since the last one (guarded by Manager.mu).
 	idleTimer *time.Timer
+	// checkpointDue: the background checkpoint came while a run held
+	// runMu; that run's end takes it (container.unlockRun), before the
+	// runs queued behind it (guarded by Manager.mu).
+	checkpointDue bool
 	// cancelRun cancels the run in flight on it, if any (guarded by
 	// Manager.mu): Fenced calls it when the lease is lost.
 	cancelRun context.CancelCauseFunc
