@@ -55,6 +55,12 @@ type Container interface {
 	// container's files if none is held), then stores the files the run
 	// created or changed and its images as container files.
 	Run(ctx context.Context, code string) (RunResult, error)
+	// Shell runs the hosted shell's commands in the container's sandbox
+	// (as Run: its files before and after, the same interpreter's
+	// processes, limits and network; never its Python state). The result's
+	// Commands has one entry per command. A provider without a shell
+	// fails with sandbox.ErrNoShell.
+	Shell(ctx context.Context, req sandbox.ShellRequest) (RunResult, error)
 	// Network is the container's network_policy allowlist, for telling
 	// the model what its code may reach: the domains and each secret's
 	// domain and name, never a value (nil: no network).

@@ -102,6 +102,18 @@ func toRef(f store.File) File {
 // it could not keep is removed again, so the two agree after every run
 // whatever the code, the API and the interpreter's deaths did.
 func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
+	return c.run(ctx, action{Code: code})
+}
+
+// Shell implements Container: the hosted shell's commands, in the
+// container's interpreter's sandbox (its files, processes, limits and
+// network), with the files kept as a run's are. The Python state is not
+// touched. A provider without a shell fails with sandbox.ErrNoShell.
+func (c *container) Shell(ctx context.Context, req sandbox.ShellRequest) (RunResult, error) {
+	return c.run(ctx, action{Code: noShellCode, Shell: &req})
+}
+
+func (c *container) run(ctx context.Context, act action) (RunResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -115,7 +127,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		}
 		return RunResult{}, fmt.Errorf("containers: %w", err)
 	}
-	h, err := c.lockRun(ctx, code)
+	h, err := c.lockRun(ctx, act)
 	if err != nil || h == nil {
 		return c.placed, err
 	}
@@ -149,7 +161,7 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 		return RunResult{}, err
 	}
 	gen := h.sess.Generation()
-	res, err := c.runFenced(ctx, h, code)
+	res, err := c.runFenced(ctx, h, act)
 	if err != nil {
 		c.fail(h)
 		return RunResult{}, err
@@ -197,12 +209,12 @@ func (c *container) Run(ctx context.Context, code string) (RunResult, error) {
 // a wait for the run lock, when the lease may have moved). A run that went
 // to the container's holder instead returns a nil h, its result in
 // c.placed.
-func (c *container) lockRun(ctx context.Context, code string) (*held, error) {
+func (c *container) lockRun(ctx context.Context, act action) (*held, error) {
 	m := c.m
 	p := m.cfg.Placement
 	for attempt := 0; ; attempt++ {
 		if p != nil && !c.forwarded {
-			res, done, err := c.place(ctx, code)
+			res, done, err := c.place(ctx, act)
 			if done {
 				c.placed = res
 				return nil, err
@@ -257,19 +269,19 @@ func (c *container) lockRun(ctx context.Context, code string) (*held, error) {
 	}
 }
 
-// runFenced runs code in h, cancelled when this server loses the
+// runFenced runs act in h, cancelled when this server loses the
 // container's lease (Fenced): such a run's result is not reported.
-func (c *container) runFenced(ctx context.Context, h *held, code string) (sandbox.Result, error) {
+func (c *container) runFenced(ctx context.Context, h *held, act action) (sandbox.Result, error) {
 	m := c.m
 	if m.cfg.Placement == nil {
-		return h.sess.Run(ctx, code)
+		return act.run(ctx, h.sess)
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	m.mu.Lock()
 	h.cancelRun = cancel
 	m.mu.Unlock()
-	res, err := h.sess.Run(rctx, code)
+	res, err := act.run(rctx, h.sess)
 	m.mu.Lock()
 	h.cancelRun = nil
 	m.mu.Unlock()

@@ -47,6 +47,10 @@ type forwardedRun struct {
 	Owner     string `json:"owner"`
 	Container string `json:"container"`
 	Code      string `json:"code"`
+	// Shell is a hosted-shell call (its Code is then noShellCode, which a
+	// holder that predates the shell runs as Python: a clear error, never
+	// an empty run that succeeds).
+	Shell *sandbox.ShellRequest `json:"shell,omitempty"`
 	// Fresh and Ran are the forwarding response's view of the container
 	// (made by it; code ran in it already), which decide whether a fresh
 	// interpreter is a reset the model must be told of.
@@ -169,7 +173,7 @@ const retryPause = 100 * time.Millisecond
 // proven gone (another process answers at its address) or when its lease
 // expired by the store's clock (Claim then takes it): never on a dial
 // failure alone, which a paused or slow holder also gives.
-func (c *container) place(ctx context.Context, code string) (res RunResult, done bool, err error) {
+func (c *container) place(ctx context.Context, act action) (res RunResult, done bool, err error) {
 	m := c.m
 	p := m.cfg.Placement
 	cid := c.meta.ID
@@ -214,7 +218,7 @@ func (c *container) place(ctx context.Context, code string) (res RunResult, done
 			c.h = nil
 		}
 		if payload == nil {
-			req := forwardedRun{Owner: c.meta.Owner, Container: cid, Code: code, Fresh: c.fresh, Ran: c.ran, Memory: c.memory}
+			req := forwardedRun{Owner: c.meta.Owner, Container: cid, Code: act.Code, Shell: act.Shell, Fresh: c.fresh, Ran: c.ran, Memory: c.memory}
 			m.mu.Lock()
 			req.Secrets = m.secrets[cid].list
 			m.mu.Unlock()
@@ -338,7 +342,7 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 	}
 	c := &container{m: m, meta: meta, fresh: req.Fresh, memory: req.Memory, ran: req.Ran, forwarded: true, lease: lease}
 	defer c.Close()
-	return answer(c.Run(ctx, req.Code))
+	return answer(c.run(ctx, action{Code: req.Code, Shell: req.Shell}))
 }
 
 // Deleted implements api.SecretKeeper: the owner deleted the container

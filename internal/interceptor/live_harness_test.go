@@ -333,6 +333,19 @@ func (c *fakeContainer) Run(ctx context.Context, code string) (containers.RunRes
 	return containers.RunResult{Result: r, Changed: changed}, nil
 }
 
+// Shell implements containers.Container on the session's provider's shell.
+func (c *fakeContainer) Shell(ctx context.Context, req sandbox.ShellRequest) (containers.RunResult, error) {
+	if c.sess == nil {
+		s, err := c.p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			return containers.RunResult{}, err
+		}
+		c.sess = s
+	}
+	r, err := sandbox.Shell(ctx, c.sess, req)
+	return containers.RunResult{Result: r}, err
+}
+
 func (c *fakeContainer) Close() error {
 	if c.sess != nil {
 		return c.sess.Close()

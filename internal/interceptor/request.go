@@ -42,8 +42,10 @@ type request struct {
 	// network is the auto container's network_policy allowlist (nil:
 	// none). Its secrets live only here and in the sandbox session's
 	// proxy: clientTools holds them masked.
-	network        *egress.Policy
-	fnIndex        int // our function tool's index in the upstream tools
+	network *egress.Policy
+	// tools are the hosted tools the exchange serves, and where their
+	// functions are in the upstream tools.
+	tools          []served
 	container      containerDecl
 	containerParam string // e.g. "tools[0].container", for errors
 }
@@ -60,17 +62,23 @@ type request struct {
 var (
 	toolMarker = []byte(`_interpreter"`)
 	callMarker = []byte(`_interpreter_call"`)
+	// The hosted shell's environments ("container_auto",
+	// "container_reference"), also in its replayed shell_call items.
+	autoMarker     = []byte(`_auto"`)
+	shellRefMarker = []byte(`_reference"`)
 )
 
 // namesTool reports whether body holds toolMarker or callMarker.
 func namesTool(body []byte) bool {
-	for b := body; ; b = b[1:] {
-		i := bytes.IndexByte(b, '_')
+	for at := 0; ; at++ {
+		i := bytes.IndexByte(body[at:], '_')
 		if i < 0 {
 			return false
 		}
-		b = b[i:]
-		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) {
+		at += i
+		b := body[at:]
+		if bytes.HasPrefix(b, toolMarker) || bytes.HasPrefix(b, callMarker) || bytes.HasPrefix(b, autoMarker) ||
+			bytes.HasPrefix(b, shellRefMarker) && bytes.HasSuffix(body[:at], []byte(`"container`)) {
 			return true
 		}
 	}
@@ -169,7 +177,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	// validation is paid only by requests we go on to change.
 	root := jsonx.ParseObject(doc)
 	tools := root.Get("tools")
-	hasTool := hasNativeTool(tools)
+	hasTool := i.hasNativeTool(tools)
 	input := root.Get("input")
 	if !hasTool && !own && !mayReplayCalls(input, escaped) {
 		return pass, nil
@@ -205,7 +213,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		edits = append(edits, te...)
 	}
 	if r.hasTool && i.containers != nil {
-		r.container.reuse = replayedContainers(input)
+		r.container.reuse = i.replayedContainers(input)
 		in := input
 		if changed {
 			in = gjson.Parse(newInput)
@@ -234,6 +242,6 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	// Without our tool only replayed history was rewritten, and the response
 	// is the upstream's own.
-	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.Fields, edits...)
+	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+1024), doc, root.Fields, edits...)
 	return &Exchange{ic: i, req: r}, nil
 }

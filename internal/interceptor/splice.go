@@ -11,8 +11,8 @@ import (
 )
 
 // splice builds the client's response: the last round's response object
-// with every round's output items, our calls shown as code_interpreter_call
-// items, usage summed and the request echo fields as the client sent them.
+// with every round's output items, each hosted tool's call shown as its
+// tool's items (tool.items), usage summed and the request echo fields as the client sent them.
 // outputs fills every call's outputs whatever the request's include said
 // (for the response store).
 func (l *loop) splice(rounds []*round, outputs bool) []byte {
@@ -22,7 +22,7 @@ func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
 			if c := rd.callAt[idx]; c != nil {
-				items = append(items, l.ciItem(c, outputs || l.x.req.includeOutputs))
+				items = append(items, c.tool.items(l, c, outputs)...)
 				shownImages = append(shownImages, c.images...)
 				continue
 			}
@@ -131,23 +131,6 @@ func (l *loop) annotate(msg gjson.Result, images []containerapi.File) string {
 		return msg.Raw
 	}
 	return string(jsonx.EditObject(msg.Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, parts)))))
-}
-
-// ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
-// returns, with its fields in OpenAI's order.
-func (l *loop) ciItem(c *call, outputs bool) string {
-	status, note := ciStatus(c), ""
-	if l.x.ic.cfg.CallStatus == CallStatusOpenAI && status != "completed" {
-		// OpenAI's clients know no other final status: the reason goes
-		// in the logs.
-		status, note = "completed", statusNote(c)
-	}
-	out := "null"
-	if outputs {
-		out = string(appendOutputs(nil, c, note))
-	}
-	return `{"id":` + jsonx.Quote(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonx.Quote(status) +
-		`,"code":` + jsonx.Quote(c.code) + `,"container_id":` + jsonx.Quote(l.containerID) + `,"outputs":` + out + `}`
 }
 
 // sumUsage adds up every integer in the rounds' usage objects (tokens and

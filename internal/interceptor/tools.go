@@ -4,25 +4,23 @@ import (
 	"strconv"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/memlimit"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
 	"github.com/tidwall/gjson"
 )
 
-// hasNativeTool reports whether tools (the request's "tools") declares the
-// native code_interpreter tool.
-func hasNativeTool(tools gjson.Result) bool {
+// hasNativeTool reports whether tools (the request's "tools") declares a
+// hosted tool this server serves.
+func (i *Interceptor) hasNativeTool(tools gjson.Result) bool {
 	if !tools.IsArray() {
 		return false
 	}
 	found := false
 	tools.ForEach(func(_, t gjson.Result) bool {
-		if t.IsObject() && t.Get("type").Str == "code_interpreter" {
-			found = true
-			return false
-		}
-		return true
+		found = i.declaredTool(t) != nil
+		return !found
 	})
 	return found
 }
@@ -30,7 +28,6 @@ func hasNativeTool(tools gjson.Result) bool {
 // rewriteTools validates the request fields that matter once our tool is
 // present and returns the edits for the upstream body.
 func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.Result) ([]jsonx.Edit, error) {
-	fn := i.cfg.FunctionName
 	var edits []jsonx.Edit
 	if bg := root.Get("background"); bg.Exists() {
 		switch bg.Type {
@@ -58,9 +55,20 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			r.clientTools = netpolicy.RedactTools(r.clientTools)
 		}
 	}()
+	// The code_interpreter's function is served on every intercepted
+	// exchange (a continuation of ours may be answered with its calls);
+	// the other tools' where they are declared.
+	r.tools = []served{{t: i.ci, at: -1}}
+	declared := map[string]int{} // tool name → its index in tools
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if tl := i.declaredTool(t); tl != nil && tl != i.ci {
+			r.tools = append(r.tools, served{t: tl, at: -1})
+		}
+		return true
+	})
 	var out []string
 	var apiErr *apierror.Error
-	n, ciIndex := 0, -1
+	n := 0
 	tools.ForEach(func(_, t gjson.Result) bool {
 		idx := n
 		n++
@@ -72,36 +80,38 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			}
 		}
 		typ := t.Get("type").Str
-		switch {
-		case typ == "code_interpreter":
-			if ciIndex >= 0 {
-				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
+		if tl := i.declaredTool(t); tl != nil {
+			if k, dup := declared[tl.Name()]; dup {
+				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one %s tool may be given; tools[%d] is one already.", tl.Name(), k)
 				return false
 			}
-			ciIndex = idx
-			r.fnIndex = len(out)
-			mem, err := i.checkNativeTool(r, param, t)
-			if err != nil {
-				apiErr = err
+			declared[tl.Name()] = idx
+			if apiErr = tl.check(i, r, param, t); apiErr != nil {
 				return false
 			}
-			r.memoryBytes = mem
-			if r.network != nil {
-				out = append(out, newFunctionTool(fn, i.provider.Environment(), r.network).json)
-			} else {
-				out = append(out, i.fn.json)
+			for k := range r.tools {
+				if r.tools[k].t == tl {
+					r.tools[k].at = len(out)
+				}
 			}
-		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
-			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
-				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
-			return false
-		default:
-			out = append(out, t.Raw)
+			out = append(out, "") // rendered once the network policy is known
+			return true
 		}
+		if tl := r.toolFor(t.Get("name").Str); (typ == "function" || typ == "custom") && tl != nil {
+			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
+				"A %s tool named '%s' conflicts with the %s tool, which this server provides under that name. Rename your tool.", typ, tl.FunctionName(), tl.Name())
+			return false
+		}
+		out = append(out, t.Raw)
 		return true
 	})
 	if apiErr != nil {
 		return nil, apiErr
+	}
+	for _, s := range r.tools {
+		if s.at >= 0 {
+			out[s.at] = i.function(s.t, r.network)
+		}
 	}
 	if tools.Exists() {
 		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
@@ -110,7 +120,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	// tool_choice: forcing the native tool becomes forcing our function.
 	if tc := root.Get("tool_choice"); tc.Exists() {
 		r.clientToolChoice = tc.Raw
-		newTC, err := i.rewriteToolChoice(tc)
+		newTC, err := r.rewriteToolChoice(tc)
 		if err != nil {
 			return nil, err
 		}
@@ -183,48 +193,19 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	return edits, nil
 }
 
-// checkNativeTool validates one native code_interpreter declaration and
-// returns the memory it asks for (0 = operator default).
-func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *apierror.Error) {
-	var mem int64
-	var apiErr *apierror.Error
-	hasContainer := false
-	t.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "type":
-		case "allowed_callers":
-			// The model calls the tool directly; nothing else can here.
-			ok := v.Type == gjson.Null || v.IsArray()
-			v.ForEach(func(_, c gjson.Result) bool {
-				ok = ok && c.Str == "direct"
-				return ok
-			})
-			if !ok {
-				apiErr = apierror.Invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
-			}
-		case "container":
-			hasContainer = true
-			r.containerParam = param + ".container"
-			mem, apiErr = i.checkContainer(r, param+".container", v)
-		default:
-			apiErr = apierror.Invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
-		}
-		return apiErr == nil
-	})
-	if apiErr != nil {
-		return 0, apiErr
-	}
-	if !hasContainer {
-		return 0, apierror.Invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
-	}
-	return mem, nil
-}
-
+// checkContainer validates a container declaration of a tool at param:
+// an id (both tools must then name one container) or an auto container,
+// whose memory it returns.
 func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *apierror.Error) {
 	switch {
 	case c.Type == gjson.String && i.containers != nil:
-		r.container.id = c.Str
-		return 0, checkContainerID(param, c.Str)
+		if err := checkContainerID(param, c.Str); err != nil {
+			return 0, err
+		}
+		if err := r.container.name(param, c.Str); err != nil {
+			return 0, err
+		}
+		return 0, nil
 	case c.Type == gjson.String:
 		return 0, apierror.Invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
@@ -261,7 +242,10 @@ func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (
 		case "file_ids":
 			switch {
 			case i.containers != nil:
-				r.container.fileIDs, apiErr = checkFileIDs(p, v)
+				// Both tools' file_ids go into their one container.
+				var ids []string
+				ids, apiErr = checkFileIDs(p, v)
+				r.container.fileIDs = append(r.container.fileIDs, ids...)
 			case v.Type == gjson.Null:
 			case !v.IsArray():
 				apiErr = apierror.Invalid(p, "invalid_type", "Invalid type for '%s': expected an array of file ids.", p)
@@ -294,39 +278,52 @@ func parseMemory(v gjson.Result) (int64, bool) {
 	return memlimit.Parse(v.Str)
 }
 
-// rewriteToolChoice maps a tool_choice naming the native tool to our
+// rewriteToolChoice maps a tool_choice naming a served tool ({"type":
+// "code_interpreter"}, {"type": "shell"}, also in allowed_tools) to its
 // function; anything else is returned unchanged.
-func (i *Interceptor) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
+func (r *request) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
 	if k := jsonx.DuplicateKey(tc.Raw); k != "" {
 		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
-	fnChoice := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName))))
-	switch tc.Get("type").Str {
-	case "code_interpreter":
-		return fnChoice, nil
-	case "allowed_tools":
-		list := tc.Get("tools")
-		if !list.IsArray() {
-			return tc.Raw, nil
-		}
-		var out []string
-		changed := false
-		list.ForEach(func(_, t gjson.Result) bool {
-			if t.IsObject() && t.Get("type").Str == "code_interpreter" {
-				out = append(out, fnChoice)
-				changed = true
-			} else {
-				out = append(out, t.Raw)
+	choice := func(t gjson.Result) (string, bool) {
+		for _, s := range r.tools {
+			if t.IsObject() && t.Get("type").Str == s.t.Name() {
+				return string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(s.t.FunctionName())))), true
 			}
-			return true
-		})
-		if !changed {
-			return tc.Raw, nil
 		}
-		return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
+		return "", false
 	}
-	return tc.Raw, nil
+	if fc, ok := choice(tc); ok {
+		return fc, nil
+	}
+	if tc.Get("type").Str != "allowed_tools" || !tc.Get("tools").IsArray() {
+		return tc.Raw, nil
+	}
+	var out []string
+	changed := false
+	tc.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if fc, ok := choice(t); ok {
+			out = append(out, fc)
+			changed = true
+		} else {
+			out = append(out, t.Raw)
+		}
+		return true
+	})
+	if !changed {
+		return tc.Raw, nil
+	}
+	return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
+}
+
+// function is t's function tool for the upstream, described for the
+// request's network policy (pre-rendered without one).
+func (i *Interceptor) function(t tool, pol *egress.Policy) string {
+	if pol == nil {
+		return i.plain[t.Name()]
+	}
+	return t.Function(i.provider.Environment(), pol)
 }

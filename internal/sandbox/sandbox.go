@@ -44,6 +44,9 @@ type Environment struct {
 	// sandbox.network.allowed_domains set. Without it every sandbox has no
 	// network at all.
 	Network bool
+	// Shell reports whether sessions run shell commands (Sheller: the
+	// hosted shell tool). The gVisor provider has bash; WASM has none.
+	Shell bool
 }
 
 // Session is one interpreter's life. Runs on a Session are serialised.
@@ -239,6 +242,9 @@ type Result struct {
 	// the cell), in the order they were made. Providers without a plotting
 	// library return none.
 	Images []Image
+	// Commands are a shell run's results, one per command (Sheller); nil
+	// for a Python run.
+	Commands []CommandResult `json:",omitempty"`
 }
 
 // Image is one picture a run produced.

@@ -201,6 +201,34 @@ func (w *Writer) item(idx int, it gjson.Result) {
 		w.Event("response.code_interpreter_call.interpreting", id, oi)
 		w.Event("response.code_interpreter_call.completed", id, oi)
 
+	case "shell_call":
+		// OpenAI's hosted shell: the commands as the model writes them
+		// (these events carry no item_id).
+		added = append(added, jsonx.Set("action.commands", "[]"))
+		w.Event("response.output_item.added", Field{"item", string(jsonx.EditObject(it.Raw, added...))}, oi)
+		ci := 0
+		it.Get("action.commands").ForEach(func(_, c gjson.Result) bool {
+			k := Field{"command_index", strconv.Itoa(ci)}
+			w.Event("response.shell_call_command.added", Field{"command", `""`}, k, oi)
+			w.deltas("response.shell_call_command.delta", c.Str, k, oi)
+			w.Event("response.shell_call_command.done", Field{"command", jsonx.Quote(c.Str)}, k, oi)
+			ci++
+			return true
+		})
+
+	case "shell_call_output":
+		added = append(added, jsonx.Set("output", "[]"))
+		w.Event("response.output_item.added", Field{"item", string(jsonx.EditObject(it.Raw, added...))}, oi)
+		ci := 0
+		it.Get("output").ForEach(func(_, o gjson.Result) bool {
+			k := Field{"command_index", strconv.Itoa(ci)}
+			delta := `{"stdout":` + jsonx.Quote(o.Get("stdout").Str) + `,"stderr":` + jsonx.Quote(o.Get("stderr").Str) + `}`
+			w.Event("response.shell_call_output_content.delta", Field{"delta", delta}, id, k, oi)
+			w.Event("response.shell_call_output_content.done", Field{"output", "[" + o.Raw + "]"}, id, k, oi)
+			ci++
+			return true
+		})
+
 	case "function_call", "custom_tool_call":
 		field, prefix := "arguments", "response.function_call_arguments"
 		if typ == "custom_tool_call" {

@@ -168,6 +168,7 @@ def _main():
         fonts_in_memory()
     _codeinterp_warmup()
     import resource  # for begin: an import after a restore reads files through the gofer
+    import select, signal, subprocess  # for the hosted shell, imported before any checkpoint
 
     def figures(max_count, max_bytes):
         p = sys.modules.get("matplotlib.pyplot")
@@ -571,6 +572,141 @@ def _main():
         out["id"] = req["id"]
         return out
 
+    # The hosted shell (sandbox.Sheller): each command by `bash -lc`, one
+    # after another, cwd /mnt/data, stdin /dev/null (no TTY), in a process
+    # group of its own. Its stdout and stderr are pipes read here, each
+    # kept up to the host's bound (the rest counted as dropped) and sent as
+    # shell_output frames as they come. A command ends when bash exits:
+    # what it left in the background may keep running (a service), and
+    # once the pipes are quiet for a moment after the exit they are closed,
+    # so a process holding them open does not hold the call. Past its
+    # timeout a command's process group is killed.
+    _popen, _killpg, _waitpid, _select, _read_fd = subprocess.Popen, os.killpg, os.waitpid, select.select, os.read
+    DRAIN = 0.05  # seconds of quiet pipes after bash exited
+
+    def reap():
+        # The kernel is the sandbox's first process: orphans of the
+        # commands (a background job whose bash exited) are its children
+        # once they end.
+        while True:
+            try:
+                pid, _ = _waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            except OSError:
+                return
+            if pid == 0:
+                return
+
+    groups = []  # process groups of earlier commands (their background jobs)
+
+    def kill_groups(pgids):
+        # Repeated: a fork bomb forks while it is being killed.
+        for _ in range(20):
+            alive = False
+            for g in pgids:
+                try:
+                    _killpg(g, signal.SIGKILL)
+                    alive = True
+                except OSError:
+                    pass
+            reap()
+            if not alive:
+                return
+            time.sleep(0.01)
+
+    def spawn(cmd):
+        args = dict(cwd="/mnt/data", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    start_new_session=True, close_fds=True)
+        try:
+            return _popen(["/bin/bash", "-lc", cmd], **args)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ENOMEM) or not groups:
+                raise
+        # No process to be had (RLIMIT_NPROC, memory): what earlier
+        # commands left running is killed to make room, and the command
+        # tried once more.
+        kill_groups(groups)
+        del groups[:]
+        return _popen(["/bin/bash", "-lc", cmd], **args)
+
+    def shell(req):
+        rid, limits = req["id"], (req["stdout_max"], req["stderr_max"])
+        timeout = max(req["timeout_ns"], 1000) / 1e9
+        results = []
+        for ci, cmd in enumerate(req["commands"]):
+            try:
+                p = spawn(cmd)
+            except OSError as e:
+                results.append({"stdout": "", "stderr": b64e(("bash did not start: %s\n" % e.strerror).encode()).decode(),
+                                "exit_code": 126})
+                continue
+            fds = [p.stdout.fileno(), p.stderr.fileno()]
+            bufs, dropped = [bytearray(), bytearray()], [0, 0]
+            open_fds = set(fds)
+            deadline = time.monotonic() + timeout
+            exited, timed_out, quiet_since = None, False, None
+            while True:
+                now = time.monotonic()
+                if exited is None:
+                    exited = p.poll()
+                if exited is not None:
+                    if not open_fds:
+                        break
+                    if quiet_since is not None and now - quiet_since >= DRAIN:
+                        break
+                elif now >= deadline:
+                    kill_groups([p.pid])
+                    timed_out = True
+                    p.wait()
+                    break
+                wait = DRAIN if exited is not None else min(0.2, max(deadline - now, 0))
+                if not open_fds:
+                    time.sleep(min(wait, 0.01))
+                    continue
+                try:
+                    ready, _, _ = _select(list(open_fds), [], [], wait)
+                except InterruptedError:
+                    continue
+                if not ready:
+                    if exited is not None and quiet_since is None:
+                        quiet_since = now
+                    continue
+                quiet_since = None
+                for fd in ready:
+                    k = fds.index(fd)
+                    try:
+                        b = _read_fd(fd, 65536)
+                    except OSError:
+                        b = b""
+                    if not b:
+                        open_fds.discard(fd)
+                        continue
+                    room = limits[k] - len(bufs[k])
+                    piece = b[:max(room, 0)]
+                    dropped[k] += len(b) - len(piece)
+                    if piece:
+                        bufs[k] += piece
+                        delta = {"id": rid, "command": ci}
+                        delta["stdout" if k == 0 else "stderr"] = b64e(piece).decode()
+                        send({"kind": "shell_output", "shell_output": delta})
+            p.stdout.close()
+            p.stderr.close()
+            res = {"stdout": b64e(bytes(bufs[0])).decode(), "stderr": b64e(bytes(bufs[1])).decode(),
+                   "stdout_dropped": dropped[0], "stderr_dropped": dropped[1]}
+            if timed_out:
+                res["timed_out"] = True
+                res["exit_code"] = -1
+            else:
+                rc = p.returncode
+                res["exit_code"] = 128 - rc if rc < 0 else rc
+            results.append(res)
+            if not timed_out and p.pid not in groups:
+                groups.append(p.pid)
+                del groups[:-64]
+            reap()
+        return {"id": rid, "commands": results}
+
     def start_net(net):
         # The session's way out (network.go): a relay on loopback that pipes
         # each connection to the egress proxy's unix socket, the proxy
@@ -663,6 +799,13 @@ def _main():
             out = file_op(kind, req["file"])
             data = out.pop("data", None)
             send({"kind": "file_result", "file_result": out}, data)
+            continue
+        if kind == "shell":
+            try:
+                out = shell(req["shell"])
+            except Exception as e:  # a kernel bug must not end the session's kernel
+                out = {"id": req["shell"]["id"], "commands": [], "error": type(e).__name__}
+            send({"kind": "shell_result", "shell_result": out})
             continue
         run = req["run"]
         src = base64.b64decode(run["code"])

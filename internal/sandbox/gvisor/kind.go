@@ -91,7 +91,7 @@ func (k *Kind) Runsc() (path, version string) { return k.cfg.RunscPath, k.versio
 func (k *Kind) Environment() sandbox.Environment {
 	// Network: the kind can wire a session to an egress proxy (the pool
 	// says whether it has one).
-	return sandbox.Environment{Provider: k.Name(), PythonVersion: k.python, Packages: k.Packages(), Images: true, Network: true}
+	return sandbox.Environment{Provider: k.Name(), PythonVersion: k.python, Packages: k.Packages(), Images: true, Network: true, Shell: true}
 }
 
 // Prepare implements pool.Kind: it finds runsc and Python, writes the

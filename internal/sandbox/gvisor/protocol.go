@@ -26,6 +26,10 @@ type frame struct {
 
 	File       *wire.FileRequest `json:"file,omitempty"`
 	FileResult *wire.FileResult  `json:"file_result,omitempty"`
+
+	Shell       *shellRequest `json:"shell,omitempty"`
+	ShellOutput *shellOutput  `json:"shell_output,omitempty"`
+	ShellResult *shellResult  `json:"shell_result,omitempty"`
 }
 
 type runRequest struct {

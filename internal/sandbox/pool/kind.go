@@ -137,3 +137,18 @@ type Interpreter interface {
 	// output (never guest output), for error messages.
 	Diagnostics() string
 }
+
+// Sheller is implemented by interpreters that run shell commands beside
+// their Python (sandbox.Sheller; a gVisor sandbox's bash). The pool
+// serialises it with Run and File.
+type Sheller interface {
+	// Shell runs commands one after another, each bounded by timeout
+	// (the kind kills a command past it, with its process group, and
+	// reports it TimedOut), each command's stdout and stderr bounded by
+	// the Limits' StdoutBytes and StderrBytes. onOutput (may be nil) gets
+	// each piece of output as it comes. It returns one result per command
+	// that ran; an error means no valid answer could be had (the
+	// interpreter died, broke protocol, or ctx ended), and the pool kills
+	// the interpreter.
+	Shell(ctx context.Context, runID uint64, commands []string, timeout time.Duration, onOutput func(command int, stdout, stderr string)) ([]sandbox.CommandResult, error)
+}
