@@ -229,4 +229,3 @@ func TestSkillsAPIRefusals(t *testing.T) {
 		t.Fatalf("bad default_version: %d %s", status, body)
 	}
 }
-
