@@ -58,6 +58,9 @@ type Config struct {
 	// Usage accounts each container made as a code interpreter session of
 	// its owner (by memory_limit); nil: not accounted.
 	Usage store.Usage
+	// Skills keeps the skills containers mount (skills.go); nil: a
+	// container_auto with skills is refused.
+	Skills store.Skills
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -186,9 +189,15 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 				MemoryLimit: memoryString(spec.MemoryBytes), Network: netpolicy.Stored(spec.Network),
 			}
 			claim(c.ID)
+			sk, err := m.resolveSkills(ctx, c, spec)
+			if err != nil {
+				return nil, err
+			}
+			c.Skills = sk
 			m.KeepSecrets(c.ID, secretsOf(spec.Network))
 			if err := m.Create(ctx, c); err != nil {
 				m.ForgetSecrets(c.ID)
+				m.forgetSkills(ctx, c)
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
 			fresh = true

@@ -418,5 +418,6 @@ func (i *Interceptor) checkShell(r *request, param string, t gjson.Result) *apie
 	if r.containerParam == "" {
 		r.containerParam = p
 	}
+	r.container.skills, r.container.skillsParam = d.Skills, p+".skills"
 	return nil
 }

@@ -47,6 +47,18 @@ type Container struct {
 	// disabled). It never holds a secret's value: those live only in the
 	// memory of the server that made the container (containers.Manager).
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Skills are mounted in the container for life (package skills), in
+	// this order.
+	Skills []ContainerSkill `json:"skills,omitempty"`
+}
+
+// ContainerSkill is one skill version a container mounts: a Skills store
+// entry (an inline skill's belongs to the container: Skill.Container).
+type ContainerSkill struct {
+	SkillID     string `json:"skill_id"`
+	Version     int    `json:"version"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
 }
 
 // NetworkPolicy is what a store keeps of a container's allowlist: the

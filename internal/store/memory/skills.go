@@ -43,6 +43,9 @@ func NewSkills(l store.SkillLimits, now func() time.Time) *Skills {
 	return &Skills{limits: l, now: now, owners: map[string]*skillOwner{}}
 }
 
+// Close releases nothing (the store holds no outside resources).
+func (s *Skills) Close() error { return nil }
+
 func (s *Skills) owner(o string) *skillOwner {
 	ow := s.owners[o]
 	if ow == nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -185,11 +186,11 @@ func testContainers(t *testing.T, f Factory) {
 	e := newEnv(t, f, store.DefaultLimits())
 	c := e.container(alice, "one")
 	got, err := e.s.GetContainer(e.ctx, alice, c.ID)
-	if err != nil || got != c {
+	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("GetContainer = %+v, %v; want %+v", got, err, c)
 	}
 	page, more := e.listContainers(alice, store.ListOptions{})
-	if len(page) != 1 || page[0] != c || more {
+	if len(page) != 1 || !reflect.DeepEqual(page[0], c) || more {
 		t.Fatalf("ListContainers = %+v, %v; want [%+v]", page, more, c)
 	}
 	// Replacing keeps the files.
