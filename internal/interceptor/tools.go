@@ -418,6 +418,9 @@ func (i *Interceptor) checkShell(r *request, param string, t gjson.Result) *apie
 	if r.containerParam == "" {
 		r.containerParam = p
 	}
+	if len(d.Skills) > 0 && i.containers == nil {
+		return apierror.Invalid(p+".skills", "unsupported_parameter", "Skills need the server's containers, which this server does not keep: '%s.skills' must be empty.", p)
+	}
 	r.container.skills, r.container.skillsParam = d.Skills, p+".skills"
 	return nil
 }
