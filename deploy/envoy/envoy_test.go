@@ -411,7 +411,7 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 var (
 	containerPaths = []string{"/v1/containers", "/v1/containers/cntr_1", "/v1/containers/cntr_1/files", "/v1/containers/cntr_1/files/cfile_1/content",
 		"/v1/skills", "/v1/skills/skill_1", "/v1/skills/skill_1/versions/2/content"}
-	filePaths      = []string{"/v1/files", "/v1/files/file-1", "/v1/files/file-1/content"}
+	filePaths = []string{"/v1/files", "/v1/files/file-1", "/v1/files/file-1/content"}
 )
 
 // checkAPIRoutes: /v1/containers (and /v1/files unless files.source is

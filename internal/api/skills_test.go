@@ -3,6 +3,7 @@ package api_test
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/codeinterp/codeinterp/internal/api"
 	"github.com/codeinterp/codeinterp/internal/apierror"
@@ -227,5 +229,61 @@ func TestSkillsAPIRefusals(t *testing.T) {
 	status, _, body = e.do("POST", "/v1/skills/"+k.ID, "sk-a", "application/json", strings.NewReader(`{"default_version": true}`))
 	if json.Valid(body); status != 400 || !strings.Contains(string(body), "default_version") {
 		t.Fatalf("bad default_version: %d %s", status, body)
+	}
+}
+
+// POST /v1/containers with skills, through openai-go: a referenced skill
+// (by version) and an inline one are kept in the container's record; a
+// bad entry is OpenAI's error naming it and makes no container; deleting
+// the container deletes its inline skill.
+func TestContainerSkills(t *testing.T) {
+	sk := memory.NewSkills(store.DefaultSkillLimits(), nil)
+	e := newEnv(t, func(c *api.Config) { c.Skills = sk })
+	c := e.client("sk-a")
+	z := skillZip(t, map[string]string{"SKILL.md": skillMD("csv-report", "Summarise a CSV.")})
+	k, err := c.Skills.New(ctx, openai.SkillNewParams{Files: openai.SkillNewParamsFilesUnion{OfFile: openai.File(bytes.NewReader(z), "a.zip", "application/zip")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline := skillZip(t, map[string]string{"greet/SKILL.md": skillMD("greet", "Greets.")})
+	cn, err := c.Containers.New(ctx, openai.ContainerNewParams{Name: "with-skills", Skills: []openai.ContainerNewParamsSkillUnion{
+		{OfSkillReference: &responses.SkillReferenceParam{SkillID: k.ID, Version: openai.String("1")}},
+		{OfInline: &responses.InlineSkillParam{Name: "greet", Description: "Says hello.", Source: responses.InlineSkillSourceParam{Data: base64.StdEncoding.EncodeToString(inline)}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.GetContainer(ctx, ownerOf("sk-a"), cn.ID)
+	if err != nil || len(got.Skills) != 2 || got.Skills[0].SkillID != k.ID || got.Skills[0].Version != 1 ||
+		got.Skills[1].Name != "greet" || got.Skills[1].Description != "Says hello." {
+		t.Fatalf("the container's skills: %+v %v", got.Skills, err)
+	}
+	// The inline skill is the container's, not the Skills API's.
+	if page, _ := c.Skills.List(ctx, openai.SkillListParams{}); len(page.Data) != 1 {
+		t.Fatalf("skills listed: %s", page.RawJSON())
+	}
+	_, err = c.Skills.Get(ctx, got.Skills[1].SkillID)
+	apiErr(t, err, 404, "skill_id")
+
+	_, err = c.Containers.New(ctx, openai.ContainerNewParams{Name: "bad", Skills: []openai.ContainerNewParamsSkillUnion{
+		{OfSkillReference: &responses.SkillReferenceParam{SkillID: k.ID, Version: openai.String("9")}},
+	}})
+	apiErr(t, err, 404, "skills[0].version")
+	_, err = e.client("sk-b").Containers.New(ctx, openai.ContainerNewParams{Name: "theirs", Skills: []openai.ContainerNewParamsSkillUnion{
+		{OfSkillReference: &responses.SkillReferenceParam{SkillID: k.ID}},
+	}})
+	apiErr(t, err, 404, "skills[0].skill_id")
+	if page, _ := c.Containers.List(ctx, openai.ContainerListParams{}); len(page.Data) != 1 {
+		t.Fatalf("a refused container was made: %s", page.RawJSON())
+	}
+
+	if err := c.Containers.Delete(ctx, cn.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sk.GetSkill(ctx, ownerOf("sk-a"), got.Skills[1].SkillID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the inline skill outlived its container: %v", err)
+	}
+	if _, err := sk.GetSkill(ctx, ownerOf("sk-a"), k.ID); err != nil {
+		t.Fatalf("the referenced skill went with the container: %v", err)
 	}
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
-	"github.com/codeinterp/codeinterp/internal/store"
 	"github.com/codeinterp/codeinterp/internal/sse"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // The live path's test stand-ins: a streaming upstream that answers with
