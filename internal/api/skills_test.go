@@ -3,8 +3,8 @@ package api_test
 import (
 	"archive/zip"
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"

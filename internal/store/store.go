@@ -1,7 +1,8 @@
 // Package store keeps containers and files — OpenAI's Containers and Files
 // API objects and their bytes — for the API (package api) and for the
-// interceptor's container manager, and the responses and conversations the
-// interceptor continues (Responses, Conversations). Two implementations of
+// interceptor's container manager, the responses and conversations the
+// interceptor continues (Responses, Conversations), and the skills
+// containers mount (Skills). Two implementations of
 // each: store/memory (the default: in-process, nothing to install) and
 // store/redis (shared by several replicas).
 //
