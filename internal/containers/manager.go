@@ -204,6 +204,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 			for _, fid := range spec.FileIDs {
 				if err := m.copyFile(ctx, c, spec.Header, fid); err != nil {
 					_ = m.st.DeleteContainer(ctx, c.Owner, c.ID) // nothing half-made stays
+					m.forgetSkills(ctx, c)
 					return nil, err
 				}
 			}
@@ -213,6 +214,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		if err := m.addInput(ctx, c, spec.Header, in); err != nil {
 			if fresh {
 				_ = m.st.DeleteContainer(ctx, c.Owner, c.ID)
+				m.forgetSkills(ctx, c)
 			}
 			return nil, err
 		}
@@ -274,6 +276,7 @@ func (m *Manager) create(ctx context.Context, c store.Container) error {
 			return errors.Join(err, derr)
 		}
 		m.drop(c.Owner, oldest.ID)
+		m.forgetSkills(ctx, oldest)
 	}
 	return m.st.PutContainer(ctx, c)
 }
