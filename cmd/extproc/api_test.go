@@ -133,8 +133,8 @@ func TestDevRoutesReachTheAPI(t *testing.T) {
 
 	// files.source: upstream leaves /v1/files to the upstream.
 	cfg.Files.Source = config.FilesUpstream
-	if r := devRoutes(cfg, apiURL.Host); len(r) != 4 || r[0].PathSeparatedPrefix != "/v1/containers" || r[1].Prefix != "/v1/responses/" || r[2].PathSeparatedPrefix != "/v1/conversations" ||
-		r[3].Path != "/v1/organization/usage/code_interpreter_sessions" {
+	if r := devRoutes(cfg, apiURL.Host); len(r) != 5 || r[0].PathSeparatedPrefix != "/v1/containers" || r[1].Prefix != "/v1/responses/" || r[2].PathSeparatedPrefix != "/v1/conversations" ||
+		r[3].PathSeparatedPrefix != "/v1/skills" || r[4].Path != "/v1/organization/usage/code_interpreter_sessions" {
 		t.Fatalf("upstream files routes: %+v", r)
 	}
 	if r := devRoutes(cfg, ""); r != nil {

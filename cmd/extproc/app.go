@@ -47,6 +47,8 @@ type app struct {
 	// OpenAI's Conversations.
 	responses     responseStore
 	conversations conversationStore
+	// skills keeps OpenAI's skills, which containers mount.
+	skills skillStore
 	// background drives the background responses started here (nil: off).
 	background *backgroundRuns
 	// usage accounts sessions and runs per owner.
@@ -108,6 +110,15 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	defer func() {
 		if err != nil {
 			_ = cs.Close()
+		}
+	}()
+	sk, err := newSkills(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = sk.Close()
 		}
 	}()
 	us, err := newUsage(ctx, cfg)
@@ -197,6 +208,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		ExpiryMinutes:  int(cfg.API.DefaultExpiry / time.Minute),
 		MaxFileBytes:   storeLimits(cfg).FileBytes,
 		Files:          files,
+		Skills:         sk,
 	}
 	if keeper != nil {
 		ccfg.Checkpoints, ccfg.CheckpointAfter = keeper, cfg.Checkpoints.After
@@ -258,7 +270,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	setServing(hs, false)
 
 	actx, stop := context.WithCancel(context.Background())
-	a = &app{log: log, store: st, responses: rs, conversations: cs, background: bg, telemetry: tel, usage: us, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
+	a = &app{log: log, store: st, responses: rs, conversations: cs, skills: sk, background: bg, telemetry: tel, usage: us, containers: mgr, provider: prov, egress: eg, grpc: gs, health: hs, grpcAddr: lis.Addr(), errc: make(chan error, 3), stop: stop}
 	go func() {
 		if err := gs.Serve(lis); err != nil {
 			a.errc <- fmt.Errorf("grpc: %w", err)
@@ -303,7 +315,7 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 		}()
 	}
 	if cfg.API.Listen != "" {
-		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, us, bg, tel, mgr, eg, log.Named("api"), a.errc)
+		a.api, a.apiLis, err = startAPI(cfg, st, rs, cs, sk, us, bg, tel, mgr, eg, log.Named("api"), a.errc)
 		if err != nil {
 			a.shutdown(time.Second)
 			return nil, err
@@ -454,6 +466,9 @@ func (a *app) shutdown(timeout time.Duration) {
 	}
 	if err := a.conversations.Close(); err != nil {
 		a.log.Warn("closing the conversation store", zap.Error(err))
+	}
+	if err := a.skills.Close(); err != nil {
+		a.log.Warn("closing the skill store", zap.Error(err))
 	}
 	if err := a.usage.Close(); err != nil {
 		a.log.Warn("closing the usage store", zap.Error(err))

@@ -127,7 +127,8 @@ func runDev(ctx context.Context, args []string) error {
 
 // devRoutes is the dev proxy's route table, as deploy/envoy/envoy.yaml's:
 // /v1/containers, /v1/files unless the upstream serves it (files.source:
-// upstream) and /v1/responses/… (stored responses) go to the API without
+// upstream), /v1/responses/… (stored responses), /v1/conversations and
+// /v1/skills go to the API without
 // the ext_proc filter.
 func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	if apiAddr == "" {
@@ -143,5 +144,6 @@ func devRoutes(cfg *config.Config, apiAddr string) []devproxy.Route {
 	return append(routes,
 		devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: cluster, ExtProcDisabled: true},
 		devproxy.Route{Name: "conversations", PathSeparatedPrefix: "/v1/conversations", Cluster: cluster, ExtProcDisabled: true},
+		devproxy.Route{Name: "skills", PathSeparatedPrefix: "/v1/skills", Cluster: cluster, ExtProcDisabled: true},
 		devproxy.Route{Name: "code-interpreter-usage", Path: "/v1/organization/usage/code_interpreter_sessions", Cluster: cluster, ExtProcDisabled: true})
 }

@@ -46,6 +46,10 @@ type (
 		store.Background
 		Close() error
 	}
+	skillStore interface {
+		store.Skills
+		Close() error
+	}
 	usageStore interface {
 		store.Usage
 		Close() error
@@ -102,6 +106,15 @@ func newConversations(ctx context.Context, cfg *config.Config) (conversationStor
 		func() conversationStore { return memory.NewConversations(l, nil) })
 }
 
+// newSkills opens the skill store (the documented default bounds,
+// store.DefaultSkillLimits).
+func newSkills(ctx context.Context, cfg *config.Config) (skillStore, error) {
+	l := store.DefaultSkillLimits()
+	return openBackend(ctx, cfg,
+		func(ctx context.Context, url string) (skillStore, error) { return redis.NewSkills(ctx, url, l, nil) },
+		func() skillStore { return memory.NewSkills(l, nil) })
+}
+
 // newBackground opens the background responses' store.
 func newBackground(ctx context.Context, cfg *config.Config) (backgroundStore, error) {
 	return openBackend(ctx, cfg,
@@ -147,7 +160,7 @@ func (b *backgroundRuns) close(timeout time.Duration) {
 // Creates go through the containers manager, so an explicit create at the
 // owner_containers quota recycles an idle auto container as a response's
 // does.
-func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, us store.Usage, bg *backgroundRuns, tel *telemetry.Telemetry, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
+func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.Conversations, sk store.Skills, us store.Usage, bg *backgroundRuns, tel *telemetry.Telemetry, mgr *containers.Manager, eg *egress.Proxy, log *zap.Logger, errc chan<- error) (*http.Server, net.Listener, error) {
 	ac := apiConfig(cfg)
 	ac.Create = mgr.Create
 	// network_policy on POST /v1/containers: bounded like the tool's, the
@@ -159,6 +172,7 @@ func startAPI(cfg *config.Config, st store.Store, rs store.Responses, cs store.C
 	// credential as follow-ups carry it.
 	ac.Responses = rs
 	ac.Conversations = cs
+	ac.Skills = sk
 	ac.Usage = us
 	if bg != nil {
 		ac.Background, ac.CancelLocal = bg.store, bg.runner.Cancel

@@ -409,8 +409,9 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 
 // apiPaths are requests of OpenAI's Containers and Files APIs.
 var (
-	containerPaths = []string{"/v1/containers", "/v1/containers/cntr_1", "/v1/containers/cntr_1/files", "/v1/containers/cntr_1/files/cfile_1/content"}
-	filePaths      = []string{"/v1/files", "/v1/files/file-1", "/v1/files/file-1/content"}
+	containerPaths = []string{"/v1/containers", "/v1/containers/cntr_1", "/v1/containers/cntr_1/files", "/v1/containers/cntr_1/files/cfile_1/content",
+		"/v1/skills", "/v1/skills/skill_1", "/v1/skills/skill_1/versions/2/content"}
+	filePaths = []string{"/v1/files", "/v1/files/file-1", "/v1/files/file-1/content"}
 )
 
 // checkAPIRoutes: /v1/containers (and /v1/files unless files.source is
@@ -438,7 +439,7 @@ func checkAPIRoutes(vh *routev3.VirtualHost, filterName string, clusters map[str
 			fail("route %s for %s: ext_proc must be disabled (the API is plain HTTP)", r.GetName(), p)
 		}
 	}
-	notAPI := []string{"/v1/containersx", "/v1/filesystem", "/v1/responses", "/v1/models"}
+	notAPI := []string{"/v1/containersx", "/v1/filesystem", "/v1/skillsx", "/v1/responses", "/v1/models"}
 	if c.Files.Source == config.FilesUpstream {
 		notAPI = append(notAPI, filePaths...)
 	}

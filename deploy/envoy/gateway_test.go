@@ -797,7 +797,7 @@ func checkAPIManifests(m *manifests, d *appsv1.Deployment, replicas int32, svc *
 	for _, tr := range pol.Spec.TargetRefs {
 		policyTargets[string(tr.Name)] = true
 	}
-	want := []string{"/v1/containers", "/v1/responses/", "/v1/conversations", "/v1/organization/usage/code_interpreter_sessions"}
+	want := []string{"/v1/containers", "/v1/responses/", "/v1/conversations", "/v1/skills", "/v1/organization/usage/code_interpreter_sessions"}
 	if cfg.Files.Source != config.FilesUpstream {
 		want = append(want, "/v1/files")
 	}

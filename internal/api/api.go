@@ -110,6 +110,9 @@ type Config struct {
 	// Conversations, when set, serves OpenAI's Conversations API
 	// (/v1/conversations…).
 	Conversations store.Conversations
+	// Skills, when set, serves OpenAI's Skills API (/v1/skills…) and lets
+	// POST /v1/containers mount skills (skills).
+	Skills store.Skills
 	// Usage, when set, serves the caller's own usage:
 	// GET /v1/organization/usage/code_interpreter_sessions.
 	Usage store.Usage

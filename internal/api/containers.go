@@ -18,6 +18,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/memlimit"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
+	"github.com/codeinterp/codeinterp/internal/skills"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
 
@@ -34,6 +35,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	var fileIDs []string
 	var network *egress.Policy // its secrets stay out of the store (Config.Secrets)
+	var skillEntries []json.RawMessage
 	hasName := false
 	for _, k := range sortedKeys(body) {
 		v := body[k]
@@ -88,9 +90,12 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 			network = pol
 			c.Network = netpolicy.Stored(pol)
 		case "skills":
-			var sk []json.RawMessage
-			if err := json.Unmarshal(v, &sk); err != nil || len(sk) > 0 {
-				writeError(w, apierror.Invalid(k, "unsupported_parameter", "Skills are not supported by this server: '%s' must be empty.", k))
+			if err := json.Unmarshal(v, &skillEntries); err != nil {
+				writeError(w, invalidType(k, "an array of skills", v))
+				return
+			}
+			if len(skillEntries) > 0 && s.cfg.Skills == nil {
+				writeError(w, apierror.Invalid(k, "unsupported_parameter", "Skills are not available on this server: '%s' must be empty.", k))
 				return
 			}
 		default:
@@ -111,11 +116,22 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 	}
 	now := s.now().Unix()
 	c.CreatedAt, c.LastActiveAt = now, now
+	if len(skillEntries) > 0 {
+		// Resolved (inline ones stored) before the container exists, so a
+		// bad entry leaves no container behind.
+		sk, err := skills.Resolve(r.Context(), s.cfg.Skills, owner, c.ID, skillEntries, "skills")
+		if err != nil {
+			s.storeError(w, r, err, "skills", "skill", "")
+			return
+		}
+		c.Skills = sk
+	}
 	create := s.st.PutContainer
 	if s.cfg.Create != nil {
 		create = s.cfg.Create
 	}
 	if err := create(r.Context(), c); err != nil {
+		s.forgetSkills(r, c)
 		s.storeError(w, r, err, "", "container", c.ID)
 		return
 	}
@@ -127,6 +143,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		if err != nil {
 			// The request failed: the container must not stay half-filled.
 			_ = s.st.DeleteContainer(r.Context(), owner, c.ID)
+			s.forgetSkills(r, c)
 			s.storeError(w, r, err, "file_ids", "file", f.id)
 			return
 		}
@@ -135,6 +152,15 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request, owner s
 		s.cfg.Secrets.KeepSecrets(owner, c.ID, network.Secrets)
 	}
 	writeJSON(w, http.StatusOK, containerJSON(c, s.now()))
+}
+
+// forgetSkills deletes the inline skills of a container that was not
+// made or was deleted.
+func (s *Server) forgetSkills(r *http.Request, c store.Container) {
+	if s.cfg.Skills != nil && len(c.Skills) > 0 {
+		ctx := context.WithoutCancel(r.Context())
+		skills.Forget(ctx, s.cfg.Skills, c.Owner, skills.Inline(ctx, s.cfg.Skills, c))
+	}
 }
 
 // fetched is a file named by id, ready to be copied into a container.
@@ -280,10 +306,12 @@ func (s *Server) deleteContainer(w http.ResponseWriter, r *http.Request, owner s
 		s.storeError(w, r, store.ErrNotFound, "container_id", "container", id)
 		return
 	}
+	c, _ := s.st.GetContainer(r.Context(), owner, id) // for its inline skills
 	if err := s.st.DeleteContainer(r.Context(), owner, id); err != nil {
 		s.storeError(w, r, err, "container_id", "container", id)
 		return
 	}
+	s.forgetSkills(r, c)
 	if s.cfg.Secrets != nil {
 		s.cfg.Secrets.Deleted(context.WithoutCancel(r.Context()), owner, id)
 	}

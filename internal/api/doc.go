@@ -79,6 +79,7 @@
 //	files.go          the Files API: upload, list, get, delete, content
 //	transfer.go       multipart upload forms, upload names, downloads (Content-Disposition, Content-Type)
 //	conversations.go  the Conversations API
+//	skills.go         the Skills API (Config.Skills): skills, versions, content; uploads checked by package skills
 //	responses.go      stored responses, and the pass-through of the others to the model server
 //	fetch.go          FileFetcher: file ids from the store or from the upstream's Files API
 //	objects.go        OpenAI's objects as JSON: container, container file, file, list, deleted

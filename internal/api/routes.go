@@ -82,6 +82,21 @@ func (s *Server) routes() *http.ServeMux {
 		}
 		s.register(mux, other, rs...)
 	}
+	if s.cfg.Skills != nil {
+		s.register(mux, nil,
+			route{"GET /v1/skills", s.listSkills},
+			route{"POST /v1/skills", s.createSkill},
+			route{"GET /v1/skills/{id}", s.getSkill},
+			route{"POST /v1/skills/{id}", s.updateSkill},
+			route{"DELETE /v1/skills/{id}", s.deleteSkill},
+			route{"GET /v1/skills/{id}/content", s.skillContent},
+			route{"GET /v1/skills/{id}/versions", s.listSkillVersions},
+			route{"POST /v1/skills/{id}/versions", s.createSkillVersion},
+			route{"GET /v1/skills/{id}/versions/{version}", s.getSkillVersion},
+			route{"DELETE /v1/skills/{id}/versions/{version}", s.deleteSkillVersion},
+			route{"GET /v1/skills/{id}/versions/{version}/content", s.skillVersionContent},
+		)
+	}
 	if s.cfg.Usage != nil {
 		s.register(mux, nil, route{"GET /v1/organization/usage/code_interpreter_sessions", s.codeInterpreterUsage})
 	}

@@ -2,11 +2,13 @@ package containerapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/codeinterp/codeinterp/internal/allowlist"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // Spec is what a request declared about its container.
@@ -35,6 +37,11 @@ type Spec struct {
 	// the same secrets gives a container whose secrets were lost them
 	// again).
 	Network *allowlist.Policy
+	// Skills are a new auto container's skills entries (skill_reference,
+	// inline) as the request has them, named SkillsParam in a refusal; a
+	// container named by ID or reused keeps its own.
+	Skills      []json.RawMessage
+	SkillsParam string
 }
 
 // InputFile is one input_file part of a request: inline bytes with a name,
@@ -61,6 +68,9 @@ type Container interface {
 	// Commands has one entry per command. A provider without a shell
 	// fails with sandbox.ErrNoShell.
 	Shell(ctx context.Context, req sandbox.ShellRequest) (RunResult, error)
+	// Skills are the skills mounted in the container (at
+	// skills.MountPath(name)), for telling the model.
+	Skills() []store.ContainerSkill
 	// Network is the container's network_policy allowlist, for telling
 	// the model what its code may reach: the domains and each secret's
 	// domain and name, never a value (nil: no network).

@@ -420,6 +420,9 @@ const maxMirrorPasses = 16
 // and records the stamps of what was written. Errors wrap the sandbox's
 // (sandbox.ErrScratchFull when the files do not fit).
 func (c *container) mirror(ctx context.Context, h *held) error {
+	if err := c.mountSkills(ctx, h); err != nil {
+		return err
+	}
 	stored, err := c.allFiles(ctx)
 	if err != nil {
 		return err

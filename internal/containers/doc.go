@@ -34,6 +34,6 @@
 // collect), held.go (the interpreters held between responses, their LRU
 // and eviction), checkpoints.go (their state beyond this process),
 // placement.go (one holder among replicas, forwarded runs), policy.go
-// (network policies and their secrets), types.go (what the interceptor
-// sees).
+// (network policies and their secrets), skills.go (a container's skills,
+// mounted in each interpreter), types.go (what the interceptor sees).
 package containers

@@ -29,6 +29,9 @@ type held struct {
 	// last mirror or collect left them.
 	files  map[string]syncedFile
 	ranGen uint64 // the generation that ran code last
+	// skillsGen is the session generation the container's skills were
+	// last written into (0: none yet).
+	skillsGen uint64
 	// removed: closed by eviction or Close, not to be used again.
 	removed bool
 	// dirty: code ran since the last checkpoint.

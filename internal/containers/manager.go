@@ -62,6 +62,9 @@ type Config struct {
 	// another replica deleted loses them here within that time. Default
 	// DefaultSecretsCheck.
 	SecretsCheck time.Duration
+	// Skills keeps the skills containers mount (skills.go); nil: a
+	// container_auto with skills is refused.
+	Skills store.Skills
 }
 
 // FileFetcher reads a Files API file for the caller of r (api.FileFetcher).
@@ -207,15 +210,22 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 				MemoryLimit: memoryString(spec.MemoryBytes), Network: netpolicy.Stored(spec.Network),
 			}
 			claim(c.ID)
+			sk, err := m.resolveSkills(ctx, c, spec)
+			if err != nil {
+				return nil, err
+			}
+			c.Skills = sk
 			m.KeepSecrets(c.Owner, c.ID, secretsOf(spec.Network))
 			if err := m.Create(ctx, c); err != nil {
 				m.ForgetSecrets(c.ID)
+				m.forgetSkills(ctx, c)
 				return nil, fmt.Errorf("containers: create: %w", err)
 			}
 			fresh = true
 			for _, fid := range spec.FileIDs {
 				if err := m.copyFile(ctx, c, spec.Header, fid); err != nil {
 					_ = m.st.DeleteContainer(ctx, c.Owner, c.ID) // nothing half-made stays
+					m.forgetSkills(ctx, c)
 					return nil, err
 				}
 			}
@@ -225,6 +235,7 @@ func (m *Manager) open(ctx context.Context, spec Spec, claim func(string)) (*con
 		if err := m.addInput(ctx, c, spec.Header, in); err != nil {
 			if fresh {
 				_ = m.st.DeleteContainer(ctx, c.Owner, c.ID)
+				m.forgetSkills(ctx, c)
 			}
 			return nil, err
 		}
@@ -286,6 +297,7 @@ func (m *Manager) create(ctx context.Context, c store.Container) error {
 			return errors.Join(err, derr)
 		}
 		m.drop(c.Owner, oldest.ID)
+		m.forgetSkills(ctx, oldest)
 	}
 	return m.st.PutContainer(ctx, c)
 }

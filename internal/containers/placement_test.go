@@ -35,7 +35,7 @@ func startReplica(t testing.TB, f *fixture, redisURL string, k containers.Checkp
 }
 
 // startReplicaOn is startReplica with the provider's sandbox.
-func startReplicaOn(t testing.TB, provider string, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration) *replica {
+func startReplicaOn(t testing.TB, provider string, f *fixture, redisURL string, k containers.Checkpoints, after time.Duration, edit ...func(*containers.Config)) *replica {
 	t.Helper()
 	leases, err := redislease.Dial(context.Background(), redisURL)
 	if err != nil {
@@ -56,7 +56,11 @@ func startReplicaOn(t testing.TB, provider string, f *fixture, redisURL string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.m = containers.New(containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: after, Placement: r.node}, f.st, sandboxtest.NewProvider(t, provider), nil)
+	cfg := containers.Config{Now: f.clock.now, Checkpoints: k, CheckpointAfter: after, Placement: r.node}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	r.m = containers.New(cfg, f.st, sandboxtest.NewProvider(t, provider), nil)
 	r.srv = r.node.NewServer()
 	go func() { _ = r.srv.Serve(lis) }()
 	ctx, cancel := context.WithCancel(context.Background())

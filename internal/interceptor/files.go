@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
+	"github.com/codeinterp/codeinterp/internal/skills"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
 
@@ -30,6 +32,9 @@ type containerDecl struct {
 	fileIDs []string
 	reuse   []string // containers of replayed hosted tools' items, newest first
 	inputs  []containerapi.InputFile
+	// skills are a container_auto's skills entries, named skillsParam.
+	skills      []json.RawMessage
+	skillsParam string
 }
 
 // maxFileIDs is OpenAI's bound on container file_ids.
@@ -235,6 +240,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	c, err := i.containers.Open(ctx, containerapi.Spec{
 		Owner: caller.Owner, Header: caller.Header, ID: d.id, Reuse: d.reuse, FileIDs: d.fileIDs,
 		MemoryBytes: x.req.memoryBytes, Inputs: d.inputs, Network: x.req.network,
+		Skills: d.skills, SkillsParam: d.skillsParam,
 	})
 	if err != nil {
 		return nil, containerError(x.req.containerParam, d.id, err)
@@ -253,11 +259,35 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	if len(files) > 0 {
 		x.req.appendInput(developerNote(filesNote(c.ID(), files)))
 	}
+	if note := skillsNote(c.Skills()); note != "" {
+		// OpenAI gives the skills to the model in the user's context.
+		x.req.appendInput(userNote(note))
+	}
 	return x, nil
 }
 
+// skillsNote is what the model is told of the container's skills.
+func skillsNote(sk []store.ContainerSkill) string {
+	m := make([]skills.Mounted, len(sk))
+	for i, s := range sk {
+		m[i] = skills.Mounted{Name: s.Name, Description: s.Description}
+	}
+	return skills.Context(m)
+}
+
+func userNote(text string) string {
+	return string(jsonx.AppendEditedObject(nil, `{}`,
+		jsonx.Set("type", `"message"`),
+		jsonx.Set("role", `"user"`),
+		jsonx.Set("content", jsonx.Quote(text)),
+	))
+}
+
 func containerError(param, id string, err error) *apierror.Error {
+	var ae *apierror.Error
 	switch {
+	case errors.As(err, &ae):
+		return ae // the client's own mistake, named (a skills entry)
 	case errors.Is(err, containerapi.ErrNotFound):
 		return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Param: param, Code: "container_not_found",
 			Message: "Container with id '" + id + "' not found."}

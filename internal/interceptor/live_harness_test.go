@@ -21,6 +21,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sse"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // The live path's test stand-ins: a streaming upstream that answers with
@@ -301,6 +302,9 @@ func (f fakeContainers) Open(ctx context.Context, spec containers.Spec) (contain
 
 // Network implements containers.Container: no network.
 func (c *fakeContainer) Network() *egress.Policy { return nil }
+
+// Skills implements containers.Container: none.
+func (c *fakeContainer) Skills() []store.ContainerSkill { return nil }
 
 type fakeContainer struct {
 	p     sandbox.Provider

@@ -68,6 +68,10 @@ func (shellTool) check(i *Interceptor, r *request, param string, t gjson.Result)
 	if r.containerParam == "" {
 		r.containerParam = p
 	}
+	if len(d.Skills) > 0 && i.containers == nil {
+		return apierror.Invalid(p+".skills", "unsupported_parameter", "Skills need the server's containers, which this server does not keep: '%s.skills' must be empty.", p)
+	}
+	r.container.skills, r.container.skillsParam = d.Skills, p+".skills"
 	return nil
 }
 

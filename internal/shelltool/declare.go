@@ -1,6 +1,8 @@
 package shelltool
 
 import (
+	"encoding/json"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
@@ -18,6 +20,9 @@ type Decl struct {
 	// memory_limit, network_policy), "" for a reference: the caller reads
 	// it as it reads a code_interpreter's {"type":"auto"} container.
 	Container gjson.Result
+	// Skills are container_auto's skills entries, raw (none: nil), for
+	// the new container (package skills resolves them).
+	Skills []json.RawMessage
 }
 
 // Hosted reports whether t (one entry of "tools") is a shell this server
@@ -35,8 +40,8 @@ func Hosted(t gjson.Result) bool {
 }
 
 // Check validates a hosted declaration (Hosted(t)); param is "tools[i]".
-// skills are refused (this server has no skills yet); the container's own
-// fields are left to the caller (Decl.Container).
+// container_auto's skills are handed on as they are (Decl.Skills); the
+// container's own fields are left to the caller (Decl.Container).
 func Check(param string, t gjson.Result) (Decl, *apierror.Error) {
 	var d Decl
 	var apiErr *apierror.Error
@@ -90,10 +95,15 @@ func checkEnvironment(param string, e gjson.Result) (Decl, *apierror.Error) {
 		}
 		return d, apiErr
 	}
-	// container_auto: skills are not served yet; the rest is the
-	// container's, as a code_interpreter's auto container.
-	if s := e.Get("skills"); s.Exists() && s.Type != gjson.Null && !(s.IsArray() && len(s.Array()) == 0) {
-		return d, apierror.Invalid(param+".skills", "unsupported_parameter", "Skills are not supported by this server yet: '%s.skills' must be empty.", param)
+	// container_auto: its skills are the new container's; the rest is
+	// the container's, as a code_interpreter's auto container.
+	if s := e.Get("skills"); s.Exists() && s.Type != gjson.Null {
+		if !s.IsArray() {
+			return d, apierror.Invalid(param+".skills", "invalid_type", "Invalid type for '%s.skills': expected an array of skills.", param)
+		}
+		for _, k := range s.Array() {
+			d.Skills = append(d.Skills, json.RawMessage(k.Raw))
+		}
 	}
 	edits := []jsonx.Edit{jsonx.Set("type", `"auto"`)}
 	if e.Get("skills").Exists() {

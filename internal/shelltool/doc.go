@@ -11,8 +11,9 @@
 // bash) and is spliced as the two items OpenAI returns.
 //
 // Files:
-//   - declare.go: the declaration (environment container_auto,
-//     container_reference; local stays the client's) and the function tool.
+//   - declare.go: the declaration (environment container_auto with its
+//     skills, container_reference; local stays the client's) and the
+//     function tool.
 //   - call.go: arguments → Action; results → items and the model's text;
 //     max_output_length.
 //   - replay.go: shell_call / shell_call_output items in a request's input

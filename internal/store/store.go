@@ -1,7 +1,8 @@
 // Package store keeps containers and files — OpenAI's Containers and Files
 // API objects and their bytes — for the API (package api) and for the
-// interceptor's container manager, and the responses and conversations the
-// interceptor continues (Responses, Conversations). Two implementations of
+// interceptor's container manager, the responses and conversations the
+// interceptor continues (Responses, Conversations), and the skills
+// containers mount (Skills). Two implementations of
 // each: store/memory (the default: in-process, nothing to install) and
 // store/redis (shared by several replicas).
 //
@@ -47,6 +48,18 @@ type Container struct {
 	// disabled). It never holds a secret's value: those live only in the
 	// memory of the server that made the container (containers.Manager).
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Skills are mounted in the container for life (package skills), in
+	// this order.
+	Skills []ContainerSkill `json:"skills,omitempty"`
+}
+
+// ContainerSkill is one skill version a container mounts: a Skills store
+// entry (an inline skill's belongs to the container: Skill.Container).
+type ContainerSkill struct {
+	SkillID     string `json:"skill_id"`
+	Version     int    `json:"version"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
 }
 
 // NetworkPolicy is what a store keeps of a container's allowlist: the

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -185,21 +186,23 @@ func testContainers(t *testing.T, f Factory) {
 	e := newEnv(t, f, store.DefaultLimits())
 	c := e.container(alice, "one")
 	got, err := e.s.GetContainer(e.ctx, alice, c.ID)
-	if err != nil || got != c {
+	if err != nil || !reflect.DeepEqual(got, c) {
 		t.Fatalf("GetContainer = %+v, %v; want %+v", got, err, c)
 	}
 	page, more := e.listContainers(alice, store.ListOptions{})
-	if len(page) != 1 || page[0] != c || more {
+	if len(page) != 1 || !reflect.DeepEqual(page[0], c) || more {
 		t.Fatalf("ListContainers = %+v, %v; want [%+v]", page, more, c)
 	}
-	// Replacing keeps the files.
+	// Replacing keeps the files; the container's skills are kept in its
+	// record.
 	fl := e.file(alice, c.ID, "/mnt/data/a.txt", []byte("a"))
 	c.Name = "renamed"
+	c.Skills = []store.ContainerSkill{{SkillID: "skill_1", Version: 2, Name: "csv-report", Description: "Summarise a CSV."}}
 	if err := e.s.PutContainer(e.ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.s.GetContainer(e.ctx, alice, c.ID); got.Name != "renamed" {
-		t.Errorf("after replace: name %q", got.Name)
+	if got, _ := e.s.GetContainer(e.ctx, alice, c.ID); got.Name != "renamed" || !reflect.DeepEqual(got.Skills, c.Skills) {
+		t.Errorf("after replace: name %q, skills %+v", got.Name, got.Skills)
 	}
 	if _, err := e.s.GetFile(e.ctx, alice, c.ID, fl.ID); err != nil {
 		t.Errorf("replacing a container lost its file: %v", err)
