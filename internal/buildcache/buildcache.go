@@ -32,6 +32,15 @@ func Root(lookupEnv func(string) (string, bool)) (string, error) {
 // Newest returns the directory under root named prefix* whose MANIFEST is
 // the newest.
 func Newest(root, prefix string) (string, error) {
+	return NewestMatching(root, prefix, nil)
+}
+
+// NewestMatching is Newest among the directories whose MANIFEST accept
+// takes (nil: any). Several checkouts of different versions may share one
+// cache (worktrees, a branch that moves a pin): the newest build is then
+// not necessarily the one this checkout describes, and a caller that
+// knows what it needs says so here.
+func NewestMatching(root, prefix string, accept func(manifest []byte) bool) (string, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", root, errors.Join(err, ErrNotBuilt))
@@ -43,16 +52,27 @@ func Newest(root, prefix string) (string, error) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
-		fi, err := os.Stat(filepath.Join(dir, "MANIFEST"))
+		m := filepath.Join(dir, "MANIFEST")
+		fi, err := os.Stat(m)
 		if err != nil {
 			continue // an unfinished build
+		}
+		if accept != nil {
+			b, err := os.ReadFile(m)
+			if err != nil || !accept(b) {
+				continue
+			}
 		}
 		if t := fi.ModTime().UnixNano(); best == "" || t > bestTime {
 			best, bestTime = dir, t
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("no finished %s* directory under %s: %w", prefix, root, ErrNotBuilt)
+		what := "finished"
+		if accept != nil {
+			what = "finished and matching"
+		}
+		return "", fmt.Errorf("no %s %s* directory under %s: %w", what, prefix, root, ErrNotBuilt)
 	}
 	return best, nil
 }
@@ -68,4 +88,17 @@ func Find(env, prefix string) (string, error) {
 		return "", fmt.Errorf("no cache directory: %w", errors.Join(err, ErrNotBuilt))
 	}
 	return Newest(root, prefix)
+}
+
+// FindMatching is Find with NewestMatching: $env if set, else the newest
+// build under Root whose MANIFEST accept takes.
+func FindMatching(env, prefix string, accept func(manifest []byte) bool) (string, error) {
+	if d := os.Getenv(env); d != "" {
+		return d, nil
+	}
+	root, err := Root(os.LookupEnv)
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: %w", errors.Join(err, ErrNotBuilt))
+	}
+	return NewestMatching(root, prefix, accept)
 }

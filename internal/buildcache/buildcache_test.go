@@ -86,3 +86,36 @@ func TestFind(t *testing.T) {
 		t.Fatalf("Find with the variable set = %q, %v; want /elsewhere", got, err)
 	}
 }
+
+// TestNewestMatching: a newer build of another version (a worktree with
+// another pin sharing the cache) is passed over for the one accepted.
+func TestNewestMatching(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name, manifest string, age time.Duration) {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := filepath.Join(d, "MANIFEST")
+		if err := os.WriteFile(m, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(m, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("r-pinned", "tool v1\n", time.Hour)
+	mk("r-other", "tool v2\n", time.Minute)
+	isV1 := func(m []byte) bool { return string(m) == "tool v1\n" }
+	if got, err := NewestMatching(root, "r-", isV1); err != nil || got != filepath.Join(root, "r-pinned") {
+		t.Fatalf("NewestMatching = %q, %v; want r-pinned", got, err)
+	}
+	if got, err := NewestMatching(root, "r-", nil); err != nil || got != filepath.Join(root, "r-other") {
+		t.Fatalf("NewestMatching(nil) = %q, %v; want the newest, r-other", got, err)
+	}
+	none := func([]byte) bool { return false }
+	if _, err := NewestMatching(root, "r-", none); !errors.Is(err, ErrNotBuilt) {
+		t.Fatalf("none accepted: %v, want ErrNotBuilt", err)
+	}
+}

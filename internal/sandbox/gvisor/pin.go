@@ -36,9 +36,11 @@ var ErrRunscVersion = errors.New("runsc is not the pinned version")
 
 // DefaultRunsc finds the runsc the build script made:
 // $CODEINTERP_RUNSC_DIR/runsc if that is set, else runsc in the newest
-// finished ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/runsc-* directory.
+// finished ${XDG_CACHE_HOME:-$HOME/.cache}/codeinterp/runsc-* directory
+// whose MANIFEST names the pinned version (a cache shared with a checkout
+// of another pin holds its build too).
 func DefaultRunsc() (string, error) {
-	d, err := buildcache.Find("CODEINTERP_RUNSC_DIR", RunscPrefix)
+	d, err := buildcache.FindMatching("CODEINTERP_RUNSC_DIR", RunscPrefix, pinnedManifest)
 	if err != nil {
 		return "", fmt.Errorf("gvisor: %w: %v", ErrRunscMissing, err)
 	}
@@ -177,4 +179,11 @@ func (f features) restoreFlags() []string {
 		flags = append(flags, "--direct")
 	}
 	return flags
+}
+
+// pinnedManifest reports whether a runsc build's MANIFEST (its first
+// line "gvisor.dev/gvisor <version>") is of PinnedRunscVersion.
+func pinnedManifest(m []byte) bool {
+	first, _, _ := strings.Cut(string(m), "\n")
+	return strings.TrimSpace(first) == "gvisor.dev/gvisor "+PinnedRunscVersion
 }
