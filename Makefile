@@ -134,6 +134,7 @@ bench: setup
 	    | sed -E 's/^Benchmark(GVisor[A-Za-z0-9]+)/Benchmark\1\/debian-ptrace/' | tee -a bench.out; \
 	else echo "bench: no /usr/bin/runsc (Debian's runsc): the baseline column is not measured"; fi
 	$(GO) test -run '^$$' -bench 'WarmRun|ForwardedRun' -benchtime 200x -timeout 30m ./internal/containers | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'GVisorShell' -benchtime 20x -timeout 30m ./internal/containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Drain -benchtime 3x -timeout 30m ./internal/containers | tee -a bench.out
 	$(GO) test -run '^$$' -bench Responses -benchtime 2000x ./internal/store/memory ./internal/store/redis | tee -a bench.out
 	$(GO) test -run '^$$' -bench EgressAddedLatency -benchtime 500x ./internal/egress | tee -a bench.out

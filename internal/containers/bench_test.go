@@ -147,3 +147,55 @@ func BenchmarkForwardedRun(b *testing.B) {
 		b.Fatalf("the forwarding replica opened %d interpreters", other.m.Held())
 	}
 }
+
+// BenchmarkGVisorShell is the hosted shell in a warm gVisor container,
+// call → result, beside a code_interpreter cell in the same container
+// (issue 39: ≤ 1.5× the cell), and the first command of a new container
+// (its interpreter taken from the warm pool, its files mirrored).
+func BenchmarkGVisorShell(b *testing.B) {
+	f := newFixture(b)
+	m := containers.New(containers.Config{Now: f.clock.now}, f.st, sandboxtest.NewProvider(b, "gvisor"), nil)
+	b.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	owner, hdr := caller("sk-bench")
+	c, err := m.Open(ctx, containers.Spec{Owner: owner, Header: hdr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cell := func() {
+		if r, err := c.Run(ctx, "print(25)"); err != nil || r.Outcome != sandbox.OutcomeCompleted || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+	}
+	command := func(c containers.Container) {
+		r, err := c.Shell(ctx, sandbox.ShellRequest{Commands: []string{"echo 25"}, Timeout: 30 * time.Second})
+		if err != nil || r.Outcome != sandbox.OutcomeCompleted || len(r.Commands) != 1 || r.Commands[0].Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+	}
+	cell()
+	command(c)
+	b.Run("cell", func(b *testing.B) {
+		for b.Loop() {
+			cell()
+		}
+	})
+	b.Run("command", func(b *testing.B) {
+		for b.Loop() {
+			command(c)
+		}
+	})
+	b.Run("first-command", func(b *testing.B) {
+		for b.Loop() {
+			n, err := m.Open(ctx, containers.Spec{Owner: owner, Header: hdr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			command(n)
+			b.StopTimer()
+			_ = n.Close()
+			b.StartTimer()
+		}
+	})
+}

@@ -31,7 +31,12 @@ type Interceptor struct {
 	// conversations keeps OpenAI's Conversations (WithConversations).
 	conversations store.Conversations
 	log           *zap.Logger
-	fn            functionTool // the rewritten tool, pre-rendered (no network)
+	// tools are the hosted tools this server serves (code_interpreter
+	// first), and plain their functions without a network policy,
+	// pre-rendered by tool name.
+	tools []tool
+	ci    tool
+	plain map[string]string
 	// network is what a network_policy may ask of this server (WithNetwork).
 	network netpolicy.Gate
 	// tel traces the code runs (WithTelemetry); off by default.

@@ -97,7 +97,7 @@ func spliceFixture(b *testing.B, ic *Interceptor, stream bool) (*loop, []*round)
 		}
 		body := `{"id":"resp_` + strconv.Itoa(r) + `","object":"response","created_at":1790010453,"status":"completed","model":"m","output":[` +
 			strings.Join(items, ",") + `],"tools":[],"tool_choice":"auto","usage":{"input_tokens":1315,"input_tokens_details":{"cached_tokens":1143},"output_tokens":43,"output_tokens_details":{"reasoning_tokens":32},"total_tokens":1358}}`
-		rd, err := ic.parseRound([]byte(body), false)
+		rd, err := parseRound([]byte(body), &x.req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -145,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	check(functionNameRE.MatchString(c.FunctionName), "function_name",
 		fmt.Sprintf("%q must be 1-64 characters of a-z, A-Z, 0-9, _ or - (OpenAI function names)", c.FunctionName))
+	// The hosted shell's function is "shell" (shelltool.FunctionName):
+	// one name for two tools would make their calls indistinguishable.
+	check(c.FunctionName != "shell", "function_name", `"shell" is the hosted shell tool's function`)
 	check(c.MaxRounds >= 1 && c.MaxRounds <= 100, "max_rounds", fmt.Sprintf("%d must be between 1 and 100", c.MaxRounds))
 	check(c.MaxParallelCalls >= 1 && c.MaxParallelCalls <= 64, "max_parallel_calls", fmt.Sprintf("%d must be between 1 and 64", c.MaxParallelCalls))
 	check(c.MaxToolCalls >= 1 && c.MaxToolCalls <= 1000, "max_tool_calls", fmt.Sprintf("%d must be between 1 and 1000", c.MaxToolCalls))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
 	"github.com/codeinterp/codeinterp/internal/containerapi"
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/store"
 )
@@ -27,7 +28,7 @@ import (
 type containerDecl struct {
 	id      string
 	fileIDs []string
-	reuse   []string // containers of replayed code_interpreter_call items, newest first
+	reuse   []string // containers of replayed hosted tools' items, newest first
 	inputs  []containerapi.InputFile
 }
 
@@ -66,17 +67,15 @@ func checkFileIDs(param string, v gjson.Result) ([]string, *apierror.Error) {
 	return ids, apiErr
 }
 
-// replayedContainers lists the container ids of code_interpreter_call items
-// in input, newest first, without duplicates.
-func replayedContainers(input gjson.Result) []string {
+// replayedContainers lists the container ids the hosted tools' items in
+// input name, newest first, without duplicates.
+func (i *Interceptor) replayedContainers(input gjson.Result) []string {
 	var ids []string
 	seen := map[string]bool{}
 	input.ForEach(func(_, it gjson.Result) bool {
-		if it.Get("type").Str == "code_interpreter_call" {
-			if id := it.Get("container_id").Str; id != "" && !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
+		if id := i.itemContainer(it); id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
 		return true
 	})
@@ -244,7 +243,7 @@ func (i *Interceptor) NewExchange(ctx context.Context, caller Caller, body []byt
 	if pol := c.Network(); pol != nil && x.req.network == nil {
 		// A container named by id (or reused) keeps its own policy: the
 		// model is told what that one allows.
-		x.req.upstream = x.req.withFunctionTool(newFunctionTool(i.cfg.FunctionName, i.provider.Environment(), pol).json)
+		x.req.upstream = x.req.withFunctions(i, pol)
 	}
 	files, err := c.Files(ctx)
 	if err != nil {
@@ -278,11 +277,17 @@ func containerError(param, id string, err error) *apierror.Error {
 		Message: "The container could not be prepared: " + err.Error()}
 }
 
-// withFunctionTool is the upstream body with our function tool replaced by fn.
-func (r *request) withFunctionTool(fn string) []byte {
-	out, err := sjson.SetRawBytes(r.upstream, "tools."+strconv.Itoa(r.fnIndex), []byte(fn))
-	if err != nil {
-		return r.upstream
+// withFunctions is the upstream body with the declared tools' functions
+// described for the network policy pol.
+func (r *request) withFunctions(i *Interceptor, pol *egress.Policy) []byte {
+	out := r.upstream
+	for _, s := range r.tools {
+		if s.at < 0 {
+			continue
+		}
+		if b, err := sjson.SetRawBytes(out, "tools."+strconv.Itoa(s.at), []byte(i.function(s.t, pol))); err == nil {
+			out = b
+		}
 	}
 	return out
 }
@@ -351,4 +356,15 @@ func citations(cid, text string, files map[string]containerapi.File) []string {
 func citation(cid string, f containerapi.File, start, end int) string {
 	return `{"type":"container_file_citation","container_id":` + jsonx.Quote(cid) + `,"end_index":` + strconv.Itoa(end) +
 		`,"file_id":` + jsonx.Quote(f.ID) + `,"filename":` + jsonx.Quote(f.Filename) + `,"start_index":` + strconv.Itoa(start) + `}`
+}
+
+// name records that the tool at param names container id: every tool of a
+// request must name the same one (they share the response's container).
+func (d *containerDecl) name(param, id string) *apierror.Error {
+	if d.id != "" && d.id != id {
+		return apierror.Invalid(param, "invalid_value",
+			"Invalid value for '%s': the request's tools must use one container, but it names %s and another tool %s.", param, id, d.id)
+	}
+	d.id = id
+	return nil
 }

@@ -126,8 +126,10 @@ func TestInputFiles(t *testing.T) {
 }
 
 func TestReplayedContainers(t *testing.T) {
-	in := gjson.Parse(`[{"type":"code_interpreter_call","container_id":"cntr_a"},{"type":"message"},{"type":"code_interpreter_call","container_id":"cntr_b"},{"type":"code_interpreter_call","container_id":"cntr_a"}]`)
-	if got := strings.Join(replayedContainers(in), ","); got != "cntr_b,cntr_a" {
+	in := gjson.Parse(`[{"type":"code_interpreter_call","container_id":"cntr_a"},{"type":"message"},{"type":"code_interpreter_call","container_id":"cntr_b"},{"type":"code_interpreter_call","container_id":"cntr_a"},` +
+		`{"type":"shell_call","environment":{"type":"local"}},{"type":"shell_call","environment":{"type":"container_reference","container_id":"cntr_c"}}]`)
+	ic := newRewriter(t, nil)
+	if got := strings.Join(ic.replayedContainers(in), ","); got != "cntr_c,cntr_b,cntr_a" {
 		t.Errorf("replayed containers %s, want newest first without repeats", got)
 	}
 }

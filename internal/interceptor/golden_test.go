@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"github.com/codeinterp/codeinterp/internal/codeinterpreter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,12 +38,12 @@ func golden(t *testing.T, name string, got []byte) {
 // TestGoldenFunctionTool: the tool definition the upstream model gets.
 func TestGoldenFunctionTool(t *testing.T) {
 	wasm := sandbox.Environment{Provider: "wasm", PythonVersion: "3.13"}
-	golden(t, "function-tool.json", []byte(newFunctionTool("code_interpreter", wasm, nil).json+"\n"))
+	golden(t, "function-tool.json", []byte(codeinterpreter.Tool{Fn: "code_interpreter"}.Function(wasm, nil)+"\n"))
 	// What the gVisor provider reports: its packages, found by importing
 	// them inside a sandbox, and images.
 	gv := sandbox.Environment{Provider: "gvisor", PythonVersion: "3.11", Images: true,
 		Packages: []string{"matplotlib", "numpy", "pandas", "scipy", "sklearn"}}
-	golden(t, "function-tool-gvisor.json", []byte(newFunctionTool("code_interpreter", gv, nil).json+"\n"))
+	golden(t, "function-tool-gvisor.json", []byte(codeinterpreter.Tool{Fn: "code_interpreter"}.Function(gv, nil)+"\n"))
 }
 
 // TestGoldenModelOutputs: what the model is told for every kind of result.

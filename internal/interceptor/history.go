@@ -200,7 +200,7 @@ func (i *Interceptor) resolveHistory(ctx context.Context, owner string, body []b
 		for k := len(convItems) - 1; k >= 0; k-- {
 			it := convItems[k]
 			h.convIDs[it.ID] = true
-			if id := gjson.GetBytes(it.Item, "container_id").Str; id != "" && gjson.GetBytes(it.Item, "type").Str == "code_interpreter_call" {
+			if id := i.itemContainer(gjson.ParseBytes(it.Item)); id != "" {
 				h.reuse = append(h.reuse, id)
 			}
 		}

@@ -3,61 +3,16 @@ package interceptor
 import (
 	"encoding/base64"
 	"mime"
-	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/internal/codeinterpreter"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
-	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
 
 // Figures a run produced reach the client as OpenAI's hosted tool returns
 // them: {"type":"image","url":"data:<media type>;base64,<data>"} entries in
 // code_interpreter_call.outputs. The model is only told how many there were
-// and their types: it is a text model, and the bytes would cost it tokens it
-// cannot use.
-
-// maxMediaTypeLen bounds a media type we pass on. Real image types are a
-// dozen characters; the bound keeps the model-facing line short whatever a
-// provider reports.
-const maxMediaTypeLen = 64
-
-// imageMediaType is the media type an image is shown with, and whether it
-// can be shown at all. A provider's type is trusted only when it is a clean
-// image/* type (a parameter or a comma would change what the data URL means);
-// otherwise the bytes are sniffed, and what does not sniff as an image is
-// not shown (an "image" output the client cannot render is worse than none).
-func imageMediaType(img sandbox.Image) (string, bool) {
-	if len(img.Data) == 0 {
-		return "", false
-	}
-	if mt, params, err := mime.ParseMediaType(img.MediaType); err == nil && len(params) == 0 &&
-		strings.HasPrefix(mt, "image/") && len(mt) <= maxMediaTypeLen {
-		return mt, true
-	}
-	mt, _, _ := strings.Cut(http.DetectContentType(img.Data), ";")
-	if strings.HasPrefix(mt, "image/") {
-		return mt, true
-	}
-	return "", false
-}
-
-// shownImages is how many of a run's images the client is shown, and their
-// distinct media types in order of first appearance.
-func shownImages(images []sandbox.Image) (n int, types []string) {
-	for _, img := range images {
-		mt, ok := imageMediaType(img)
-		if !ok {
-			continue
-		}
-		n++
-		if !slices.Contains(types, mt) {
-			types = append(types, mt)
-		}
-	}
-	return n, types
-}
+// and their types (codeinterpreter.ImagesLine).
 
 // appendImageOutput appends one image output entry, fields in OpenAI's order.
 func appendImageOutput(dst []byte, mediaType string, data []byte) []byte {
@@ -94,7 +49,7 @@ func appendOutputs(dst []byte, c *call, note string) []byte {
 		return append(dst, ']')
 	}
 	for _, img := range c.res.Images {
-		mt, ok := imageMediaType(img)
+		mt, ok := codeinterpreter.ImageMediaType(img)
 		if !ok {
 			continue
 		}
@@ -122,34 +77,6 @@ func appendOutputs(dst []byte, c *call, note string) []byte {
 	return append(dst, ']')
 }
 
-// imagesLine tells the model about n images it cannot see, in one bounded
-// line: whether the user saw them decides what the model may say about them.
-// types are listed up to a few, since a line per image would grow with a
-// loop that draws hundreds.
-func imagesLine(n int, types []string, shown bool) string {
-	if n == 0 {
-		return ""
-	}
-	const maxTypes = 3
-	noun, verb, pron := "image", "was", "it"
-	if n > 1 {
-		noun, verb, pron = "images", "were", "them"
-	}
-	desc := strconv.Itoa(n) + " " + noun
-	if len(types) > 0 {
-		list := types[:min(len(types), maxTypes)]
-		desc += " (" + strings.Join(list, ", ")
-		if len(types) > maxTypes {
-			desc += ", …"
-		}
-		desc += ")"
-	}
-	if shown {
-		return "images: " + desc + " " + verb + " shown to the user with this call's output; you cannot see " + pron + ".\n"
-	}
-	return "images: " + desc + " " + verb + " made, but this request did not ask for code outputs, so the user does not see " + pron + " either.\n"
-}
-
 // dataURLMediaType is the media type of a base64 data URL naming an image
 // (as our outputs and OpenAI's carry), for telling the model what a replayed
 // image was; any other URL gives false.
@@ -163,7 +90,7 @@ func dataURLMediaType(url string) (string, bool) {
 		return "", false
 	}
 	mt, params, err := mime.ParseMediaType(strings.TrimSuffix(head, ";base64"))
-	if err != nil || len(params) != 0 || !strings.HasPrefix(mt, "image/") || len(mt) > maxMediaTypeLen {
+	if err != nil || len(params) != 0 || !strings.HasPrefix(mt, "image/") || len(mt) > codeinterpreter.MaxMediaTypeLen {
 		return "", false
 	}
 	return mt, true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"github.com/codeinterp/codeinterp/internal/codeinterpreter"
 	"image"
 	"image/color"
 	"image/png"
@@ -150,7 +151,7 @@ func TestCodeInterpreterCallImageOutputs(t *testing.T) {
 				}
 				var wantImgs [][]byte
 				for _, im := range c.res.Images {
-					if _, ok := imageMediaType(im); ok && c.argErr == "" && c.notRun == "" && tc.include {
+					if _, ok := codeinterpreter.ImageMediaType(im); ok && c.argErr == "" && c.notRun == "" && tc.include {
 						wantImgs = append(wantImgs, im.Data)
 					}
 				}

@@ -6,21 +6,21 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
 	"go.uber.org/zap"
 
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sse"
 )
 
 // This file is the live path of a streaming client: the upstream streams
 // every round (stream:true), and the client gets each event as it arrives,
-// renumbered and re-indexed into the spliced response, with our function's
-// calls turned into the code_interpreter_call lifecycle as the model writes
-// them. The buffered path (CompleteResponse) is untouched by it; both share
+// renumbered and re-indexed into the spliced response, with the hosted
+// tools' calls turned into their tools' lifecycles as the model writes them
+// and as they run (tool.liveEvents). The buffered path (CompleteResponse) is untouched by it; both share
 // the loop's turn/execute/finish, the splice and the event writer.
 
 // StreamLive makes an intercepted streaming exchange live: from now on
@@ -31,10 +31,7 @@ import (
 // is not intercepted. Call it before sending UpstreamBody; calling it again
 // is harmless.
 func (x *Exchange) StreamLive() bool {
-	if !x.req.intercepted || !x.req.clientStream || x.req.shell {
-		// The hosted shell is streamed from the spliced response
-		// (CompleteResponse's synthetic SSE) for now: the live path
-		// maps one upstream item to one client item.
+	if !x.req.intercepted || !x.req.clientStream {
 		return false
 	}
 	if !x.req.live {
@@ -189,6 +186,9 @@ func (s *liveStream) turned(rd *round) error {
 		return s.out.err
 	}
 	s.base += len(rd.items)
+	for _, c := range rd.calls {
+		s.base += len(c.moreIDs) // a tool shown as more items than one
+	}
 	return nil
 }
 
@@ -285,19 +285,29 @@ func bytesHasNewline(b []byte) bool {
 	return false
 }
 
-// The callHooks of the live path: the call's run, as OpenAI shows it.
+// The callHooks of the live path: the call's run, as its tool shows it.
+
+// liveOf is the live call the client was shown for c.
+func (s *liveStream) liveOf(c *call) *liveCall { return s.rs.calls[c.index] }
 
 func (s *liveStream) start(c *call) error {
-	s.out.sw.Event("response.code_interpreter_call.interpreting",
-		sse.Field{Key: "item_id", Value: jsonx.Quote(c.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + c.index)})
+	lc := s.liveOf(c)
+	lc.t.started(s, lc, c)
 	return s.out.flush()
 }
 
+func (s *liveStream) output(c *call, o hostedtool.Output) {
+	lc := s.liveOf(c)
+	lc.t.output(s, lc, c, o)
+	_ = s.out.flush() // a failed write ends the loop after the run (turned)
+}
+
 func (s *liveStream) done(c *call) error {
-	oi := sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + c.index)}
-	s.out.sw.Event("response.code_interpreter_call.completed", sse.Field{Key: "item_id", Value: jsonx.Quote(c.ciID)}, oi)
-	item := s.l.ciItem(c, s.l.x.req.includeOutputs)
-	s.finished[s.base+c.index] = item
-	s.out.sw.Event("response.output_item.done", sse.Field{Key: "item", Value: item}, oi)
+	lc := s.liveOf(c)
+	items := c.tool.items(s.l, c, false)
+	for k, it := range items {
+		s.finished[lc.at+k] = it
+	}
+	lc.t.finished(s, lc, c, items)
 	return s.out.flush()
 }

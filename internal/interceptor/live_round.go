@@ -6,9 +6,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
-	"strings"
 
-	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sse"
 	"github.com/tidwall/gjson"
@@ -18,17 +16,39 @@ import (
 
 // roundState is what one upstream round's stream has shown so far.
 type roundState struct {
-	calls map[int]*liveCall    // our calls by upstream output_index
+	calls map[int]*liveCall // the hosted tools' calls by upstream output_index
+	// at maps an upstream output_index to the client's: past a call
+	// shown as more items than one (the shell's two), the client's
+	// indexes run ahead of the upstream's by extra.
+	at    map[int]int
+	extra int
 	msgs  map[int]*heldMessage // with a container: messages, whose endings wait for citations
 	items map[int]string       // output_item.done items, for a terminal response without output
 }
 
-// liveCall is one of our calls while the model writes it.
+// liveCall is one hosted tool's call while the model writes it and while
+// it runs.
 type liveCall struct {
-	ciID     string
-	dec      jsonx.CodeDecoder
-	sent     strings.Builder // the code deltas sent
-	codeDone bool
+	t      tool
+	ids    []string // the client's items' ids (tool.newIDs)
+	at     int      // the client's output index of the first item
+	callID string   // the model's call_id, as its output_item.added had it
+	st     any      // the tool's own state (its live.go events)
+}
+
+// outputIndex is the output_index field of the call's k-th item.
+func (lc *liveCall) outputIndex(k int) sse.Field {
+	return sse.Field{Key: "output_index", Value: strconv.Itoa(lc.at + k)}
+}
+
+// at is the client's output index of the round's upstream item idx.
+func (s *liveStream) at(rs *roundState, idx int) int {
+	if v, ok := rs.at[idx]; ok {
+		return v
+	}
+	v := s.base + idx + rs.extra
+	rs.at[idx] = v
+	return v
 }
 
 // heldMessage is a message whose events from its first output_text.done
@@ -46,7 +66,7 @@ type heldMessage struct {
 // streamRound streams one upstream round to the client and returns it
 // parsed from its terminal event. body is the round's SSE.
 func (s *liveStream) streamRound(ctx context.Context, body io.Reader, first bool) (*round, error) {
-	rs := &roundState{calls: map[int]*liveCall{}, items: map[int]string{}}
+	rs := &roundState{calls: map[int]*liveCall{}, at: map[int]int{}, items: map[int]string{}}
 	if s.l.x.ctr != nil {
 		rs.msgs = map[int]*heldMessage{}
 	}
@@ -145,28 +165,29 @@ func (s *liveStream) pass(rs *roundState, typ string, root gjson.Result) {
 	switch typ {
 	case "response.output_item.added":
 		it := root.Get("item")
-		if it.Get("type").Str == "function_call" && it.Get("name").Str == s.l.cfg.FunctionName {
-			s.openCall(rs, idx)
+		if t := s.l.x.req.toolFor(it.Get("name").Str); it.Get("type").Str == "function_call" && t != nil && lc == nil {
+			s.openCall(rs, idx, t, it.Get("call_id").Str)
 			return
 		}
 		if rs.msgs != nil && it.Get("type").Str == "message" {
-			rs.msgs[idx] = &heldMessage{index: s.base + idx, anns: map[int64]int{}}
+			rs.msgs[idx] = &heldMessage{index: s.at(rs, idx), anns: map[int64]int{}}
 		}
 	case "response.function_call_arguments.delta":
 		if lc != nil {
-			s.codeDelta(lc, idx, lc.dec.Feed(root.Get("delta").Str))
+			lc.t.argsDelta(s, lc, root.Get("delta").Str)
 			return
 		}
 	case "response.function_call_arguments.done":
 		if lc != nil {
-			code, _ := argsCode(root.Get("arguments"))
-			s.finishCode(lc, idx, code)
+			act := lc.t.Decode(root.Get("arguments"))
+			lc.t.argsDone(s, lc, &call{index: idx, callID: lc.callID, tool: lc.t, act: act, code: act.Text(), argErr: act.Invalid(),
+				ciID: lc.ids[0], moreIDs: lc.ids[1:]})
 			return
 		}
 	case "response.output_item.done":
 		rs.items[idx] = root.Get("item").Raw
 		if lc == nil {
-			s.finished[s.base+idx] = root.Get("item").Raw
+			s.finished[s.at(rs, idx)] = root.Get("item").Raw
 		}
 	}
 	if lc != nil {
@@ -186,53 +207,19 @@ func (s *liveStream) pass(rs *roundState, typ string, root gjson.Result) {
 		}
 	}
 	if oi.Exists() {
-		s.out.sw.Passthrough(typ, root, s.base+idx)
+		s.out.sw.Passthrough(typ, root, s.at(rs, idx))
 	} else {
 		s.out.sw.Passthrough(typ, root, -1)
 	}
 }
 
-// openCall shows one of our calls starting, as OpenAI adds a
-// code_interpreter_call.
-func (s *liveStream) openCall(rs *roundState, idx int) *liveCall {
-	lc := &liveCall{ciID: idgen.NewTagged("ci_", 50)}
+// openCall shows a hosted tool's call starting, as its tool does.
+func (s *liveStream) openCall(rs *roundState, idx int, t tool, callID string) *liveCall {
+	lc := &liveCall{t: t, ids: t.newIDs(), at: s.at(rs, idx), callID: callID}
 	rs.calls[idx] = lc
-	outputs := "null"
-	if s.l.x.req.includeOutputs {
-		outputs = "[]"
-	}
-	oi := sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)}
-	s.out.sw.Event("response.output_item.added", sse.Field{Key: "item", Value: `{"id":` + jsonx.Quote(lc.ciID) +
-		`,"type":"code_interpreter_call","status":"in_progress","code":"","container_id":` + jsonx.Quote(s.l.containerID) +
-		`,"outputs":` + outputs + `}`}, oi)
-	s.out.sw.Event("response.code_interpreter_call.in_progress", sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, oi)
+	rs.extra += len(lc.ids) - 1
+	t.opened(s, lc)
 	return lc
-}
-
-func (s *liveStream) codeDelta(lc *liveCall, idx int, piece string) {
-	if piece == "" {
-		return
-	}
-	lc.sent.WriteString(piece)
-	s.out.sw.Delta("response.code_interpreter_call_code.delta", piece,
-		sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)})
-}
-
-// finishCode ends a call's code: what the deltas lack of code (a call whose
-// arguments could not be decoded as they came, or that was never streamed)
-// goes out as further deltas, then code.done.
-func (s *liveStream) finishCode(lc *liveCall, idx int, code string) {
-	if lc.codeDone {
-		return
-	}
-	lc.codeDone = true
-	if sent := lc.sent.String(); strings.HasPrefix(code, sent) {
-		for _, piece := range sse.Chunks(code[len(sent):]) {
-			s.codeDelta(lc, idx, piece)
-		}
-	}
-	s.out.sw.Event("response.code_interpreter_call_code.done", sse.Field{Key: "code", Value: jsonx.Quote(code)},
-		sse.Field{Key: "item_id", Value: jsonx.Quote(lc.ciID)}, sse.Field{Key: "output_index", Value: strconv.Itoa(s.base + idx)})
 }
 
 // endRound parses the round from its terminal response and ties the calls
@@ -256,17 +243,17 @@ func (s *liveStream) endRound(rs *roundState, resp gjson.Result) (*round, error)
 		}
 		doc = string(jsonx.EditObject(doc, jsonx.Set("output", string(jsonx.AppendArray(nil, items)))))
 	}
-	rd, err := s.l.x.ic.parseRound([]byte(doc), s.l.x.req.shell)
+	rd, err := parseRound([]byte(doc), &s.l.x.req)
 	if err != nil {
 		return nil, badUpstreamEvent()
 	}
 	for _, c := range rd.calls {
 		lc := rs.calls[c.index]
-		if lc == nil {
-			lc = s.openCall(rs, c.index)
+		if lc == nil || lc.t != c.tool {
+			lc = s.openCall(rs, c.index, c.tool, c.callID)
 		}
-		c.ciID = lc.ciID
-		s.finishCode(lc, c.index, c.code)
+		c.ciID, c.moreIDs = lc.ids[0], lc.ids[1:]
+		lc.t.argsDone(s, lc, c)
 	}
 	if err := s.out.flush(); err != nil {
 		return nil, err

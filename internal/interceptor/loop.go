@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/idgen"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
-	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/codeinterp/codeinterp/internal/sse"
 )
 
@@ -145,7 +145,7 @@ type bufferedRounds struct {
 }
 
 func (b *bufferedRounds) read(_ context.Context, _ bool) (*round, error) {
-	rd, err := b.l.x.ic.parseRound(b.body, b.l.x.req.shell)
+	rd, err := parseRound(b.body, &b.l.x.req)
 	if err != nil {
 		b.l.log.Warn("unusable upstream response", zap.Int("round", b.l.followUps), zap.Error(err))
 		return nil, &failure{status: http.StatusBadGateway, code: "bad_upstream_response",
@@ -199,6 +199,8 @@ func (l *loop) run(ctx context.Context, body []byte) (*Result, error) {
 // completed for every code_interpreter_call).
 type callHooks interface {
 	start(c *call) error
+	// output hears a piece of a running call's output.
+	output(c *call, o hostedtool.Output)
 	done(c *call) error
 }
 
@@ -236,7 +238,7 @@ func (l *loop) turn(ctx context.Context, rd *round, hooks callHooks) (followUp b
 // learnFiles learns the container's files when the loop ends, for the
 // citations of the splice.
 func (l *loop) learnFiles(ctx context.Context) {
-	l.log.Debug("code_interpreter loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
+	l.log.Debug("hosted tool loop done", zap.Int("follow_ups", l.followUps), zap.Int("calls", l.toolCalls), zap.Int("budget_left", l.budget))
 	if ctr := l.x.ctr; ctr != nil {
 		if files, err := ctr.Files(ctx); err == nil {
 			l.files = make(map[string]containerapi.File, len(files))
@@ -251,9 +253,9 @@ func (l *loop) learnFiles(ctx context.Context) {
 func (l *loop) stopReason(rd *round) string {
 	switch {
 	case l.followUps >= l.cfg.MaxRounds:
-		return "the limit of " + strconv.Itoa(l.cfg.MaxRounds) + " code_interpreter rounds for this response was reached"
+		return "the limit of " + strconv.Itoa(l.cfg.MaxRounds) + " hosted tool rounds for this response was reached"
 	case l.budget <= 0:
-		return "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " code_interpreter calls for this response was reached"
+		return "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " hosted tool calls for this response was reached"
 	case rd.status != "" && rd.status != "completed":
 		return "the model's turn ended with status " + rd.status
 	}
@@ -272,12 +274,16 @@ func (l *loop) execute(ctx context.Context, rd *round, hooks callHooks) bool {
 		case c.argErr != "":
 			l.budget--
 		case k >= l.cfg.MaxParallelCalls:
-			c.notRun = "at most " + strconv.Itoa(l.cfg.MaxParallelCalls) + " code_interpreter calls run per turn; call again for more"
+			c.notRun = "at most " + strconv.Itoa(l.cfg.MaxParallelCalls) + " hosted tool calls run per turn; call again for more"
 		case l.budget <= 0:
-			c.notRun = "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " code_interpreter calls for this response was reached"
+			c.notRun = "the limit of " + strconv.Itoa(l.x.req.maxCalls) + " hosted tool calls for this response was reached"
 		default:
 			l.budget--
-			l.runCall(ctx, c)
+			var progress func(hostedtool.Output)
+			if hooks != nil {
+				progress = func(o hostedtool.Output) { hooks.output(c, o) }
+			}
+			l.runCall(ctx, c, progress)
 			if ctx.Err() != nil || l.abort != nil {
 				return true
 			}
@@ -344,9 +350,7 @@ func (l *loop) relaxToolChoice(tc string) string {
 	switch {
 	case v.Type == gjson.String && v.Str == "required":
 		return `"auto"`
-	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == l.cfg.FunctionName:
-		return `"auto"`
-	case v.IsObject() && v.Get("type").Str == "function" && v.Get("name").Str == shelltool.FunctionName && l.x.req.shell:
+	case v.IsObject() && v.Get("type").Str == "function" && l.x.req.toolFor(v.Get("name").Str) != nil:
 		return `"auto"`
 	case v.IsObject() && v.Get("type").Str == "allowed_tools" && v.Get("mode").Str == "required":
 		return string(jsonx.EditObject(tc, jsonx.Set("mode", `"auto"`)))
@@ -359,10 +363,7 @@ func (l *loop) relaxToolChoice(tc string) string {
 func functionOutputs(rd *round, shown bool) []string {
 	out := make([]string, 0, len(rd.calls))
 	for k, c := range rd.calls {
-		text := modelOutput(c, shown)
-		if c.shell != nil {
-			text = shelltool.ModelOutput(c.shell.action, c.res, c.argErr, c.notRun)
-		}
+		text := c.act.ModelOutput(c.outcome(shown))
 		if k == len(rd.calls)-1 && rd.filesNote != "" {
 			text += rd.filesNote + "\n"
 		}

@@ -109,17 +109,8 @@ func (l *loop) modelItems(rounds []*round) []store.ResponseItem {
 	for _, rd := range rounds {
 		outputs := functionOutputs(rd, l.x.req.includeOutputs)
 		for idx, it := range rd.items {
-			if c := rd.callAt[idx]; c != nil && c.shell != nil {
-				// Two items for the client: the call is the model's
-				// function_call, the output its function_call_output.
-				k := indexOf(rd.calls, c)
-				out = append(out, store.ResponseItem{ID: c.ciID, Model: rawItems([]string{it.Raw})},
-					store.ResponseItem{ID: c.shell.outID, Model: rawItems([]string{outputs[k]})})
-				continue
-			}
 			if c := rd.callAt[idx]; c != nil {
-				k := indexOf(rd.calls, c)
-				out = append(out, store.ResponseItem{ID: c.ciID, Model: rawItems([]string{it.Raw, outputs[k]})})
+				out = append(out, callItems(c, it.Raw, outputs[indexOf(rd.calls, c)])...)
 				continue
 			}
 			if it.Get("type").Str == "function_call_output" {
@@ -128,6 +119,24 @@ func (l *loop) modelItems(rounds []*round) []store.ResponseItem {
 			out = append(out, store.ResponseItem{ID: it.Get("id").Str, Model: rawItems([]string{it.Raw})})
 		}
 	}
+	return out
+}
+
+// callItems pairs the client's items of c with what the model saw: one
+// item is both the function_call and its output; of several (the shell's
+// shell_call and shell_call_output) the first is the call, the last its
+// output.
+func callItems(c *call, fc, fco string) []store.ResponseItem {
+	ids := c.itemIDs()
+	if len(ids) == 1 {
+		return []store.ResponseItem{{ID: ids[0], Model: rawItems([]string{fc, fco})}}
+	}
+	out := make([]store.ResponseItem, len(ids))
+	for k, id := range ids {
+		out[k] = store.ResponseItem{ID: id}
+	}
+	out[0].Model = rawItems([]string{fc})
+	out[len(out)-1].Model = rawItems([]string{fco})
 	return out
 }
 

@@ -6,66 +6,70 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/codeinterp/codeinterp/internal/codeinterpreter"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
-	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 )
 
-// mayReplayCalls is a quick test that input could hold code_interpreter_call
-// items; escaped is escapesToolLetter of the whole body. The search starts
+// mayReplayCalls is a quick test that input could hold a hosted tool's
+// items (code_interpreter_call, shell_call); escaped is escapesToolLetter of the whole body. The search starts
 // at '_', a rare byte, for the same reason as the markers'.
 func mayReplayCalls(input gjson.Result, escaped bool) bool {
 	return input.IsArray() && (escaped || strings.Contains(input.Raw, string(callMarker)) || strings.Contains(input.Raw, `shell_call`))
 }
 
-// rewriteInput turns replayed code_interpreter_call items into the
-// function_call + function_call_output pair the upstream model understands.
-// Items it cannot represent (outputs of a kind it does not know) are left
-// intact.
+// rewriteInput turns replayed items of the hosted tools (a
+// code_interpreter_call; a shell_call and its shell_call_output) into the
+// function_call and function_call_output items the upstream model
+// understands (tool.replay). Items no tool claims are left intact.
 func (i *Interceptor) rewriteInput(input gjson.Result, escaped bool) (string, bool) {
 	if !mayReplayCalls(input, escaped) {
 		return input.Raw, false
 	}
 	var out []string
 	changed := false
-	shellCalls := map[string]gjson.Result{} // replayed shell_call items by call_id
+	calls := map[string]gjson.Result{} // replayed calls by call_id, for their outputs
 	input.ForEach(func(_, it gjson.Result) bool {
-		if fc, ok := shelltool.Replay(it); ok {
-			shellCalls[it.Get("call_id").Str] = it
-			out = append(out, fc)
-			changed = true
-			return true
+		if it.IsObject() {
+			for _, t := range i.tools {
+				if model, ok := t.replay(i, it, calls); ok {
+					out = append(out, model...)
+					changed = true
+					return true
+				}
+			}
 		}
-		if fo, ok := shelltool.ReplayOutput(it, shellCalls); ok {
-			out = append(out, fo)
-			changed = true
-			return true
-		}
-		if !it.IsObject() || it.Get("type").Str != "code_interpreter_call" || !replayable(it.Get("outputs")) {
-			out = append(out, it.Raw)
-			return true
-		}
-		changed = true
-		callID := replayCallID(it)
-		code := it.Get("code").Str
-		args := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("code", jsonx.Quote(code))))
-		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
-			jsonx.Set("type", `"function_call"`),
-			jsonx.Set("call_id", jsonx.Quote(callID)),
-			jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName)),
-			jsonx.Set("arguments", jsonx.Quote(args)),
-		)))
-		out = append(out, string(jsonx.AppendEditedObject(nil, `{}`,
-			jsonx.Set("type", `"function_call_output"`),
-			jsonx.Set("call_id", jsonx.Quote(callID)),
-			jsonx.Set("output", jsonx.Quote(replayOutput(it))),
-		)))
+		out = append(out, it.Raw)
 		return true
 	})
 	if !changed {
 		return input.Raw, false
 	}
 	return string(jsonx.AppendArray(nil, out)), true
+}
+
+// replayCode is a replayed code_interpreter_call as the function call and
+// output the model saw (ok false: its outputs are of a kind a text model
+// cannot be told).
+func (i *Interceptor) replayCode(it gjson.Result) ([]string, bool) {
+	if it.Get("type").Str != "code_interpreter_call" || !replayable(it.Get("outputs")) {
+		return nil, false
+	}
+	callID := replayCallID(it)
+	args := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("code", jsonx.Quote(it.Get("code").Str))))
+	return []string{
+		string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName)),
+			jsonx.Set("arguments", jsonx.Quote(args)),
+		)),
+		string(jsonx.AppendEditedObject(nil, `{}`,
+			jsonx.Set("type", `"function_call_output"`),
+			jsonx.Set("call_id", jsonx.Quote(callID)),
+			jsonx.Set("output", jsonx.Quote(replayOutput(it))),
+		)),
+	}, true
 }
 
 // replayable reports whether outputs (of a code_interpreter_call) is null,
@@ -131,6 +135,6 @@ func replayOutput(it gjson.Result) string {
 	if n > 0 && !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
 	}
-	b.WriteString(imagesLine(n, types, true)) // the client had the outputs: it replays them
+	b.WriteString(codeinterpreter.ImagesLine(n, types, true)) // the client had the outputs: it replays them
 	return b.String()
 }

@@ -43,10 +43,9 @@ type request struct {
 	// none). Its secrets live only here and in the sandbox session's
 	// proxy: clientTools holds them masked.
 	network *egress.Policy
-	fnIndex int // our function tool's index in the upstream tools
-	// shell: the request declares OpenAI's hosted shell (shelltool), run
-	// in the same container as the code_interpreter.
-	shell          bool
+	// tools are the hosted tools the exchange serves, and where their
+	// functions are in the upstream tools.
+	tools          []served
 	container      containerDecl
 	containerParam string // e.g. "tools[0].container", for errors
 }
@@ -178,7 +177,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	// validation is paid only by requests we go on to change.
 	root := jsonx.ParseObject(doc)
 	tools := root.Get("tools")
-	hasTool := hasNativeTool(tools)
+	hasTool := i.hasNativeTool(tools)
 	input := root.Get("input")
 	if !hasTool && !own && !mayReplayCalls(input, escaped) {
 		return pass, nil
@@ -214,7 +213,7 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 		edits = append(edits, te...)
 	}
 	if r.hasTool && i.containers != nil {
-		r.container.reuse = replayedContainers(input)
+		r.container.reuse = i.replayedContainers(input)
 		in := input
 		if changed {
 			in = gjson.Parse(newInput)
@@ -243,6 +242,6 @@ func (i *Interceptor) rewrite(body []byte, own bool) (*Exchange, error) {
 	}
 	// Without our tool only replayed history was rewritten, and the response
 	// is the upstream's own.
-	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+len(i.fn.json)+64), doc, root.Fields, edits...)
+	r.upstream = jsonx.AppendEditedFields(make([]byte, 0, len(doc)+1024), doc, root.Fields, edits...)
 	return &Exchange{ic: i, req: r}, nil
 }

@@ -7,21 +7,24 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
-	"github.com/codeinterp/codeinterp/internal/idgen"
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
-	"github.com/codeinterp/codeinterp/internal/shelltool"
 )
 
 // This file reads one upstream answer as a round: its output items and the
 // calls of our function among them, each with the code it carries.
 
-// call is one call of our function found in a model turn.
+// call is one call of a hosted tool's function found in a model turn.
 type call struct {
 	index  int    // position in the round's output
 	callID string // the model's call_id, echoed in function_call_output
-	code   string
-	args   string // the raw arguments string
-	ciID   string // id of the code_interpreter_call the client sees
+	tool   tool   // the hosted tool whose function it calls
+	act    hostedtool.Action
+	code   string // act.Text(): the code, or the raw arguments when unusable
+	ciID   string // the id of the call's (first) client item
+	// moreIDs are the ids of the client items that follow the first
+	// (the shell's shell_call_output).
+	moreIDs []string
 
 	argErr string // non-empty: the arguments were unusable; nothing ran
 	notRun string // non-empty: a limit kept the call from running
@@ -36,18 +39,10 @@ type call struct {
 	behind  bool
 	changed []containerapi.File
 	images  []containerapi.File
-
-	// shell is set for a call of the hosted shell (shelltool): its
-	// commands run by Container.Shell and it is shown as a shell_call and
-	// a shell_call_output.
-	shell *shellCall
 }
 
-// shellCall is what a shell call adds to a call.
-type shellCall struct {
-	action shelltool.Action
-	outID  string // the shell_call_output's id (ciID is the shell_call's)
-}
+// itemIDs are the ids of the client's items for c, in order.
+func (c *call) itemIDs() []string { return append([]string{c.ciID}, c.moreIDs...) }
 
 // round is one upstream response and the calls it asked for.
 type round struct {
@@ -74,7 +69,9 @@ var clientCallTypes = map[string]bool{
 // errBadUpstream marks an upstream 2xx answer we cannot use.
 var errBadUpstream = errors.New("upstream response is not a Responses-API response object")
 
-func (i *Interceptor) parseRound(body []byte, shellCalls bool) (*round, error) {
+// parseRound reads an upstream answer; the calls of r's tools' functions
+// in it are the round's calls.
+func parseRound(body []byte, r *request) (*round, error) {
 	doc := string(body)
 	if !gjson.Valid(doc) {
 		return nil, errBadUpstream
@@ -90,14 +87,8 @@ func (i *Interceptor) parseRound(body []byte, shellCalls bool) (*round, error) {
 		idx := len(rd.items)
 		rd.items = append(rd.items, it)
 		typ := it.Get("type").Str
-		if typ == "function_call" && (it.Get("name").Str == i.cfg.FunctionName || shellCalls && it.Get("name").Str == shelltool.FunctionName) {
-			c := newCall(idx, it)
-			if it.Get("name").Str == shelltool.FunctionName && it.Get("name").Str != i.cfg.FunctionName {
-				c.shell = &shellCall{outID: idgen.NewTagged("sho_", 50)}
-				c.ciID = idgen.NewTagged("sh_", 50)
-				c.shell.action, c.argErr = shelltool.Decode(it.Get("arguments"))
-				c.code = c.args
-			}
+		if t := r.toolFor(it.Get("name").Str); typ == "function_call" && t != nil {
+			c := newCall(idx, it, t)
 			rd.calls = append(rd.calls, c)
 			rd.callAt[idx] = c
 		} else if clientCallTypes[typ] {
@@ -108,27 +99,15 @@ func (i *Interceptor) parseRound(body []byte, shellCalls bool) (*round, error) {
 	return rd, nil
 }
 
-func newCall(idx int, it gjson.Result) *call {
-	c := &call{index: idx, callID: it.Get("call_id").Str, args: it.Get("arguments").Str, ciID: idgen.NewTagged("ci_", 50)}
+// newCall decodes one call of t's function, the item it at output index idx.
+func newCall(idx int, it gjson.Result, t tool) *call {
+	ids := t.newIDs()
+	c := &call{index: idx, callID: it.Get("call_id").Str, tool: t, ciID: ids[0], moreIDs: ids[1:]}
 	if c.callID == "" {
-		c.callID = "call_" + strings.TrimPrefix(c.ciID, "ci_")[:24]
+		_, rest, _ := strings.Cut(c.ciID, "_")
+		c.callID = "call_" + rest[:min(24, len(rest))]
 	}
-	c.code, c.argErr = argsCode(it.Get("arguments"))
+	c.act = t.Decode(it.Get("arguments"))
+	c.code, c.argErr = c.act.Text(), c.act.Invalid()
 	return c
-}
-
-// argsCode reads the code out of a call's arguments. When they are unusable
-// argErr says why, and code is the raw arguments (what the client is shown).
-func argsCode(a gjson.Result) (code, argErr string) {
-	switch {
-	case a.Type != gjson.String:
-		return "", "the arguments are missing"
-	case !gjson.Valid(a.Str) || !gjson.Parse(a.Str).IsObject():
-		return a.Str, "the arguments are not a JSON object"
-	}
-	v := gjson.Get(a.Str, "code")
-	if v.Type != gjson.String {
-		return a.Str, `the arguments have no string field "code"`
-	}
-	return v.Str, ""
 }

@@ -111,3 +111,53 @@ func TestShellRefusedOnWasm(t *testing.T) {
 		t.Fatalf("a local shell: %v intercepted=%v", err, x != nil && x.Intercepted())
 	}
 }
+
+// TestShellDeclarationGaps: a string code_interpreter container next to a
+// shell container_reference naming another container is a 400 naming the
+// later one, in both orders; the same container is fine. A hosted shell
+// spelled with escapes ("container_a\u0075to", "sh\u0065ll") is found by
+// the full parse, never passed through untouched.
+func TestShellDeclarationGaps(t *testing.T) {
+	p := sandboxtest.NewProvider(t, "gvisor")
+	ic := newLoopInterceptor(t, p, nil)
+	ic.containers = fakeContainers{p}
+	ci := func(id string) string { return `{"type":"code_interpreter","container":"` + id + `"}` }
+	sh := func(id string) string {
+		return `{"type":"shell","environment":{"type":"container_reference","container_id":"` + id + `"}}`
+	}
+	for _, tc := range []struct {
+		tools, param string
+	}{
+		{ci("cntr_aaaaaa") + "," + sh("cntr_bbbbbb"), "tools[1].environment.container_id"},
+		{sh("cntr_bbbbbb") + "," + ci("cntr_aaaaaa"), "tools[1].container"},
+		{ci("cntr_aaaaaa") + "," + sh("cntr_aaaaaa"), ""},
+		{sh("cntr_aaaaaa") + "," + ci("cntr_aaaaaa"), ""},
+	} {
+		_, err := ic.RewriteRequest([]byte(`{"model":"m","input":"hi","tools":[` + tc.tools + `]}`))
+		var ae *apierror.Error
+		switch {
+		case tc.param == "" && err != nil:
+			t.Errorf("%s: %v", tc.tools, err)
+		case tc.param != "" && (!errors.As(err, &ae) || ae.Status != 400 || ae.Param != tc.param || ae.Type != "invalid_request_error"):
+			t.Errorf("%s: %v, want a 400 on %s", tc.tools, err, tc.param)
+		}
+	}
+	for _, body := range []string{
+		`{"model":"m","input":"hi","tools":[{"type":"shell","environment":{"type":"container_a\u0075to"}}]}`,
+		`{"model":"m","input":"hi","tools":[{"type":"sh\u0065ll","environment":{"type":"container_auto"}}]}`,
+		`{"model":"m","input":"hi","tools":[{"type":"shell","environment":{"type":"container_r\u0065ference","container_id":"cntr_aaaaaa"}}]}`,
+	} {
+		if ic.PassesThrough([]byte(body)) {
+			t.Errorf("passes through: %s", body)
+		}
+		x, err := ic.RewriteRequest([]byte(body))
+		if err != nil || !x.Intercepted() || !strings.Contains(string(x.UpstreamBody()), `"name":"shell"`) {
+			t.Errorf("%s: intercepted %v, %v", body, x != nil && x.Intercepted(), err)
+		}
+	}
+	// On WASM the escaped declaration is refused as the plain one is.
+	wasm := newLoopInterceptor(t, sandboxtest.New(t), nil)
+	if _, err := wasm.RewriteRequest([]byte(`{"model":"m","input":"hi","tools":[{"type":"shell","environment":{"type":"container_a\u0075to"}}]}`)); err == nil {
+		t.Error("an escaped hosted shell passed WASM's refusal")
+	}
+}

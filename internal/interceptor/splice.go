@@ -6,14 +6,13 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/containerapi"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
-	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
 // splice builds the client's response: the last round's response object
-// with every round's output items, our calls shown as code_interpreter_call
-// items, usage summed and the request echo fields as the client sent them.
+// with every round's output items, each hosted tool's call shown as its
+// tool's items (tool.items), usage summed and the request echo fields as the client sent them.
 // outputs fills every call's outputs whatever the request's include said
 // (for the response store).
 func (l *loop) splice(rounds []*round, outputs bool) []byte {
@@ -22,12 +21,8 @@ func (l *loop) splice(rounds []*round, outputs bool) []byte {
 	var shownImages []containerapi.File // images not yet cited by a message
 	for _, rd := range rounds {
 		for idx, it := range rd.items {
-			if c := rd.callAt[idx]; c != nil && c.shell != nil {
-				items = append(items, l.shellItems(c)...)
-				continue
-			}
 			if c := rd.callAt[idx]; c != nil {
-				items = append(items, l.ciItem(c, outputs || l.x.req.includeOutputs))
+				items = append(items, c.tool.items(l, c, outputs)...)
 				shownImages = append(shownImages, c.images...)
 				continue
 			}
@@ -136,38 +131,6 @@ func (l *loop) annotate(msg gjson.Result, images []containerapi.File) string {
 		return msg.Raw
 	}
 	return string(jsonx.EditObject(msg.Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, parts)))))
-}
-
-// ciItem renders a call as the code_interpreter_call OpenAI's hosted tool
-// returns, with its fields in OpenAI's order.
-func (l *loop) ciItem(c *call, outputs bool) string {
-	status, note := ciStatus(c), ""
-	if l.x.ic.cfg.CallStatus == CallStatusOpenAI && status != "completed" {
-		// OpenAI's clients know no other final status: the reason goes
-		// in the logs.
-		status, note = "completed", statusNote(c)
-	}
-	out := "null"
-	if outputs {
-		out = string(appendOutputs(nil, c, note))
-	}
-	return `{"id":` + jsonx.Quote(c.ciID) + `,"type":"code_interpreter_call","status":` + jsonx.Quote(status) +
-		`,"code":` + jsonx.Quote(c.code) + `,"container_id":` + jsonx.Quote(l.containerID) + `,"outputs":` + out + `}`
-}
-
-// shellItems renders a shell call as the shell_call and
-// shell_call_output items OpenAI's hosted shell returns.
-func (l *loop) shellItems(c *call) []string {
-	status := shelltool.Status(c.res, c.argErr, c.notRun)
-	a := c.shell.action
-	results := shelltool.Cut(c.res.Commands, a.MaxOutputLength)
-	if c.argErr != "" || c.notRun != "" {
-		results = nil
-	}
-	return []string{
-		shelltool.CallItem(c.ciID, c.callID, a, "completed", l.containerID),
-		shelltool.OutputItem(c.shell.outID, c.callID, status, a, results),
-	}
 }
 
 // sumUsage adds up every integer in the rounds' usage objects (tokens and

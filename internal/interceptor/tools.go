@@ -4,26 +4,23 @@ import (
 	"strconv"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/memlimit"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
-	"github.com/codeinterp/codeinterp/internal/shelltool"
 	"github.com/tidwall/gjson"
 )
 
-// hasNativeTool reports whether tools (the request's "tools") declares the
-// native code_interpreter tool.
-func hasNativeTool(tools gjson.Result) bool {
+// hasNativeTool reports whether tools (the request's "tools") declares a
+// hosted tool this server serves.
+func (i *Interceptor) hasNativeTool(tools gjson.Result) bool {
 	if !tools.IsArray() {
 		return false
 	}
 	found := false
 	tools.ForEach(func(_, t gjson.Result) bool {
-		if t.IsObject() && t.Get("type").Str == "code_interpreter" || shelltool.Hosted(t) {
-			found = true
-			return false
-		}
-		return true
+		found = i.declaredTool(t) != nil
+		return !found
 	})
 	return found
 }
@@ -31,7 +28,6 @@ func hasNativeTool(tools gjson.Result) bool {
 // rewriteTools validates the request fields that matter once our tool is
 // present and returns the edits for the upstream body.
 func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.Result) ([]jsonx.Edit, error) {
-	fn := i.cfg.FunctionName
 	var edits []jsonx.Edit
 	if bg := root.Get("background"); bg.Exists() {
 		switch bg.Type {
@@ -59,9 +55,20 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			r.clientTools = netpolicy.RedactTools(r.clientTools)
 		}
 	}()
+	// The code_interpreter's function is served on every intercepted
+	// exchange (a continuation of ours may be answered with its calls);
+	// the other tools' where they are declared.
+	r.tools = []served{{t: i.ci, at: -1}}
+	declared := map[string]int{} // tool name → its index in tools
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if tl := i.declaredTool(t); tl != nil && tl != i.ci {
+			r.tools = append(r.tools, served{t: tl, at: -1})
+		}
+		return true
+	})
 	var out []string
 	var apiErr *apierror.Error
-	n, ciIndex, shellIndex, shellAt := 0, -1, -1, -1
+	n := 0
 	tools.ForEach(func(_, t gjson.Result) bool {
 		idx := n
 		n++
@@ -73,58 +80,38 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 			}
 		}
 		typ := t.Get("type").Str
-		switch {
-		case typ == "code_interpreter":
-			if ciIndex >= 0 {
-				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one code_interpreter tool may be given; tools[%d] is one already.", ciIndex)
+		if tl := i.declaredTool(t); tl != nil {
+			if k, dup := declared[tl.Name()]; dup {
+				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one %s tool may be given; tools[%d] is one already.", tl.Name(), k)
 				return false
 			}
-			ciIndex = idx
-			r.fnIndex = len(out)
-			mem, err := i.checkNativeTool(r, param, t)
-			if err != nil {
-				apiErr = err
+			declared[tl.Name()] = idx
+			if apiErr = tl.check(i, r, param, t); apiErr != nil {
 				return false
 			}
-			r.memoryBytes = mem
-			if r.network != nil {
-				out = append(out, newFunctionTool(fn, i.provider.Environment(), r.network).json)
-			} else {
-				out = append(out, i.fn.json)
+			for k := range r.tools {
+				if r.tools[k].t == tl {
+					r.tools[k].at = len(out)
+				}
 			}
-		case shelltool.Hosted(t):
-			if shellIndex >= 0 {
-				apiErr = apierror.Invalid(param, "duplicate_tool", "Only one shell tool with a container environment may be given; tools[%d] is one already.", shellIndex)
-				return false
-			}
-			shellIndex = idx
-			if apiErr = i.checkShell(r, param, t); apiErr != nil {
-				return false
-			}
-			shellAt = len(out)
 			out = append(out, "") // rendered once the network policy is known
-		case (typ == "function" || typ == "custom") && (t.Get("name").Str == shelltool.FunctionName && hasHostedShell(tools)):
-			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
-				"A %s tool named '%s' conflicts with the hosted shell tool, which this server provides under that name. Rename your tool.", typ, shelltool.FunctionName)
-			return false
-		case (typ == "function" || typ == "custom") && t.Get("name").Str == fn:
-			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
-				"A %s tool named '%s' conflicts with the code_interpreter tool, which this server provides under that name. Rename your tool.", typ, fn)
-			return false
-		default:
-			out = append(out, t.Raw)
+			return true
 		}
+		if tl := r.toolFor(t.Get("name").Str); (typ == "function" || typ == "custom") && tl != nil {
+			apiErr = apierror.Invalid(param+".name", "tool_name_conflict",
+				"A %s tool named '%s' conflicts with the %s tool, which this server provides under that name. Rename your tool.", typ, tl.FunctionName(), tl.Name())
+			return false
+		}
+		out = append(out, t.Raw)
 		return true
 	})
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	if shellAt >= 0 {
-		net := ""
-		if r.network != nil {
-			net = networkDescription(r.network)
+	for _, s := range r.tools {
+		if s.at >= 0 {
+			out[s.at] = i.function(s.t, r.network)
 		}
-		out[shellAt] = shelltool.Function(shelltool.Description(net))
 	}
 	if tools.Exists() {
 		edits = append(edits, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))
@@ -133,7 +120,7 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	// tool_choice: forcing the native tool becomes forcing our function.
 	if tc := root.Get("tool_choice"); tc.Exists() {
 		r.clientToolChoice = tc.Raw
-		newTC, err := i.rewriteToolChoice(tc, r.shell)
+		newTC, err := r.rewriteToolChoice(tc)
 		if err != nil {
 			return nil, err
 		}
@@ -206,48 +193,19 @@ func (i *Interceptor) rewriteTools(r *request, root *jsonx.Object, tools gjson.R
 	return edits, nil
 }
 
-// checkNativeTool validates one native code_interpreter declaration and
-// returns the memory it asks for (0 = operator default).
-func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) (int64, *apierror.Error) {
-	var mem int64
-	var apiErr *apierror.Error
-	hasContainer := false
-	t.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "type":
-		case "allowed_callers":
-			// The model calls the tool directly; nothing else can here.
-			ok := v.Type == gjson.Null || v.IsArray()
-			v.ForEach(func(_, c gjson.Result) bool {
-				ok = ok && c.Str == "direct"
-				return ok
-			})
-			if !ok {
-				apiErr = apierror.Invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
-			}
-		case "container":
-			hasContainer = true
-			r.containerParam = param + ".container"
-			mem, apiErr = i.checkContainer(r, param+".container", v)
-		default:
-			apiErr = apierror.Invalid(param+"."+k.Str, "unknown_parameter", "Unknown parameter: '%s.%s'.", param, k.Str)
-		}
-		return apiErr == nil
-	})
-	if apiErr != nil {
-		return 0, apiErr
-	}
-	if !hasContainer {
-		return 0, apierror.Invalid(param+".container", "missing_required_parameter", "Missing required parameter: '%s.container'.", param)
-	}
-	return mem, nil
-}
-
+// checkContainer validates a container declaration of a tool at param:
+// an id (both tools must then name one container) or an auto container,
+// whose memory it returns.
 func (i *Interceptor) checkContainer(r *request, param string, c gjson.Result) (int64, *apierror.Error) {
 	switch {
 	case c.Type == gjson.String && i.containers != nil:
-		r.container.id = c.Str
-		return 0, checkContainerID(param, c.Str)
+		if err := checkContainerID(param, c.Str); err != nil {
+			return 0, err
+		}
+		if err := r.container.name(param, c.Str); err != nil {
+			return 0, err
+		}
+		return 0, nil
 	case c.Type == gjson.String:
 		return 0, apierror.Invalid(param, "container_not_found",
 			"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"auto\"}.", c.Str)
@@ -320,103 +278,52 @@ func parseMemory(v gjson.Result) (int64, bool) {
 	return memlimit.Parse(v.Str)
 }
 
-// rewriteToolChoice maps a tool_choice naming the native tool to our
+// rewriteToolChoice maps a tool_choice naming a served tool ({"type":
+// "code_interpreter"}, {"type": "shell"}, also in allowed_tools) to its
 // function; anything else is returned unchanged.
-func (i *Interceptor) rewriteToolChoice(tc gjson.Result, shell bool) (string, *apierror.Error) {
+func (r *request) rewriteToolChoice(tc gjson.Result) (string, *apierror.Error) {
 	if !tc.IsObject() {
 		return tc.Raw, nil
 	}
 	if k := jsonx.DuplicateKey(tc.Raw); k != "" {
 		return "", apierror.Invalid("tool_choice."+k, "duplicate_parameter", "Duplicate parameter: 'tool_choice.%s'.", k)
 	}
-	fnChoice := string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(i.cfg.FunctionName))))
-	shellChoice := `{"type":"function","name":` + jsonx.Quote(shelltool.FunctionName) + `}`
-	switch tc.Get("type").Str {
-	case "code_interpreter":
-		return fnChoice, nil
-	case "shell":
-		if shell {
-			return shellChoice, nil
-		}
-	case "allowed_tools":
-		list := tc.Get("tools")
-		if !list.IsArray() {
-			return tc.Raw, nil
-		}
-		var out []string
-		changed := false
-		list.ForEach(func(_, t gjson.Result) bool {
-			if t.IsObject() && t.Get("type").Str == "code_interpreter" {
-				out = append(out, fnChoice)
-				changed = true
-			} else if shell && t.IsObject() && t.Get("type").Str == "shell" {
-				out = append(out, shellChoice)
-				changed = true
-			} else {
-				out = append(out, t.Raw)
+	choice := func(t gjson.Result) (string, bool) {
+		for _, s := range r.tools {
+			if t.IsObject() && t.Get("type").Str == s.t.Name() {
+				return string(jsonx.AppendEditedObject(nil, `{}`, jsonx.Set("type", `"function"`), jsonx.Set("name", jsonx.Quote(s.t.FunctionName())))), true
 			}
-			return true
-		})
-		if !changed {
-			return tc.Raw, nil
 		}
-		return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
+		return "", false
 	}
-	return tc.Raw, nil
-}
-
-// hasHostedShell reports whether tools declares a hosted shell.
-func hasHostedShell(tools gjson.Result) bool {
-	found := false
-	tools.ForEach(func(_, t gjson.Result) bool {
-		found = shelltool.Hosted(t)
-		return !found
+	if fc, ok := choice(tc); ok {
+		return fc, nil
+	}
+	if tc.Get("type").Str != "allowed_tools" || !tc.Get("tools").IsArray() {
+		return tc.Raw, nil
+	}
+	var out []string
+	changed := false
+	tc.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		if fc, ok := choice(t); ok {
+			out = append(out, fc)
+			changed = true
+		} else {
+			out = append(out, t.Raw)
+		}
+		return true
 	})
-	return found
+	if !changed {
+		return tc.Raw, nil
+	}
+	return string(jsonx.EditObject(tc.Raw, jsonx.Set("tools", string(jsonx.AppendArray(nil, out))))), nil
 }
 
-// checkShell validates a hosted shell declaration: a provider without a
-// shell refuses it (never a silent pass-through), a container_reference
-// names the response's container (the same one a code_interpreter names),
-// a container_auto is read as a code_interpreter's auto container — one
-// container for both tools.
-func (i *Interceptor) checkShell(r *request, param string, t gjson.Result) *apierror.Error {
-	env := i.provider.Environment()
-	if !env.Shell {
-		return apierror.Invalid(param, "unsupported_tool",
-			"The shell tool with a container environment is not available on this server: its sandbox (%s) has no shell. Use the code_interpreter tool, or an environment of type 'local'.", env.Provider)
+// function is t's function tool for the upstream, described for the
+// request's network policy (pre-rendered without one).
+func (i *Interceptor) function(t tool, pol *egress.Policy) string {
+	if pol == nil {
+		return i.plain[t.Name()]
 	}
-	d, apiErr := shelltool.Check(param, t)
-	if apiErr != nil {
-		return apiErr
-	}
-	r.shell = true
-	p := param + ".environment"
-	if d.Reference != "" {
-		if i.containers == nil {
-			return apierror.Invalid(p+".container_id", "container_not_found",
-				"Container '%s' not found. This server starts a fresh container for every response; use {\"type\": \"container_auto\"}.", d.Reference)
-		}
-		if err := checkContainerID(p+".container_id", d.Reference); err != nil {
-			return err
-		}
-		if r.container.id != "" && r.container.id != d.Reference {
-			return apierror.Invalid(p+".container_id", "invalid_value",
-				"The shell and the code_interpreter must use one container: '%s' names %s, another tool %s.", p+".container_id", d.Reference, r.container.id)
-		}
-		r.container.id = d.Reference
-		if r.containerParam == "" {
-			r.containerParam = p
-		}
-		return nil
-	}
-	mem, apiErr := i.checkContainer(r, p, d.Container)
-	if apiErr != nil {
-		return apiErr
-	}
-	r.memoryBytes = max(r.memoryBytes, mem)
-	if r.containerParam == "" {
-		r.containerParam = p
-	}
-	return nil
+	return t.Function(i.provider.Environment(), pol)
 }

@@ -33,6 +33,9 @@ type CodeDecoder struct {
 	found   bool   // the code member was reached
 	closed  bool   // its closing quote was read
 	out     []byte // decoded bytes not yet returned
+	// strs is set for a StringsDecoder: the member is an array of
+	// strings, whose elements are reported as pieces.
+	strs *StringsDecoder
 }
 
 type decState uint8
@@ -47,6 +50,8 @@ const (
 	dSkip                       // in a string or container being skipped
 	dCode                       // in the code string
 	dAfterValue                 // after a value
+	dArray                      // in the array of strings, before an element or ']'
+	dArrayAfter                 // in the array of strings, after an element
 	dStop                       // the code string ended, or the input is not what we read
 	maxKeyLen   = 16            // "code" is 4 bytes; longer names are never it
 )
@@ -97,8 +102,10 @@ func (d *CodeDecoder) step(c byte) {
 	case dValue:
 		switch {
 		case isSpace(c):
-		case c == '"' && !d.found && !d.keyLong && string(d.key) == "code":
+		case c == '"' && !d.found && !d.keyLong && d.strs == nil && string(d.key) == "code":
 			d.found, d.st = true, dCode
+		case c == '[' && !d.found && !d.keyLong && d.strs != nil && string(d.key) == d.strs.key:
+			d.found, d.st = true, dArray
 		case c == '"':
 			d.st, d.depth, d.inStr = dSkip, 0, true
 		case c == '{' || c == '[':
@@ -121,7 +128,31 @@ func (d *CodeDecoder) step(c byte) {
 		d.skip(c)
 	case dCode:
 		if d.str(c) {
+			if d.strs != nil {
+				d.strs.end()
+				d.st = dArrayAfter
+				return
+			}
 			d.st, d.closed = dStop, true
+		}
+	case dArray:
+		switch {
+		case c == '"':
+			d.strs.start()
+			d.st = dCode
+		case c == ']':
+			d.st, d.closed = dStop, true
+		case !isSpace(c):
+			d.st = dStop
+		}
+	case dArrayAfter:
+		switch {
+		case c == ',':
+			d.st = dArray
+		case c == ']':
+			d.st, d.closed = dStop, true
+		case !isSpace(c):
+			d.st = dStop
 		}
 	case dAfterValue:
 		switch {
@@ -268,7 +299,11 @@ func (d *CodeDecoder) emitByte(b byte) {
 // take returns the decoded code so far as valid UTF-8: invalid bytes become
 // U+FFFD (as encoding/json decodes them) and a sequence cut at the end of
 // the piece waits for the rest, unless the string has ended.
-func (d *CodeDecoder) take() string {
+func (d *CodeDecoder) take() string { return d.takeFinal(false) }
+
+// takeFinal is take; final says the string has ended (a cut character is
+// then U+FFFD).
+func (d *CodeDecoder) takeFinal(final bool) string {
 	var b []byte // built only when a byte is replaced
 	i, start := 0, 0
 	for i < len(d.out) {
@@ -276,7 +311,7 @@ func (d *CodeDecoder) take() string {
 			i++
 			continue
 		}
-		if !utf8.FullRune(d.out[i:]) && d.st != dStop {
+		if !utf8.FullRune(d.out[i:]) && d.st != dStop && !final {
 			break // the rest of the character is in the next piece
 		}
 		r, size := utf8.DecodeRune(d.out[i:])
@@ -310,4 +345,70 @@ func unhex(c byte) (rune, bool) {
 		return rune(c - 'A' + 10), true
 	}
 	return 0, false
+}
+
+// StringsDecoder is CodeDecoder for a member that is an array of strings
+// (the hosted shell's {"commands": ["ls", …]}): Feed reports each element
+// as it starts, the decoded characters of each piece, and its end. The
+// first member of the name is taken; everything else is skipped. Like
+// CodeDecoder it never fails: the finished arguments are the authority.
+type StringsDecoder struct {
+	d      CodeDecoder
+	key    string
+	n      int // elements started
+	pieces []StringPiece
+}
+
+// StringPiece is what one Feed learned of one element: Start (it began),
+// Text (decoded characters, never a split UTF-8 sequence), End (its
+// closing quote was read; Text then holds its last characters).
+type StringPiece struct {
+	Index      int
+	Start, End bool
+	Text       string
+}
+
+// NewStringsDecoder decodes the array of strings named key (at most 16
+// bytes).
+func NewStringsDecoder(key string) *StringsDecoder {
+	s := &StringsDecoder{key: key}
+	s.d.strs = s
+	return s
+}
+
+// Feed consumes one piece of the arguments.
+func (s *StringsDecoder) Feed(piece string) []StringPiece {
+	s.pieces = s.pieces[:0]
+	for i := 0; i < len(piece) && s.d.st != dStop; i++ {
+		s.d.step(piece[i])
+	}
+	if s.d.st == dCode && s.n > 0 {
+		if t := s.d.take(); t != "" {
+			s.add(StringPiece{Index: s.n - 1, Text: t})
+		}
+	}
+	return s.pieces
+}
+
+// Done reports whether the array has been read to its end.
+func (s *StringsDecoder) Done() bool { return s.d.closed }
+
+func (s *StringsDecoder) start() {
+	s.add(StringPiece{Index: s.n, Start: true})
+	s.n++
+}
+
+func (s *StringsDecoder) end() {
+	s.add(StringPiece{Index: s.n - 1, End: true, Text: s.d.takeFinal(true)})
+}
+
+// add appends p, merged into the last piece when that is the same
+// element's and did not end.
+func (s *StringsDecoder) add(p StringPiece) {
+	if k := len(s.pieces) - 1; k >= 0 && s.pieces[k].Index == p.Index && !s.pieces[k].End && !p.Start {
+		s.pieces[k].Text += p.Text
+		s.pieces[k].End = p.End
+		return
+	}
+	s.pieces = append(s.pieces, p)
 }

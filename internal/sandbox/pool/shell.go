@@ -54,7 +54,16 @@ func (s *session) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.
 	// interpreter too stuck to answer.
 	backstopAfter := time.Duration(len(req.Commands))*(timeout+timeoutGrace) + timeoutGrace
 	runCtx, cancel := context.WithTimeout(ctx, backstopAfter)
-	cmds, err := sh.Shell(runCtx, s.runID, req.Commands, timeout, req.OnOutput)
+	var onOutput func(int, string, string)
+	var pieces *sandbox.TextPieces
+	if req.OnOutput != nil {
+		pieces = sandbox.NewTextPieces(req.OnOutput)
+		onOutput = pieces.Piece
+	}
+	cmds, err := sh.Shell(runCtx, s.runID, req.Commands, timeout, onOutput)
+	if pieces != nil {
+		pieces.Flush()
+	}
 	backstop := errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 	s.refilled()
