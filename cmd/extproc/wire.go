@@ -518,14 +518,10 @@ func version() string {
 func messagesConfig(cfg *config.Config, env sandbox.Environment) messages.Config {
 	mc := messages.Config{
 		MaxRounds:       cfg.Interceptor.MaxRounds,
-		RunTimeout:      cfg.Sandbox.Limits.RunTimeout,
-		StdoutBytes:     int(cfg.Sandbox.Limits.StdoutBytes),
+		Limits:          codeexec.Limits{Timeout: cfg.Sandbox.Limits.RunTimeout, StdoutBytes: int(cfg.Sandbox.Limits.StdoutBytes)},
 		MaxBodyBytes:    int(cfg.Server.MaxBodyBytes),
 		ContainerExpiry: cfg.API.DefaultExpiry,
-		Environment:     codeexec.Environment{Packages: env.Packages},
-	}
-	if env.Network {
-		mc.Environment.Network = "Network access goes through the operator's allowlist proxy (HTTP(S)_PROXY), to the domains the container's policy names."
+		Environment:     env,
 	}
 	if secret, err := clusterSecret(cfg, os.LookupEnv); err == nil {
 		mac := hmac.New(sha256.New, []byte(secret))

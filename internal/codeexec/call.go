@@ -19,11 +19,13 @@ type Call struct {
 	// it sent it (raw JSON).
 	Name  string
 	Input string
-	// Bash or Edit is the decoded input; Invalid, when set, says why the
+	// Bash or Edit is the decoded input; Why, when set, says why the
 	// input is unusable (nothing runs: an invalid_tool_input result).
-	Bash    string
-	Edit    EditInput
-	Invalid string
+	Bash string
+	Edit EditInput
+	Why  string
+	// limits are the tool's (Tool.Decode).
+	limits Limits
 }
 
 // EditInput is a text_editor_code_execution input.
@@ -43,7 +45,7 @@ func Decode(name string, input gjson.Result) Call {
 		c.Input = "{}"
 	}
 	if !input.IsObject() {
-		c.Invalid = "the input is not a JSON object"
+		c.Why = "the input is not a JSON object"
 		return c
 	}
 	str := func(field string) (*string, bool) {
@@ -52,7 +54,7 @@ func Decode(name string, input gjson.Result) Call {
 			return nil, true
 		}
 		if v.Type != gjson.String {
-			c.Invalid = fmt.Sprintf("%q must be a string", field)
+			c.Why = fmt.Sprintf("%q must be a string", field)
 			return nil, false
 		}
 		return &v.Str, true
@@ -62,7 +64,7 @@ func Decode(name string, input gjson.Result) Call {
 		switch {
 		case !ok:
 		case cmd == nil || *cmd == "":
-			c.Invalid = `"command" is required`
+			c.Why = `"command" is required`
 		default:
 			c.Bash = *cmd
 		}
@@ -78,13 +80,13 @@ func Decode(name string, input gjson.Result) Call {
 	}
 	switch {
 	case cmd == nil:
-		c.Invalid = `"command" is required`
+		c.Why = `"command" is required`
 		return c
 	case *cmd != "view" && *cmd != "create" && *cmd != "str_replace":
-		c.Invalid = fmt.Sprintf(`"command" must be view, create or str_replace, not %q`, *cmd)
+		c.Why = fmt.Sprintf(`"command" must be view, create or str_replace, not %q`, *cmd)
 		return c
 	case path == nil || *path == "":
-		c.Invalid = `"path" is required`
+		c.Why = `"path" is required`
 		return c
 	}
 	c.Edit = EditInput{Command: *cmd, Path: *path}
@@ -100,15 +102,15 @@ func Decode(name string, input gjson.Result) Call {
 	}
 	switch {
 	case c.Edit.Command == "create" && c.Edit.FileText == nil:
-		c.Invalid = `create needs "file_text"`
+		c.Why = `create needs "file_text"`
 	case c.Edit.Command == "str_replace" && c.Edit.OldStr == nil:
-		c.Invalid = `str_replace needs "old_str"`
+		c.Why = `str_replace needs "old_str"`
 	}
 	if vr := input.Get("view_range"); vr.Exists() && vr.Type != gjson.Null {
 		a := vr.Array()
 		if !vr.IsArray() || len(a) != 2 || a[0].Type != gjson.Number || a[1].Type != gjson.Number ||
 			float64(a[0].Int()) != a[0].Num || float64(a[1].Int()) != a[1].Num {
-			c.Invalid = `"view_range" must be two integers [first, last]`
+			c.Why = `"view_range" must be two integers [first, last]`
 			return c
 		}
 		c.Edit.ViewRange = []int{int(a[0].Int()), int(a[1].Int())}

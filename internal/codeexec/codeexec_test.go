@@ -35,8 +35,8 @@ func gvisorContainer(t *testing.T) containerapi.Container {
 func do(t *testing.T, c containerapi.Container, name, input string) gjson.Result {
 	t.Helper()
 	call := codeexec.Decode(name, gjson.Parse(input))
-	if call.Invalid != "" {
-		t.Fatalf("%s %s: invalid: %s", name, input, call.Invalid)
+	if call.Why != "" {
+		t.Fatalf("%s %s: invalid: %s", name, input, call.Why)
 	}
 	rr, err := c.Shell(context.Background(), call.Request(10*time.Second, 1<<20))
 	r := call.Outcome(rr, err)
@@ -155,10 +155,10 @@ func TestDecode(t *testing.T) {
 		{codeexec.EditorName, `{"command":"view","path":"a","view_range":[1.5,2]}`, "view_range"},
 	} {
 		c := codeexec.Decode(tc.name, gjson.Parse(tc.input))
-		if !strings.Contains(c.Invalid, tc.why) {
-			t.Errorf("%s %s: %q", tc.name, tc.input, c.Invalid)
+		if !strings.Contains(c.Why, tc.why) {
+			t.Errorf("%s %s: %q", tc.name, tc.input, c.Why)
 		}
-		if r := codeexec.ErrorResult(tc.name, codeexec.ErrInvalidInput, c.Invalid); !r.IsError || gjson.Get(r.Content, "error_code").Str != "invalid_tool_input" {
+		if r := codeexec.ErrorResult(tc.name, codeexec.ErrInvalidInput, c.Why); !r.IsError || gjson.Get(r.Content, "error_code").Str != "invalid_tool_input" {
 			t.Errorf("%s", r.Content)
 		}
 	}

@@ -101,9 +101,9 @@ type Environment struct {
 	Network string
 }
 
-// Tools are the two client tools, as Messages API tool objects, that the
+// tools are the two client tools, as Messages API tool objects, that the
 // model server gets in the declaration's place.
-func Tools(env Environment) []string {
+func tools(env Environment) []string {
 	net := "There is no network access."
 	if env.Network != "" {
 		net = env.Network

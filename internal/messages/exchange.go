@@ -2,6 +2,7 @@ package messages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/codeexec"
 	"github.com/codeinterp/codeinterp/internal/containerapi"
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/processor"
 )
@@ -292,33 +294,34 @@ func (l *loop) emit(b string) {
 	l.em.block(b)
 }
 
-// call runs one tool_use of ours: its server_tool_use block, the run, its
-// result block; it returns the tool_result the model server gets.
+// call runs one tool_use of ours through the hosted tools' seam (the tool
+// found by its function name decodes the input, runs the action on the
+// container and says what the model is told): its server_tool_use block,
+// the run, its result block; it returns the tool_result the model server
+// gets.
 func (l *loop) call(ctx context.Context, b gjson.Result) string {
 	p := l.x.p
 	name := b.Get("name").Str
-	c := codeexec.Decode(name, b.Get("input"))
+	action := p.tools[name].Decode(codeexec.Args(b.Get("input")))
+	c := action.(*codeexec.Call) // the blocks are Anthropic's: tool_codeexec.go
 	c.UpstreamID = b.Get("id").Str
 	c.ID = p.callID(l.x.owner, name, c.Input)
 	l.calls++
 	l.emit(`{"type":"server_tool_use","id":` + jsonx.Quote(c.ID) + `,"name":` + jsonx.Quote(name) + `,"input":` + c.Input + `,"caller":{"type":"direct"}}`)
-	var r codeexec.Result
-	if c.Invalid != "" {
-		r = codeexec.ErrorResult(name, codeexec.ErrInvalidInput, c.Invalid)
-	} else {
+	var o hostedtool.Outcome
+	if action.Invalid() == "" {
 		done := l.em.running()
-		start := time.Now()
-		rr, err := l.x.ctr.Shell(ctx, c.Request(p.cfg.RunTimeout, p.cfg.StdoutBytes))
+		rr, err := action.Run(ctx, l.x.ctr, nil)
 		done()
+		o = hostedtool.Outcome{RunResult: rr, Shown: true}
 		if err != nil {
 			p.log.Warn("a code execution call failed", zap.String("tool", name), zap.Error(err))
+			o.NotRun = notRun(err)
 		}
-		p.log.Debug("code execution call", zap.String("tool", name), zap.Duration("took", time.Since(start)))
-		r = c.Outcome(rr, err)
 	}
+	r := c.Result(o)
 	l.emit(c.Block(r))
-	text := codeexec.ModelText(name, gjson.Parse(c.Input), gjson.Parse(r.Content))
-	res := `{"type":"tool_result","tool_use_id":` + jsonx.Quote(c.UpstreamID) + `,"content":` + jsonx.Quote(text)
+	res := `{"type":"tool_result","tool_use_id":` + jsonx.Quote(c.UpstreamID) + `,"content":` + jsonx.Quote(action.ModelOutput(o))
 	if r.IsError {
 		res += `,"is_error":true`
 	}
@@ -339,4 +342,16 @@ func (l *loop) finish(head gjson.Result, stop, seq string) []byte {
 	return []byte(`{"id":` + jsonx.Quote(head.Get("id").Str) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(head.Get("model").Str) +
 		`,"content":` + string(jsonx.AppendArray(nil, l.blocks)) + `,"stop_reason":` + stop + `,"stop_sequence":` + seq +
 		`,"usage":` + u + `,"container":` + container + `}`)
+}
+
+// notRun is why a call that could not run did not: the error_message of
+// its unavailable result.
+func notRun(err error) string {
+	switch {
+	case errors.Is(err, containerapi.ErrSecretsLost):
+		return "the container's network secrets are not held by this server"
+	case errors.Is(err, containerapi.ErrUnavailable):
+		return "the container is temporarily unavailable"
+	}
+	return "the container could not run the call"
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/codeinterp/codeinterp/internal/apierror"
 	"github.com/codeinterp/codeinterp/internal/codeexec"
 	"github.com/codeinterp/codeinterp/internal/containerapi"
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/processor"
+	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
 
 // Config is the Messages processor's part of the operator configuration.
@@ -22,11 +24,8 @@ type Config struct {
 	// the message ends with stop_reason "pause_turn", as Anthropic's does
 	// when its server tools' loop stops. Default 16.
 	MaxRounds int
-	// RunTimeout bounds each call (the sandbox's run timeout). Default 30 s.
-	RunTimeout time.Duration
-	// StdoutBytes is the sandbox's bound of a command's stdout, which the
-	// editor's answer must fit in. Default 1 MiB.
-	StdoutBytes int
+	// Limits bound each call (the sandbox's run timeout and stdout bound).
+	Limits codeexec.Limits
 	// MaxBodyBytes bounds a follow-up's answer. Default 16 MiB.
 	MaxBodyBytes int
 	// ContainerExpiry is how long after its last use a container expires
@@ -36,8 +35,8 @@ type Config struct {
 	// PingEvery is how often a live stream gets a ping while a call runs.
 	// Default 2 s.
 	PingEvery time.Duration
-	// Environment is what the model is told of the container.
-	Environment codeexec.Environment
+	// Environment is the sandbox's, for the tools' descriptions.
+	Environment sandbox.Environment
 	// Key binds the ids of the calls this server makes (history replays
 	// are checked against it); replicas must share it. Empty: a random key
 	// of this process (history from before a restart is then refused).
@@ -47,12 +46,6 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.MaxRounds <= 0 {
 		c.MaxRounds = 16
-	}
-	if c.RunTimeout <= 0 {
-		c.RunTimeout = 30 * time.Second
-	}
-	if c.StdoutBytes <= 0 {
-		c.StdoutBytes = 1 << 20
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 16 << 20
@@ -78,8 +71,10 @@ type Processor struct {
 	ctrs     Containers
 	hasShell bool
 	key      []byte
-	log      *zap.Logger
-	now      func() time.Time
+	// tools are the hosted tools by function name (hostedtool's seam).
+	tools map[string]hostedtool.Tool
+	log   *zap.Logger
+	now   func() time.Time
 }
 
 var _ processor.Processor = (*Processor)(nil)
@@ -94,7 +89,10 @@ func New(cfg Config, ctrs Containers, hasShell bool, log *zap.Logger) (*Processo
 	if log == nil {
 		log = zap.NewNop()
 	}
-	p := &Processor{cfg: cfg.withDefaults(), ctrs: ctrs, hasShell: hasShell, key: cfg.Key, log: log, now: time.Now}
+	p := &Processor{cfg: cfg.withDefaults(), ctrs: ctrs, hasShell: hasShell, key: cfg.Key, log: log, now: time.Now, tools: map[string]hostedtool.Tool{}}
+	for _, t := range codeexec.Tools(cfg.Limits) {
+		p.tools[t.FunctionName()] = t
+	}
 	if len(p.key) == 0 {
 		p.key = make([]byte, 32)
 		_, _ = rand.Read(p.key)

@@ -68,11 +68,11 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 				apiErr = invalid(param + ": code execution needs a sandbox with a shell; this server's sandbox provider runs Python only (sandbox.provider: gvisor has bash)")
 				return false
 			}
-			tools = append(tools, codeexec.Tools(p.cfg.Environment)...)
+			tools = append(tools, p.clientTools()...)
 			return true
 		}
 		name := t.Get("name").Str
-		if codeexec.IsToolName(name) || name == codeexec.Name {
+		if p.tools[name] != nil || name == codeexec.Name {
 			apiErr = invalid(fmt.Sprintf("%s.name: %q is the name of a code execution tool", param, name))
 			return false
 		}
@@ -245,3 +245,14 @@ func appendMessage(out []message, m message) []message {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// clientTools are the hosted tools as the Messages API's client tools
+// (name, description, input_schema), from each tool's function.
+func (p *Processor) clientTools() []string {
+	var out []string
+	for _, name := range []string{codeexec.BashName, codeexec.EditorName} {
+		f := gjson.Parse(p.tools[name].Function(p.cfg.Environment, nil))
+		out = append(out, `{"name":`+f.Get("name").Raw+`,"description":`+f.Get("description").Raw+`,"input_schema":`+f.Get("parameters").Raw+`}`)
+	}
+	return out
+}
