@@ -84,7 +84,10 @@ func toolUse(id, name, input string) string {
 	return `{"type":"tool_use","id":"` + id + `","name":"` + name + `","input":` + input + `}`
 }
 
-func textBlock(s string) string { b, _ := json.Marshal(s); return `{"type":"text","text":` + string(b) + `}` }
+func textBlock(s string) string {
+	b, _ := json.Marshal(s)
+	return `{"type":"text","text":` + string(b) + `}`
+}
 
 // lastResults are the tool_result blocks of a request's last message.
 func lastResults(req gjson.Result) map[string]gjson.Result {
