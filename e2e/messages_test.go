@@ -3,9 +3,13 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,8 +48,10 @@ func newAnthModel(t *testing.T, steps ...anthStep) (*anthModel, string) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path != "/v1/messages" || r.Header.Get("x-api-key") == "" || r.Header.Get("anthropic-version") == "" {
-			m.t.Errorf("the model server got %s %s x-api-key=%q anthropic-version=%q", r.Method, r.URL.Path, r.Header.Get("x-api-key"), r.Header.Get("anthropic-version"))
+		// The client's credential (x-api-key, or a Bearer token as the
+		// SDK sends it) and version reach the model server, follow-ups too.
+		if r.URL.Path != "/v1/messages" || (r.Header.Get("x-api-key") == "" && r.Header.Get("authorization") == "") || r.Header.Get("anthropic-version") == "" {
+			m.t.Errorf("the model server got %s %s x-api-key=%q authorization=%q anthropic-version=%q", r.Method, r.URL.Path, r.Header.Get("x-api-key"), r.Header.Get("authorization"), r.Header.Get("anthropic-version"))
 		}
 		req := gjson.ParseBytes(body)
 		m.reqs = append(m.reqs, req)
@@ -463,5 +469,71 @@ func TestMessagesRefusedOnWasm(t *testing.T) {
 	st, _, b = postMessages(t, s, "k", `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`)
 	if st != 200 || gjson.GetBytes(b, "content.0.text").Str != "plain" || len(m.reqs) != 1 {
 		t.Fatalf("a request without the tool: %d %s", st, b)
+	}
+}
+
+// TestNodeAnthropicSDK: the official @anthropic-ai/sdk decodes what this
+// server answers — messages.create's typed blocks, then messages.stream
+// (its accumulator builds the server_tool_use input from input_json_delta
+// and takes each result whole from content_block_start) continuing in the
+// same container with the history the SDK holds sent back as it is.
+func TestNodeAnthropicSDK(t *testing.T) {
+	node := nodeReady(t)
+	s, _ := messagesStack(t,
+		anthStep{blocks: []string{toolUse("toolu_1", "text_editor_code_execution", `{"command":"create","path":"/mnt/data/hello.py","file_text":"print('hello', 6 * 7)\n"}`)}},
+		anthStep{blocks: []string{toolUse("toolu_2", "bash_code_execution", `{"command":"cd /mnt/data && python3 hello.py | tee out.txt"}`)}},
+		anthStep{blocks: []string{textBlock("It printed hello 42.")}},
+		anthStep{
+			check: func(t *testing.T, req gjson.Result) {
+				if n := len(req.Get("messages").Array()); n != 7 {
+					t.Errorf("the SDK's history became %d messages: %s", n, req.Get("messages").Raw)
+				}
+			},
+			blocks: []string{textBlock("Again: "), toolUse("toolu_3", "bash_code_execution", `{"command":"python3 hello.py; pwd"}`)},
+		},
+		anthStep{blocks: []string{textBlock("Same.")}},
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(nodeDir, "anthropic.mjs"))
+	cmd.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+s.proxyURL, "ANTHROPIC_API_KEY=sk-ant-node")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("anthropic.mjs: %v\n%s\n%s", err, stderr.String(), stdout.String())
+	}
+	t.Logf("what the SDK decoded:\n%s", stdout.String())
+	rep := gjson.Parse(stdout.String())
+	c := rep.Get("create")
+	var kinds []string
+	c.Get("blocks").ForEach(func(_, b gjson.Result) bool { kinds = append(kinds, b.Get("type").Str); return true })
+	if strings.Join(kinds, ",") != "server_tool_use,text_editor_code_execution_tool_result,server_tool_use,bash_code_execution_tool_result,text" {
+		t.Fatalf("create's blocks: %v", kinds)
+	}
+	b := c.Get("blocks").Array()
+	if b[0].Get("input.path").Str != "/mnt/data/hello.py" || b[1].Get("content.type").Str != "text_editor_code_execution_create_result" ||
+		b[3].Get("stdout").Str != "hello 42\n" || b[3].Get("return_code").Int() != 0 || len(b[3].Get("files").Array()) != 1 ||
+		b[3].Get("tool_use_id").Str != b[2].Get("id").Str {
+		t.Errorf("create's blocks: %s", c.Get("blocks").Raw)
+	}
+	if c.Get("stop_reason").Str != "end_turn" || c.Get("usage.server_tool_use.code_execution_requests").Int() != 2 || !strings.HasPrefix(c.Get("container.id").Str, "cntr_") {
+		t.Errorf("create: %s", c.Raw)
+	}
+	m := rep.Get("stream.message")
+	kinds = nil
+	m.Get("blocks").ForEach(func(_, b gjson.Result) bool { kinds = append(kinds, b.Get("type").Str); return true })
+	if strings.Join(kinds, ",") != "text,server_tool_use,bash_code_execution_tool_result,text" {
+		t.Fatalf("the stream's blocks: %v", kinds)
+	}
+	sb := m.Get("blocks").Array()
+	if sb[1].Get("input.command").Str != "python3 hello.py; pwd" || sb[2].Get("stdout").Str != "hello 42\n/mnt/data\n" || sb[0].Get("text").Str != "Again: " {
+		t.Errorf("the stream's blocks: %s", m.Get("blocks").Raw)
+	}
+	if m.Get("container.id").Str != c.Get("container.id").Str || m.Get("stop_reason").Str != "end_turn" || m.Get("usage.server_tool_use.code_execution_requests").Int() != 1 {
+		t.Errorf("the stream's message: %s", m.Raw)
+	}
+	if ev := rep.Get("stream.events").Raw; !strings.Contains(ev, `"content_block_start:server_tool_use","content_block_delta","content_block_stop","content_block_start:bash_code_execution_tool_result","content_block_stop"`) ||
+		!strings.HasSuffix(ev, `"message_delta","message_stop"]`) {
+		t.Errorf("the stream's events: %s", ev)
 	}
 }
