@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"os/exec"
@@ -535,5 +536,91 @@ func TestNodeAnthropicSDK(t *testing.T) {
 	if ev := rep.Get("stream.events").Raw; !strings.Contains(ev, `"content_block_start:server_tool_use","content_block_delta","content_block_stop","content_block_start:bash_code_execution_tool_result","content_block_stop"`) ||
 		!strings.HasSuffix(ev, `"message_delta","message_stop"]`) {
 		t.Errorf("the stream's events: %s", ev)
+	}
+}
+
+// TestMessagesFiles: Anthropic's Files API shapes on the same store — an
+// upload (multipart, anthropic-version) is Anthropic's file object, listed
+// and fetched as one; a container_upload block puts it in the container
+// the code runs in; the file the code writes is a bash_code_execution_output
+// whose file_id Anthropic's Files API serves (downloadable), while an
+// upload is not downloadable; another credential sees none of them; errors
+// are Anthropic's.
+func TestMessagesFiles(t *testing.T) {
+	s, _ := messagesStack(t,
+		anthStep{
+			check: func(t *testing.T, req gjson.Result) {
+				if c := req.Get("messages.0.content"); c.Get("#").Int() != 2 || c.Get("1.type").Str != "text" || !strings.Contains(c.Get("1.text").Str, "uploaded into the code execution container as /mnt/data/file-") {
+					t.Errorf("the container_upload block became: %s", c.Raw)
+				}
+			},
+			blocks: []string{toolUse("toolu_1", "bash_code_execution", `{"command":"ls /mnt/data; wc -l < /mnt/data/file-*-sales.csv > /mnt/data/count.txt"}`)},
+		},
+		anthStep{blocks: []string{textBlock("3 lines.")}},
+	)
+	do := func(method, path, key string, body io.Reader, ctype string) (int, []byte) {
+		req, _ := http.NewRequest(method, s.proxyURL+path, body)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		if key != "" {
+			req.Header.Set("x-api-key", key)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	fw, _ := mw.CreateFormFile("file", "sales.csv")
+	_, _ = io.WriteString(fw, "a,1\nb,2\nc,3\n")
+	_ = mw.Close()
+	st, b := do(http.MethodPost, "/v1/files", "sk-f", &mp, mw.FormDataContentType())
+	f := gjson.ParseBytes(b)
+	if st != 200 || !strings.HasPrefix(f.Get("id").Str, "file-") || f.Get("type").Str != "file" || f.Get("filename").Str != "sales.csv" ||
+		f.Get("mime_type").Str != "text/csv" || f.Get("size_bytes").Int() != 12 || f.Get("downloadable").Type != gjson.False || len(f.Map()) != 7 {
+		t.Fatalf("upload: %d %s", st, b)
+	}
+	if _, err := time.Parse(time.RFC3339, f.Get("created_at").Str); err != nil {
+		t.Errorf("created_at: %v", err)
+	}
+	fid := f.Get("id").Str
+	if st, b := do(http.MethodGet, "/v1/files", "sk-f", nil, ""); st != 200 || gjson.GetBytes(b, "data.0.id").Str != fid || gjson.GetBytes(b, "first_id").Str != fid || gjson.GetBytes(b, "has_more").Bool() {
+		t.Errorf("list: %d %s", st, b)
+	}
+	if st, b := do(http.MethodGet, "/v1/files/"+fid+"/content", "sk-f", nil, ""); st != 400 || gjson.GetBytes(b, "error.type").Str != "invalid_request_error" {
+		t.Errorf("an upload's content: %d %s", st, b)
+	}
+	if st, b := do(http.MethodGet, "/v1/files/"+fid, "sk-other", nil, ""); st != 404 || gjson.GetBytes(b, "error.type").Str != "not_found_error" || gjson.GetBytes(b, "type").Str != "error" {
+		t.Errorf("another credential: %d %s", st, b)
+	}
+	if st, b := do(http.MethodGet, "/v1/files", "", nil, ""); st != 401 || gjson.GetBytes(b, "error.type").Str != "authentication_error" {
+		t.Errorf("no credential: %d %s", st, b)
+	}
+
+	body := `{"model":"m","max_tokens":99,"messages":[{"role":"user","content":[{"type":"text","text":"count"},{"type":"container_upload","file_id":"` + fid + `"}]}],"tools":[` + codeExecTool + `]}`
+	st, _, b = postMessages(t, s, "sk-f", body)
+	r := gjson.GetBytes(b, "content.1.content")
+	if st != 200 || !strings.Contains(r.Get("stdout").Str, "sales.csv") || len(r.Get("content").Array()) != 1 {
+		t.Fatalf("the upload in the container: %d %s", st, b)
+	}
+	out := r.Get("content.0.file_id").Str
+	if st, b := do(http.MethodGet, "/v1/files/"+out, "sk-f", nil, ""); st != 200 || gjson.GetBytes(b, "filename").Str != "count.txt" || !gjson.GetBytes(b, "downloadable").Bool() {
+		t.Errorf("the output file's metadata: %d %s", st, b)
+	}
+	if st, b := do(http.MethodGet, "/v1/files/"+out+"/content", "sk-f", nil, ""); st != 200 || string(b) != "3\n" {
+		t.Errorf("the output file's content: %d %q", st, b)
+	}
+	if st, _ := do(http.MethodGet, "/v1/files/"+out+"/content", "sk-other", nil, ""); st != 404 {
+		t.Errorf("another credential downloads the output: %d", st)
+	}
+	st, _, b = postMessages(t, s, "sk-other", strings.Replace(body, "count", "steal", 1))
+	if st != 404 || gjson.GetBytes(b, "error.type").Str != "not_found_error" {
+		t.Errorf("another credential's container_upload: %d %s", st, b)
 	}
 }

@@ -177,7 +177,7 @@ func (p *Processor) rewriteMessages(owner string, msgs gjson.Result, r *request)
 			}
 			r.uploads = append(r.uploads, id)
 			changed = true
-			blocks = append(blocks, `{"type":"text","text":`+jsonx.Quote("[The file "+id+" was uploaded into the code execution container: it is in /mnt/data (list it to see its name).]")+`}`)
+			blocks = append(blocks, `{"type":"text","text":`+jsonx.Quote("[The file "+id+" was uploaded into the code execution container as /mnt/data/"+id+"-<its filename> (ls /mnt/data/"+id+"-*).]")+`}`)
 			return true
 		})
 		if apiErr != nil {
