@@ -2,6 +2,7 @@ package codeexec
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -55,6 +56,12 @@ func Decode(name string, input gjson.Result) Call {
 		}
 		if v.Type != gjson.String {
 			c.Why = fmt.Sprintf("%q must be a string", field)
+			return nil, false
+		}
+		if (field == "command" || field == "path") && strings.ContainsRune(v.Str, 0) {
+			// bash and paths cannot carry a NUL: say so instead of
+			// failing in the sandbox.
+			c.Why = fmt.Sprintf("%q contains a NUL character", field)
 			return nil, false
 		}
 		return &v.Str, true

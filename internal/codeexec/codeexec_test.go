@@ -182,3 +182,65 @@ func jsonQuote(s string) string {
 	b.WriteString(`"`)
 	return b.String()
 }
+
+// TestHostile: what a model (or a prompt injection steering it) may send.
+// Each is refused or contained with Anthropic's result, and the session
+// goes on: NUL bytes, a file_text past the sandbox's source bound, a flood
+// of output (cut, said so), binary output, a FIFO or the sandbox's control
+// FIFO through a link (never opened by the editor), a command that kills
+// its own shell (no state saved, the earlier state kept), one that removes
+// the EXIT trap, a path outside /mnt/data (the sandbox's own view only).
+func TestHostile(t *testing.T) {
+	c := gvisorContainer(t)
+	if r := do(t, c, codeexec.BashName, `{"command":"cd /tmp && export KEEP=1"}`); r.Get("return_code").Int() != 0 {
+		t.Fatal(r.Raw)
+	}
+	for _, tc := range []struct{ name, input string }{
+		{codeexec.BashName, `{"command":"echo a\u0000b"}`},
+		{codeexec.EditorName, `{"command":"view","path":"/mnt/data/a\u0000b"}`},
+	} {
+		if call := codeexec.Decode(tc.name, gjson.Parse(tc.input)); !strings.Contains(call.Why, "NUL") {
+			t.Errorf("%s: %q", tc.input, call.Why)
+		}
+	}
+	big := strings.Repeat("x", 300<<10)
+	call := codeexec.Decode(codeexec.EditorName, gjson.Parse(`{"command":"create","path":"/mnt/data/big","file_text":"`+big+`"}`))
+	rr, err := c.Shell(context.Background(), call.Request(10*time.Second, 1<<20))
+	if r := gjson.Parse(call.Outcome(rr, err).Content); r.Get("error_code").Str != "invalid_tool_input" {
+		t.Errorf("a file_text past the bound: %s (%v)", r.Raw, err)
+	}
+	r := do(t, c, codeexec.BashName, `{"command":"yes | head -c 5000000"}`)
+	if len(r.Get("stdout").Str) > 1<<20 || !strings.Contains(r.Get("stderr").Str, "output truncated") {
+		t.Errorf("a flood: %d bytes, stderr %q", len(r.Get("stdout").Str), r.Get("stderr").Str)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"printf '\\xff\\xfeok'"}`); r.Get("stdout").Str != "\ufffdok" {
+		t.Errorf("binary output: %s", r.Raw)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"mkfifo /tmp/f; ln -sf /run/ci/in /tmp/ctl; echo ok"}`); r.Get("stdout").Str != "ok\n" {
+		t.Fatalf("setup: %s", r.Raw)
+	}
+	for _, p := range []string{"/tmp/f", "/tmp/ctl", "/dev/zero"} {
+		r := do(t, c, codeexec.EditorName, `{"command":"view","path":"`+p+`"}`)
+		if r.Get("error_code").Str != "invalid_tool_input" || !strings.Contains(r.Get("error_message").Str, "not a regular file") {
+			t.Errorf("view %s: %s", p, r.Raw)
+		}
+	}
+	if r := do(t, c, codeexec.EditorName, `{"command":"create","path":"/tmp/ctl","file_text":"x"}`); r.Get("error_code").Str != "invalid_tool_input" {
+		t.Errorf("create over the control FIFO's link: %s", r.Raw)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"cd / && export KEEP=2 && kill -9 $$"}`); r.Get("return_code").Int() != 137 {
+		t.Errorf("a shell that kills itself: %s", r.Raw)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"pwd; echo $KEEP"}`); r.Get("stdout").Str != "/tmp\n1\n" {
+		t.Errorf("the state after a killed shell: %s", r.Raw)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"trap - EXIT; cd /; export KEEP=3"}`); r.Get("return_code").Int() != 0 {
+		t.Errorf("%s", r.Raw)
+	}
+	if r := do(t, c, codeexec.BashName, `{"command":"pwd; echo $KEEP; id -u; cat /etc/hostname 2>&1 | head -1"}`); !strings.HasPrefix(r.Get("stdout").Str, "/tmp\n1\n65534\n") {
+		t.Errorf("after a removed trap: %s", r.Raw)
+	}
+	if r := do(t, c, codeexec.EditorName, `{"command":"view","path":"/etc/passwd"}`); strings.Contains(r.Get("content").Str, "root:x:0:0:root:/root") && !strings.Contains(r.Get("content").Str, "65534") {
+		t.Errorf("the host's /etc/passwd: %s", r.Raw)
+	}
+}

@@ -2,7 +2,7 @@
 # its user by `python3 -I -c` with the request as base64 JSON on stdin. It
 # answers one line: the marker, then JSON. Relative paths are from the
 # working directory bash left (the session's prologue ran before it).
-import base64, json, os, sys
+import base64, json, os, stat, sys
 
 MARK = "\x1eCODEINTERP-EDIT "
 IMAGES = {".png": "image", ".jpg": "image", ".jpeg": "image", ".gif": "image", ".webp": "image", ".pdf": "pdf"}
@@ -26,7 +26,16 @@ def lines_of(text):
     return ls
 
 
+def regular(path):
+    # A FIFO, a device or a socket (the sandbox's control FIFOs among them)
+    # would block the editor or steal another reader's bytes: text files only.
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("%s is not a regular file" % path)
+
+
 def read_text(path, limit):
+    regular(path)
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
@@ -53,6 +62,7 @@ def view(req, path, limit):
                 "num_lines": n, "start_line": 1, "total_lines": n}
     kind = IMAGES.get(os.path.splitext(path)[1].lower())
     if kind:
+        regular(path)
         with open(path, "rb") as f:
             data = f.read(limit * 3 // 4 + 1)
         if len(data) > limit * 3 // 4:
@@ -80,6 +90,8 @@ def create(req, path):
     if not isinstance(text, str):
         raise LookupError("create needs file_text (a string)")
     update = os.path.lexists(path)
+    if update and not os.path.isdir(path):
+        regular(path)
     d = os.path.dirname(path)
     if d:
         os.makedirs(d, exist_ok=True)
