@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-		"strings"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
