@@ -127,6 +127,11 @@ func (p *Processor) NewExchange(ctx context.Context, caller processor.Caller, bo
 		return nil, p.openError(req, err)
 	}
 	x.ctr = ctr
+	if pol := ctr.Network(); pol != nil {
+		// A container made with a network policy keeps it: the model
+		// is told what its commands may reach.
+		req.upstream = req.withNetwork(p, pol)
+	}
 	return x, nil
 }
 

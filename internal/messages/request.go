@@ -10,6 +10,7 @@ import (
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
 	"github.com/codeinterp/codeinterp/internal/codeexec"
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 )
 
@@ -27,6 +28,9 @@ type request struct {
 	uploads []string
 	// clientTools are the names of the request's own tools.
 	clientTools map[string]bool
+	// tools is the upstream's tools array, ours at index ours.
+	tools []string
+	ours  int
 }
 
 // mayUse is the pass-through test: a body without these letters declares
@@ -64,11 +68,12 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 				return false
 			}
 			declared = int(k.Int())
+			r.ours = len(tools)
 			if !p.hasShell {
 				apiErr = invalid(param + ": code execution needs a sandbox with a shell; this server's sandbox provider runs Python only (sandbox.provider: gvisor has bash)")
 				return false
 			}
-			tools = append(tools, p.clientTools()...)
+			tools = append(tools, p.clientTools(nil)...)
 			return true
 		}
 		name := t.Get("name").Str
@@ -91,6 +96,7 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 		return r, nil
 	}
 	r.intercepted = true
+	r.tools = tools
 	edits := []jsonx.Edit{jsonx.Set("tools", string(jsonx.AppendArray(nil, tools)))}
 	if r.stream {
 		edits = append(edits, jsonx.Set("stream", "false"))
@@ -248,11 +254,20 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // clientTools are the hosted tools as the Messages API's client tools
 // (name, description, input_schema), from each tool's function.
-func (p *Processor) clientTools() []string {
+func (p *Processor) clientTools(pol *egress.Policy) []string {
 	var out []string
 	for _, name := range []string{codeexec.BashName, codeexec.EditorName} {
-		f := gjson.Parse(p.tools[name].Function(p.cfg.Environment, nil))
+		f := gjson.Parse(p.tools[name].Function(p.cfg.Environment, pol))
 		out = append(out, `{"name":`+f.Get("name").Raw+`,"description":`+f.Get("description").Raw+`,"input_schema":`+f.Get("parameters").Raw+`}`)
 	}
 	return out
+}
+
+// withNetwork is the upstream body with the tools describing pol, the
+// network policy of the container the request named (made with one
+// through the Containers API).
+func (r *request) withNetwork(p *Processor, pol *egress.Policy) []byte {
+	tools := append([]string(nil), r.tools...)
+	copy(tools[r.ours:], p.clientTools(pol))
+	return jsonx.EditObject(string(r.upstream), jsonx.Set("tools", string(jsonx.AppendArray(nil, tools))))
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 )
 
@@ -144,5 +145,20 @@ func TestEventStream(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "message_start,content_block_start,content_block_delta,content_block_stop,content_block_start,content_block_delta,content_block_stop,content_block_start,content_block_stop,message_delta,message_stop" {
 		t.Fatalf("%v", names)
+	}
+}
+
+// TestWithNetwork: a container with a network policy has the two tools
+// describe it, in their place among the client's tools.
+func TestWithNetwork(t *testing.T) {
+	p := testProcessor(t, true)
+	r, err := p.rewrite("o", []byte(`{"messages":[],"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"code_execution_20250825","name":"code_execution"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := gjson.ParseBytes(r.withNetwork(p, &egress.Policy{AllowedDomains: []string{"pypi.org"}}))
+	if up.Get("tools.0.name").Str != "f" || up.Get("tools.1.name").Str != "bash_code_execution" || !strings.Contains(up.Get("tools.1.description").Str, "pypi.org") ||
+		strings.Contains(gjson.GetBytes(r.upstream, "tools.1.description").Str, "pypi.org") {
+		t.Fatalf("%s", up.Get("tools").Raw)
 	}
 }
