@@ -171,6 +171,7 @@ bench: setup
 	$(GO) test -run '^$$' -bench LiveStreamThroughProxy -benchtime 5x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench LoadThroughDev -benchtime 1x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench GVisorFirstCallThroughDev -benchtime 20x -timeout 30m ./e2e | tee -a bench.out
+	$(GO) test -run '^$$' -bench MessagesBash -benchtime 20x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench '^BenchmarkBackground$$' -benchtime 20x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) test -run '^$$' -bench TracingOverhead -benchtime 40x -timeout 30m ./e2e | tee -a bench.out
 	$(GO) run ./internal/benchtable -notes docs/benchmark-notes.md < bench.out > docs/benchmarks.md

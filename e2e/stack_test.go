@@ -29,6 +29,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/filter"
 	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/messages"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
@@ -65,6 +66,9 @@ type stackOptions struct {
 	logs io.Writer
 	// tel traces the stack (nil: off).
 	tel *telemetry.Telemetry
+	// messages serves Anthropic's Messages API on /v1/messages (needs
+	// containers), its follow-ups to the model's /v1/messages.
+	messages bool
 }
 
 // stack is the whole path: client → devproxy → ext_proc gRPC → filter →
@@ -181,11 +185,21 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 	if err != nil {
 		t.Fatal(err)
 	}
+	var extra []filter.Route
+	if o.messages {
+		mp, err := messages.New(messages.Config{PingEvery: 500 * time.Millisecond, Environment: prov.Environment()}, mgr, prov.Environment().Shell, log.Named("messages"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, filter.Route{Name: "messages", Paths: []string{"/v1/messages"}, Processor: mp, UpstreamURL: upstream + "/v1/messages",
+			ForwardHeaders: []string{"x-api-key", "anthropic-version"}, ErrorBody: messages.ErrorBody})
+	}
 	fs, err := filter.New(filter.Config{
 		OverrideMessageTimeout: 10 * time.Minute,
 		SyntheticStreams:       o.synthetic,
 		Upstream:               filter.UpstreamConfig{URL: upstream + "/v1/responses"},
 		Telemetry:              o.tel,
+		Routes:                 extra,
 	}, ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {
 		t.Fatal(err)
@@ -357,4 +371,10 @@ func newHTTPServer(t testing.TB, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// Shell passes the hosted shell's commands through (the recorder counts
+// cells only).
+func (s *recordedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
+	return sandbox.Shell(ctx, s.Session, req)
 }

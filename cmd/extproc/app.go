@@ -27,6 +27,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/filter"
 	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/messages"
 	"github.com/codeinterp/codeinterp/internal/netpolicy"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/wasm"
@@ -248,6 +249,14 @@ func startApp(ctx context.Context, cfg *config.Config, log *zap.Logger) (a *app,
 	fc.Telemetry = tel
 	if bg != nil {
 		fc.Background = bg.runner
+	}
+	if len(cfg.Routes.MessagesPaths) > 0 {
+		env := prov.Environment()
+		mp, err := messages.New(messagesConfig(cfg, env), mgr, env.Shell, log.Named("messages"))
+		if err != nil {
+			return nil, err
+		}
+		fc.Routes = append(fc.Routes, messagesRoute(cfg, mp))
 	}
 	fsrv, err := filter.New(fc, ic.Processor(), metrics, log.Named("filter"))
 	if err != nil {

@@ -86,11 +86,16 @@ func writeSummary(w io.Writer, c *config.Config, env []string) {
 	if c.Server.OverrideMessageTimeout > 0 {
 		override = c.Server.OverrideMessageTimeout.String() + " (Envoy's max_message_timeout must be at least this)"
 	}
+	messagesRoutes := "off"
+	if len(c.Routes.MessagesPaths) > 0 {
+		messagesRoutes = strings.Join(c.Routes.MessagesPaths, ", ") + " (follow-ups to " + c.Upstream.MessagesUpstream() + ")"
+	}
 	l := c.Sandbox.Limits
 	lines := [][2]string{
 		{"grpc listen", c.Server.Listen},
 		{"admin listen", admin},
 		{"routes", strings.Join(c.Routes.Methods, ",") + " " + strings.Join(c.Routes.Paths, ", ")},
+		{"messages routes", messagesRoutes},
 		{"max body", c.Server.MaxBodyBytes.String()},
 		{"message timeout override", override},
 		{"function name", c.Interceptor.FunctionName},

@@ -23,10 +23,12 @@ import (
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob/dir"
 	"github.com/codeinterp/codeinterp/internal/checkpoint/blob/s3"
+	"github.com/codeinterp/codeinterp/internal/codeexec"
 	"github.com/codeinterp/codeinterp/internal/config"
 	"github.com/codeinterp/codeinterp/internal/egress"
 	"github.com/codeinterp/codeinterp/internal/filter"
 	"github.com/codeinterp/codeinterp/internal/interceptor"
+	"github.com/codeinterp/codeinterp/internal/messages"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
 	"github.com/codeinterp/codeinterp/internal/sandbox/gvisor"
 	"github.com/codeinterp/codeinterp/internal/sandbox/pool"
@@ -508,4 +510,38 @@ func version() string {
 		return bi.Main.Version
 	}
 	return ""
+}
+
+// messagesConfig maps the configuration onto the Messages API processor's
+// (routes.messages_paths): the same round bound and run timeout as the
+// Responses API's, the sandbox's stdout bound, and the call ids' key,
+// derived from the cluster key's source when there is one (replicas then
+// accept each other's calls in a history), else none (a key of this
+// process: history from before a restart is refused).
+func messagesConfig(cfg *config.Config, env sandbox.Environment) messages.Config {
+	mc := messages.Config{
+		MaxRounds:       cfg.Interceptor.MaxRounds,
+		Limits:          codeexec.Limits{Timeout: cfg.Sandbox.Limits.RunTimeout, StdoutBytes: int(cfg.Sandbox.Limits.StdoutBytes)},
+		MaxBodyBytes:    int(cfg.Server.MaxBodyBytes),
+		ContainerExpiry: cfg.API.DefaultExpiry,
+		Environment:     env,
+	}
+	if secret, err := clusterSecret(cfg, os.LookupEnv); err == nil {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte("codeinterp messages call ids v1"))
+		mc.Key = mac.Sum(nil)
+	}
+	return mc
+}
+
+// messagesRoute is the filter's route of the Messages API.
+func messagesRoute(cfg *config.Config, p *messages.Processor) filter.Route {
+	return filter.Route{
+		Name:           "messages",
+		Paths:          cfg.Routes.MessagesPaths,
+		Processor:      p,
+		UpstreamURL:    cfg.Upstream.MessagesUpstream(),
+		ForwardHeaders: []string{"x-api-key", "anthropic-version", "anthropic-beta"},
+		ErrorBody:      messages.ErrorBody,
+	}
 }

@@ -345,7 +345,7 @@ func checkBootstrap(b *bootstrapv3.Bootstrap, c *config.Config) error {
 				streamIdle = dur(h.GetStreamIdleTimeout())
 			}
 			for _, vh := range h.GetRouteConfig().GetVirtualHosts() {
-				for _, p := range c.Routes.Paths {
+				for _, p := range append(slices.Clone(c.Routes.Paths), c.Routes.MessagesPaths...) {
 					r, err := firstRoute(vh, p)
 					if err != nil {
 						fail("virtual host %s: %v", vh.GetName(), err)
@@ -689,7 +689,7 @@ func TestEnvoyBootstrapBroken(t *testing.T) {
 		{"ext_proc disabled on the Responses route", func(b *bootstrapv3.Bootstrap) {
 			edit(b, "public", func(h *hcmv3.HttpConnectionManager) {
 				rs := h.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
-				rs[0].TypedPerFilterConfig = rs[1].TypedPerFilterConfig
+				rs[0].TypedPerFilterConfig = rs[2].TypedPerFilterConfig // the containers route's
 			})
 		}, "route responses for /v1/responses: ext_proc is disabled"},
 		{"ext_proc on the follow-up listener", func(b *bootstrapv3.Bootstrap) {

@@ -664,10 +664,10 @@ func checkManifestsWith(m *manifests, opts checkOptions) error {
 		}
 	}
 	slices.Sort(matched)
-	want := slices.Clone(cfg.Routes.Paths)
+	want := append(slices.Clone(cfg.Routes.Paths), cfg.Routes.MessagesPaths...)
 	slices.Sort(want)
 	if !slices.Equal(matched, want) {
-		fail("the policy's HTTPRoutes match %v; the server handles routes.paths %v", matched, want)
+		fail("the policy's HTTPRoutes match %v; the server handles routes.paths and messages_paths %v", matched, want)
 	}
 
 	if len(pol.Spec.ExtProc) != 1 {
@@ -1322,7 +1322,7 @@ func TestGatewayManifestsBroken(t *testing.T) {
 		{"policy route on another path", func(m *manifests) {
 			v := "/v1/chat/completions"
 			route(m, "codeinterp-responses").Spec.Rules[0].Matches[0].Path.Value = &v
-		}, "the policy's HTTPRoutes match [/v1/chat/completions]; the server handles routes.paths [/v1/responses]"},
+		}, "the policy's HTTPRoutes match [/v1/chat/completions /v1/messages]; the server handles routes.paths and messages_paths [/v1/messages /v1/responses]"},
 		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway llm"},
 		{"wrong namespace", func(m *manifests) { server(m).svc.Namespace = "default" }, `codeinterp is in namespace "default"`},
 		{"no API container port", func(m *manifests) {

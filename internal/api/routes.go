@@ -46,11 +46,11 @@ func (s *Server) routes() *http.ServeMux {
 	)
 	if s.cfg.FilesSource == FilesLocal {
 		s.register(mux, nil,
-			route{"GET /v1/files", s.listFiles},
-			route{"POST /v1/files", s.createFile},
-			route{"GET /v1/files/{id}", s.getFile},
-			route{"DELETE /v1/files/{id}", s.deleteFile},
-			route{"GET /v1/files/{id}/content", s.fileContent},
+			route{"GET /v1/files", byClient(s.listFiles, s.anthropicListFiles)},
+			route{"POST /v1/files", byClient(s.createFile, s.anthropicCreateFile)},
+			route{"GET /v1/files/{id}", byClient(s.getFile, s.anthropicGetFile)},
+			route{"DELETE /v1/files/{id}", byClient(s.deleteFile, s.anthropicDeleteFile)},
+			route{"GET /v1/files/{id}/content", byClient(s.fileContent, s.anthropicFileContent)},
 		)
 	} else {
 		// Whatever the method or credential: the answer says where the
@@ -153,6 +153,10 @@ func (s *Server) endpoint(method string, h handler, other http.HandlerFunc) http
 		}
 		owner, ok := store.Owner(r.Header, s.cfg.AuthHeaders)
 		if !ok && s.cfg.Anonymous != AnonymousShared {
+			if anthropic(r) {
+				writeAnthropicError(w, &apierror.Error{Status: http.StatusUnauthorized, Message: "x-api-key header is required"})
+				return
+			}
 			writeError(w, apierror.NoCredential())
 			return
 		}

@@ -126,3 +126,39 @@ func sprintf(format string, args ...any) string {
 	}
 	return fmt.Sprintf(format, args...)
 }
+
+// AnthropicBody is e in Anthropic's error shape,
+// {"type":"error","error":{"type":…,"message":…}}: the type follows the
+// status as Anthropic's does (OpenAI's param and code have no place in it;
+// the message names the field). The Messages API and Anthropic's Files API
+// shapes answer with it.
+func (e *Error) AnthropicBody() []byte {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{"type": AnthropicType(e.Status), "message": e.Message}})
+	return b
+}
+
+// AnthropicType is Anthropic's error type for an HTTP status.
+func AnthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}

@@ -52,6 +52,7 @@ var ratios = []struct{ label, num, den, unit string }{
 	{"warm print(25) in a container, no files (mirror + collect) ÷ in a bare session (baseline)", "WarmRun/container-0files", "WarmRun/session", "ns/op"},
 	{"warm print(25) in a container with 50 files ÷ in a bare session (baseline)", "WarmRun/container-50files", "WarmRun/session", "ns/op"},
 	{"hosted shell: echo 25 in a warm gVisor container ÷ a print(25) cell in it (baseline; issue 39: ≤ 1.5×)", "GVisorShell/command", "GVisorShell/cell", "ns/op"},
+	{"Anthropic code execution: echo 25 in a warm gVisor container through /v1/messages ÷ the same through /v1/responses' shell (baseline; issue 40: ≤ 1.1×)", "MessagesBash/messages", "MessagesBash/responses-shell", "ns/op"},
 	{"request handling: turn 21 of a 20-turn conversation, expanded from the store ÷ turn 1 (baseline)", "History/turn21-expand", "History/turn1", "ns/op"},
 	{"request handling: turn 21 mapped to the model server's id ÷ turn 1 (baseline)", "History/turn21-upstream", "History/turn1", "ns/op"},
 	// The platform and the runsc, side by side in one run (make bench runs

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -58,6 +60,9 @@ type Routes struct {
 	Paths []string `json:"paths"`
 	// Methods are the HTTP methods handled on those paths.
 	Methods []string `json:"methods"`
+	// MessagesPaths are the paths of Anthropic's Messages API, whose
+	// code_execution tool this server runs (package messages); empty: off.
+	MessagesPaths []string `json:"messages_paths"`
 }
 
 // Interceptor is the Responses-API loop.
@@ -122,6 +127,28 @@ type Upstream struct {
 	Headers map[string]string `json:"headers"`
 	// Timeout bounds one follow-up call.
 	Timeout time.Duration `json:"timeout"`
+	// MessagesURL is where follow-up Messages API requests go (routes.
+	// messages_paths). "" means url with its final /responses replaced by
+	// /messages ("http://127.0.0.1:10001/v1/messages").
+	MessagesURL string `json:"messages_url"`
+}
+
+// MessagesUpstream is the effective upstream.messages_url ("" when it
+// cannot be derived from upstream.url).
+func (u Upstream) MessagesUpstream() string {
+	if u.MessagesURL != "" {
+		return u.MessagesURL
+	}
+	p, err := url.Parse(u.URL)
+	if err != nil {
+		return ""
+	}
+	base, ok := strings.CutSuffix(p.Path, "/responses")
+	if !ok {
+		return ""
+	}
+	p.Path, p.RawPath = base+"/messages", ""
+	return p.String()
 }
 
 // Sandbox configures the interpreters (sandbox/pool over a provider).
@@ -302,8 +329,9 @@ func Default() *Config {
 			OverrideMessageTimeout: 600 * time.Second,
 		},
 		Routes: Routes{
-			Paths:   []string{"/v1/responses"},
-			Methods: []string{"POST"},
+			Paths:         []string{"/v1/responses"},
+			Methods:       []string{"POST"},
+			MessagesPaths: []string{"/v1/messages"},
 		},
 		Interceptor: defaultInterceptor(),
 		Upstream: Upstream{

@@ -130,6 +130,19 @@ func (c *Config) validateRoutes(v *validator) {
 		}
 		seen[p] = true
 	}
+	for i, p := range r.MessagesPaths {
+		path := fmt.Sprintf("routes.messages_paths[%d]", i)
+		switch {
+		case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t"):
+			v.add(path, "%q must be a bare path starting with /", p)
+		case seen[p]:
+			v.add(path, "%q is also in routes.paths or listed twice", p)
+		}
+		seen[p] = true
+	}
+	if _, err := url.Parse(c.Upstream.URL); err == nil && c.Upstream.URL != "" && len(r.MessagesPaths) > 0 && c.Upstream.MessagesUpstream() == "" {
+		v.add("upstream.messages_url", "must be set: upstream.url does not end in /responses, so the Messages API's URL cannot be derived from it")
+	}
 	v.check(len(r.Methods) > 0, "routes.methods", "must list at least one method")
 	seenM := map[string]bool{}
 	for i, m := range r.Methods {
@@ -187,6 +200,11 @@ func (c *Config) validateUpstream(v *validator) {
 		v.add("upstream.url", "must not carry credentials; put them in upstream.headers")
 	case parsed.Fragment != "":
 		v.add("upstream.url", "%q must not have a #fragment", u.URL)
+	}
+	if u.MessagesURL != "" {
+		if parsed, err := url.Parse(u.MessagesURL); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || parsed.User != nil {
+			v.add("upstream.messages_url", "%q must be an absolute http:// or https:// URL without credentials", u.MessagesURL)
+		}
 	}
 	seen := map[string]bool{}
 	for i, h := range u.ForwardHeaders {

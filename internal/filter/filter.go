@@ -57,6 +57,9 @@ type Config struct {
 	// Background runs requests that ask for "background": true; nil
 	// answers them with a 400.
 	Background processor.BackgroundRunner
+	// Routes are endpoints of other processors (another protocol) beside
+	// Paths, each with its own upstream URL and error shape.
+	Routes []Route
 	// AnonymousShared lets requests without a credential share one owner
 	// (api.anonymous: shared); otherwise such a request that uses the code
 	// interpreter's containers gets OpenAI's 401.
@@ -102,7 +105,7 @@ type Server struct {
 	metrics *Metrics
 	log     *zap.Logger
 	client  *http.Client
-	paths   map[string]bool
+	routes  map[string]*route // by path: the main processor's Paths and Config.Routes
 	methods map[string]bool
 	forward []string
 
@@ -130,7 +133,7 @@ func New(cfg Config, proc processor.Processor, metrics *Metrics, log *zap.Logger
 		log = zap.NewNop()
 	}
 	s := &Server{cfg: cfg, proc: proc, metrics: metrics, log: log, client: cfg.Upstream.Client,
-		paths: map[string]bool{}, methods: map[string]bool{}, tel: cfg.Telemetry}
+		routes: map[string]*route{}, methods: map[string]bool{}, tel: cfg.Telemetry}
 	if s.tel == nil {
 		s.tel = telemetry.Off()
 	}
@@ -138,14 +141,18 @@ func New(cfg Config, proc processor.Processor, metrics *Metrics, log *zap.Logger
 	if u, err := url.Parse(cfg.Upstream.URL); err == nil {
 		s.upstreamHost = u.Hostname()
 	}
-	for _, p := range cfg.Paths {
-		s.paths[p] = true
-	}
 	for _, m := range cfg.Methods {
 		s.methods[strings.ToUpper(m)] = true
 	}
 	for _, h := range cfg.Upstream.ForwardHeaders {
 		s.forward = append(s.forward, strings.ToLower(h))
+	}
+	main := &route{name: "responses", proc: proc, url: cfg.Upstream.URL, host: s.upstreamHost, forward: s.forward, main: true}
+	for _, p := range cfg.Paths {
+		s.routes[p] = main
+	}
+	if err := s.addRoutes(cfg.Routes); err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
 	}
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{

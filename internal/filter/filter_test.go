@@ -611,3 +611,33 @@ func TestFollowUpNeverFollowsRedirects(t *testing.T) {
 		t.Fatalf("status %d, requests elsewhere %d: the redirect was followed", status, elsewhere.Load())
 	}
 }
+
+// shellSession is a session with a shell, for TestInstrumentedShell.
+type shellSession struct {
+	sandbox.Session
+	calls int
+}
+
+func (s *shellSession) Shell(context.Context, sandbox.ShellRequest) (sandbox.Result, error) {
+	s.calls++
+	return sandbox.Result{Outcome: sandbox.OutcomeCompleted, Commands: []sandbox.CommandResult{{Stdout: "ok"}}}, nil
+}
+
+// TestInstrumentedShell: the metrics wrapper keeps a session's shell (and
+// counts its runs), and a session without one still has none.
+func TestInstrumentedShell(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &shellSession{}
+	is := &instrumentedSession{Session: inner, m: m}
+	r, err := sandbox.Shell(context.Background(), is, sandbox.ShellRequest{Commands: []string{"true"}})
+	if err != nil || inner.calls != 1 || r.Commands[0].Stdout != "ok" {
+		t.Fatalf("through the wrapper: %+v %v (calls %d)", r, err, inner.calls)
+	}
+	bare := &instrumentedSession{Session: struct{ sandbox.Session }{}, m: m}
+	if _, err := sandbox.Shell(context.Background(), bare, sandbox.ShellRequest{Commands: []string{"true"}}); !errors.Is(err, sandbox.ErrNoShell) {
+		t.Fatalf("a session without a shell: %v", err)
+	}
+}

@@ -154,3 +154,21 @@ func observe(ctx context.Context, h prometheus.Histogram, v float64) {
 	}
 	h.Observe(v)
 }
+
+// Shell implements sandbox.Sheller over the session, counted as a run:
+// without it a provider wrapped for metrics would lose its shell (every
+// hosted shell and code execution call failing with sandbox.ErrNoShell).
+// A session without a shell still fails with ErrNoShell.
+func (s *instrumentedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
+	start := time.Now()
+	res, err := sandbox.Shell(ctx, s.Session, req)
+	if err != nil {
+		if !errors.Is(err, sandbox.ErrNoShell) {
+			s.m.CodeRuns.WithLabelValues("not_run").Inc()
+		}
+		return res, err
+	}
+	observe(ctx, s.m.RunSeconds, time.Since(start).Seconds())
+	s.m.CodeRuns.WithLabelValues(string(res.Outcome)).Inc()
+	return res, nil
+}

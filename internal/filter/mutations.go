@@ -137,7 +137,7 @@ func (st *streamState) immediate(e *apierror.Error) ([]*extprocv3.ProcessingResp
 			Headers: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
 				setHeader("content-type", "application/json"),
 			}},
-			Body:    e.Body(),
+			Body:    st.route.body(e),
 			Details: "codeinterp_" + strings.ReplaceAll(strings.ToLower(http.StatusText(e.Status)), " ", "_"),
 		},
 	}})

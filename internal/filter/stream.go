@@ -58,6 +58,8 @@ type streamState struct {
 	clientHdr http.Header
 	modes     *extprocv3.ProtocolConfiguration
 
+	// route is the selected request's endpoint (request_headers).
+	route        *route
 	ex           processor.Exchange
 	upstreamCode int
 	upstreamHdr  http.Header
@@ -239,7 +241,8 @@ func (st *streamState) requestHeaders(h *extprocv3.HttpHeaders) ([]*extprocv3.Pr
 	}
 	out := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: resp}}
 
-	selected := st.s.methods[strings.ToUpper(st.method)] && st.s.paths[path]
+	st.route = st.s.routes[path]
+	selected := st.s.methods[strings.ToUpper(st.method)] && st.route != nil
 	if !selected || h.GetEndOfStream() {
 		// Not ours (or no body to look at): one round trip, then Envoy
 		// leaves the exchange alone.
@@ -293,7 +296,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 			Message: fmt.Sprintf("Request body is %d bytes; the limit is %d bytes.", len(body), st.s.cfg.MaxBodyBytes),
 			Code:    "request_too_large"})
 	}
-	if st.s.proc.PassesThrough(body) {
+	if st.route.proc.PassesThrough(body) {
 		// Not ours whoever asks: no caller to identify, no exchange; the
 		// response is let go at response_headers (or echoed in duplex).
 		st.outcome = OutcomePassThrough
@@ -311,7 +314,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		owner = "" // no one: the interceptor refuses it a container
 	}
 	var rsv processor.Reservation
-	if st.s.cfg.Background != nil && gjson.GetBytes(body, "background").Type == gjson.True {
+	if st.s.cfg.Background != nil && st.route.main && gjson.GetBytes(body, "background").Type == gjson.True {
 		// Past the bounds a background request is refused before its
 		// exchange opens a container.
 		r, err := st.s.cfg.Background.Reserve(owner)
@@ -320,7 +323,7 @@ func (st *streamState) requestBody(ctx context.Context, b *extprocv3.HttpBody) (
 		}
 		rsv = r
 	}
-	ex, err := st.s.proc.NewExchange(ctx, processor.Caller{Owner: owner, Header: hdr}, body)
+	ex, err := st.route.proc.NewExchange(ctx, processor.Caller{Owner: owner, Header: hdr}, body)
 	if err != nil && rsv != nil {
 		rsv.Release()
 	}
@@ -488,13 +491,13 @@ func (st *streamState) resultHeaders(res *processor.Result) *extprocv3.HeaderMut
 func (st *streamState) newUpstream() *httpUpstream {
 	return &httpUpstream{
 		client:  st.s.client,
-		url:     st.s.cfg.Upstream.URL,
-		header:  followUpHeaders(st.callerHeader(), st.s.forward, st.s.cfg.Upstream.Headers, st.requestID),
+		url:     st.route.url,
+		header:  followUpHeaders(st.callerHeader(), st.route.forward, st.s.cfg.Upstream.Headers, st.requestID),
 		timeout: st.s.cfg.Upstream.Timeout,
 		maxBody: st.s.cfg.MaxBodyBytes,
 		tel:     st.s.tel,
 		tracer:  st.s.tracer,
-		host:    st.s.upstreamHost,
+		host:    st.route.host,
 	}
 }
 

@@ -318,7 +318,14 @@ func DefaultAuthHeaders() []string { return []string{"authorization", "api-key"}
 // headers, or only values with nothing in them ("Bearer " with nothing
 // after it). Such requests all get the one anonymous owner; callers refuse
 // them unless the operator chose to let them share it (api.anonymous).
+//
+// An Anthropic client's x-api-key is the credential it would send as a
+// Bearer token: a request with x-api-key and no authorization header has
+// the owner of "Authorization: Bearer <key>" (unless the operator names
+// x-api-key among the headers itself), so one key owns the same containers
+// and files through both APIs.
 func Owner(h http.Header, names []string) (owner string, ok bool) {
+	h = apiKeyAsBearer(h, names)
 	for _, n := range names {
 		for _, v := range h.Values(n) {
 			if credentialValue(v) {
@@ -442,4 +449,29 @@ func ValidID(id string) bool {
 // Files API files — what Limits.OwnerBytes bounds.
 type OwnerBytes interface {
 	OwnerBytes(ctx context.Context, owner string) (int64, error)
+}
+
+// apiKeyAsBearer is h with x-api-key as authorization's Bearer token, when
+// names count authorization but not x-api-key and h has no authorization.
+func apiKeyAsBearer(h http.Header, names []string) http.Header {
+	key := strings.TrimSpace(h.Get("x-api-key"))
+	if key == "" || h.Get("authorization") != "" {
+		return h
+	}
+	auth := false
+	for _, n := range names {
+		switch strings.ToLower(n) {
+		case "x-api-key":
+			return h
+		case "authorization":
+			auth = true
+		}
+	}
+	if !auth {
+		return h
+	}
+	h = h.Clone()
+	h.Del("x-api-key")
+	h.Set("authorization", "Bearer "+key)
+	return h
 }

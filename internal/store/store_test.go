@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -53,5 +54,28 @@ func TestValidID(t *testing.T) {
 		if got := store.ValidID(tc.id); got != tc.want {
 			t.Errorf("ValidID(%q) = %v", tc.id, got)
 		}
+	}
+}
+
+// TestOwnerAPIKey: an Anthropic client's x-api-key is the owner of the
+// same key as a Bearer token, and of no other; a configured x-api-key
+// header keeps its own meaning.
+func TestOwnerAPIKey(t *testing.T) {
+	names := store.DefaultAuthHeaders()
+	bearer, ok1 := store.Owner(http.Header{"Authorization": {"Bearer sk-1"}}, names)
+	key, ok2 := store.Owner(http.Header{"X-Api-Key": {"sk-1"}}, names)
+	other, _ := store.Owner(http.Header{"X-Api-Key": {"sk-2"}}, names)
+	none, ok3 := store.Owner(http.Header{"X-Api-Key": {"  "}}, names)
+	anon, _ := store.Owner(http.Header{}, names)
+	if !ok1 || !ok2 || bearer != key || other == key || ok3 || none != anon {
+		t.Fatalf("bearer %s key %s other %s none %s/%v anon %s", bearer, key, other, none, ok3, anon)
+	}
+	both, _ := store.Owner(http.Header{"Authorization": {"Bearer sk-1"}, "X-Api-Key": {"sk-2"}}, names)
+	if both != bearer {
+		t.Fatalf("authorization wins over x-api-key: %s", both)
+	}
+	own := append(names, "x-api-key")
+	if k, _ := store.Owner(http.Header{"X-Api-Key": {"sk-1"}}, own); k == bearer {
+		t.Fatal("a configured x-api-key header must keep its own owner")
 	}
 }

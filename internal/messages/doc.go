@@ -1,0 +1,46 @@
+// Package messages is Anthropic's Messages API (/v1/messages) as a second
+// protocol behind the ext_proc filter, beside the Responses API's
+// interceptor: a processor.Processor whose requests declare Anthropic's
+// hosted code execution tool (package codeexec) and whose model server
+// speaks the Messages API (vLLM, llama.cpp, SGLang, a translating gateway).
+//
+// A request declaring `code_execution_20250825` (or a later version that
+// asks for nothing more) is rewritten for the model server: the
+// declaration becomes the two client tools bash_code_execution and
+// text_editor_code_execution, tool_choice naming code_execution follows
+// them, sent-back server_tool_use / *_tool_result blocks become the
+// tool_use / tool_result the model saw (a call id this server did not make
+// is refused: history.go), container_upload blocks put the file into the
+// container, and stream is off upstream. The model server's calls of the
+// two tools then run in the request's container (the same containers as
+// the Responses API's, scoped to the caller's credential; "container":
+// "cntr_…" reuses one), the follow-ups go back to the model server until it
+// answers, and the client gets one assistant message with Anthropic's
+// blocks: server_tool_use then bash_code_execution_tool_result /
+// text_editor_code_execution_tool_result, the model's text, top-level
+// container {id, expires_at}, usage summed over the rounds with
+// server_tool_use.code_execution_requests, the last round's stop_reason.
+// Other tools are the client's: a round that calls one ends the message
+// (stop_reason tool_use) after the code execution calls of that round ran.
+//
+// Streams are Anthropic's events, live: message_start at the first
+// answer, each block as the loop has it (server_tool_use with its input as
+// input_json_delta before the call runs, each result whole in its
+// content_block_start, text as text_delta), pings while a call runs,
+// message_delta with the stop reason, container and usage, message_stop.
+// The model server answers each round whole, so text arrives a round at a
+// time, not token by token.
+//
+// Errors are Anthropic's shape, {"type":"error","error":{"type","message"}}
+// (errors.go; the filter renders its own refusals of this route with
+// ErrorBody).
+//
+// Files:
+//   - processor.go: Config, New, the Processor, NewExchange (the container).
+//   - request.go: the request's rewrite: tools, tool_choice, container,
+//     container_upload.
+//   - history.go: call ids and replayed blocks.
+//   - exchange.go: the Exchange and the loop both paths drive.
+//   - stream.go: the event stream.
+//   - errors.go: Anthropic's error shape.
+package messages
