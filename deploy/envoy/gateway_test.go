@@ -1495,7 +1495,7 @@ func TestGatewayManifestsBroken(t *testing.T) {
 			}
 			m.backends = append(m.backends, &egv1a1.Backend{
 				ObjectMeta: metav1.ObjectMeta{Name: "codeinterp-model", Namespace: "codeinterp"},
-				Spec: egv1a1.BackendSpec{Endpoints: []egv1a1.BackendEndpoint{{FQDN: &egv1a1.FQDNEndpoint{Hostname: "vllm.codeinterp.svc.cluster.local", Port: 8000}}}},
+				Spec:       egv1a1.BackendSpec{Endpoints: []egv1a1.BackendEndpoint{{FQDN: &egv1a1.FQDNEndpoint{Hostname: "vllm.codeinterp.svc.cluster.local", Port: 8000}}}},
 			})
 		}, `rewrites Host to "", not its host vllm.codeinterp.svc.cluster.local`},
 		{"no API container port", func(m *manifests) {
