@@ -1286,6 +1286,8 @@ func TestGatewayManifests(t *testing.T) {
 			if err := checkManifests(m, provider); err != nil {
 				t.Fatalf("manifests are inconsistent:\n%v", err)
 			}
+			// What `kubectl apply` would hand Envoy Gateway's controller.
+			checkTranslated(t, readGatewayFiles(t, provider)[serverManifests[provider]], nil, m)
 		})
 	}
 }
