@@ -385,3 +385,43 @@ func TestChartRefusesIncompleteValues(t *testing.T) {
 		})
 	}
 }
+
+// NOTES.txt, as `helm install` prints it, sends the operator to the
+// Gateway the routes attach to and says what that Gateway and an
+// external model need.
+func TestChartNotes(t *testing.T) {
+	cases := []struct {
+		set  string
+		want []string
+	}{
+		{"", []string{"kubectl -n codeinterp wait --for=condition=Programmed gateway/llm", "owning-gateway-namespace=codeinterp", "8080:80 &"}},
+		{existingGatewayValues + ",model.upstream=external,model.external.host=models.example.com", []string{
+			"kubectl -n gateways wait --for=condition=Programmed gateway/shared",
+			"The routes attach to your Gateway gateways/shared (listener http)",
+			"connection.bufferLimit >= 16Mi and timeout.http.streamIdleTimeout >= 600s",
+			"owning-gateway-namespace=gateways",
+			"models.example.com:443 through the Backend\n   codeinterp-model: Envoy Gateway must run with extensionApis.enableBackend: true",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.set, func(t *testing.T) {
+			args := []string{"install", releaseName, chartDir, "--namespace", releaseNamespace, "--dry-run=client"}
+			if tc.set != "" {
+				args = append(args, "--set", tc.set)
+			}
+			out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("helm install --dry-run=client: %v\n%s", err, out)
+			}
+			_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
+			if !ok {
+				t.Fatalf("helm install printed no NOTES:\n%.2000s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
