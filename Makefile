@@ -11,6 +11,7 @@
 #                BASE=debian:bookworm-slim: a pulled base); image/README.md
 #   make image-test  builds both images and runs them as the manifests run the pod
 #   make helm    the pinned helm (runtime/helm) the chart's tests drive
+#   make egctl   the pinned egctl (runtime/egctl) whose translator the chart's tests run
 #   make chart-render  deploy/envoy/gateway's manifests again from charts/codeinterp
 
 GO          ?= go
@@ -24,7 +25,7 @@ VARIANT     ?= wasm
 BASE        ?=
 IMAGE_FLAGS  = $(if $(BASE),--base $(BASE))
 
-.PHONY: all setup runtime gvisor gvisor-rootfs redis s3-server helm helm-tests chart-render node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
+.PHONY: all setup runtime gvisor gvisor-rootfs redis s3-server helm helm-tests egctl chart-render node node-deps deps build test wazero-tests verify-wazero bench lint demo clean image image-test image-reproducible
 
 all: build
 
@@ -71,6 +72,16 @@ s3-server:
 helm:
 	@echo "helm: the pinned helm, which the chart's tests drive"
 	GO=$(GO) bash runtime/build-helm.sh
+
+# egctl (Envoy Gateway's CLI), built from the Go module proxy at
+# runtime/egctl/go.mod's version into the build cache (several minutes once,
+# seconds when cached), for the chart's tests: deploy/envoy runs its
+# translator (`egctl x translate`, Envoy Gateway's Gateway API → xDS
+# translation) on every rendering (CODEINTERP_EGCTL names the binary). The
+# server never needs it.
+egctl:
+	@echo "egctl: the pinned egctl, whose translator the chart's tests run"
+	GO=$(GO) bash runtime/build-egctl.sh
 
 helm-tests: helm
 	cd runtime/helm && $(GO) test $(TESTFLAGS) ./...
@@ -119,8 +130,9 @@ $(NODE_STAMP): e2e/node/package-lock.json e2e/node/package.json
 build: deps
 	$(GO) build -o bin/ ./cmd/extproc ./cmd/wasm-worker
 
-test: setup node-deps s3-server helm
-	CODEINTERP_HELM=$$(bash runtime/build-helm.sh --print-path) $(GO) test $(TESTFLAGS) ./...
+test: setup node-deps s3-server helm egctl
+	CODEINTERP_HELM=$$(bash runtime/build-helm.sh --print-path) CODEINTERP_EGCTL=$$(bash runtime/build-egctl.sh --print-path) \
+	  $(GO) test $(TESTFLAGS) ./...
 	$(MAKE) --no-print-directory helm-tests
 	$(MAKE) --no-print-directory wazero-tests
 

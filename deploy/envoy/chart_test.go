@@ -56,33 +56,99 @@ type chartCase struct {
 	name string
 	args []string
 	opts checkOptions
+	// cluster: what the cluster holds beside the release that the
+	// rendering relies on (besides the model's Service, modelServices).
+	cluster string
 }
+
+// platformGateway is a Gateway a platform team runs already (the values'
+// gateway.create=false): its own namespace, listeners that admit routes
+// from every namespace, and the ClientTrafficPolicy codeinterp needs on it
+// (docs/deploy.md).
+const platformGateway = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata:
+  name: envoy-gateway
+spec:
+  controllerName: gateway.envoyproxy.io/gatewayclass-controller
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: shared
+  namespace: gateways
+spec:
+  gatewayClassName: envoy-gateway
+  listeners:
+  - name: http
+    protocol: HTTP
+    port: 80
+    allowedRoutes:
+      namespaces:
+        from: All
+  - name: internal
+    protocol: HTTP
+    port: 8080
+    allowedRoutes:
+      namespaces:
+        from: Same
+---
+apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: ClientTrafficPolicy
+metadata:
+  name: shared
+  namespace: gateways
+spec:
+  targetRefs:
+  - group: gateway.networking.k8s.io
+    kind: Gateway
+    name: shared
+  connection:
+    bufferLimit: 16Mi
+  timeout:
+    http:
+      streamIdleTimeout: 900s
+`
+
+// existingGatewayValues attach the release to platformGateway's listener
+// that admits it.
+const existingGatewayValues = "gateway.create=false,gateway.name=shared,gateway.namespace=gateways,gateway.sectionName=http"
 
 // chartMatrix: the documented value sets (README, the chart's values.yaml)
 // the chart must render into a deployment the checks accept.
 var chartMatrix = []chartCase{
-	{"defaults", nil, checkOptions{provider: config.ProviderWASM}},
-	{"gvisor", []string{"--set", "provider=gvisor"}, checkOptions{provider: config.ProviderGVisor}},
-	{"gvisor unprivileged", []string{"--set", "provider=gvisor,gvisor.privileged=false,gvisor.platform=ptrace"}, checkOptions{provider: config.ProviderGVisor}},
+	{"defaults", nil, checkOptions{provider: config.ProviderWASM}, ""},
+	{"gvisor", []string{"--set", "provider=gvisor"}, checkOptions{provider: config.ProviderGVisor}, ""},
+	{"gvisor unprivileged", []string{"--set", "provider=gvisor,gvisor.privileged=false,gvisor.platform=ptrace"}, checkOptions{provider: config.ProviderGVisor}, ""},
 	{"gvisor s3", []string{"--set", "provider=gvisor,checkpoints.store=s3,checkpoints.s3.bucket=my-codeinterp," +
 		"checkpoints.s3.endpoint=https://s3.eu-west-1.amazonaws.com,checkpoints.s3.region=eu-west-1," +
-		"checkpoints.s3.credentialsSecret.name=codeinterp-s3"}, checkOptions{provider: config.ProviderGVisor}},
+		"checkpoints.s3.credentialsSecret.name=codeinterp-s3"}, checkOptions{provider: config.ProviderGVisor}, ""},
 	{"wasm s3 three replicas", []string{"--set", "checkpoints.store=s3,checkpoints.s3.bucket=b,checkpoints.s3.endpoint=http://minio.storage:9000," +
 		"checkpoints.s3.pathStyle=true,autoscaling.enabled=false,replicas=3"},
-		checkOptions{provider: config.ProviderWASM, noAutoscaling: true}},
+		checkOptions{provider: config.ProviderWASM, noAutoscaling: true}, ""},
 	{"checkpoints on a shared claim", []string{"--set", "checkpoints.persistence.enabled=true,checkpoints.persistence.storageClass=nfs"},
-		checkOptions{provider: config.ProviderWASM}},
+		checkOptions{provider: config.ProviderWASM}, ""},
 	{"external redis", []string{"--set", "redis.enabled=false,redis.external.url=rediss://redis.example.internal:6380/2," +
-		"redis.external.passwordSecret.name=ops-redis"}, checkOptions{provider: config.ProviderWASM}},
+		"redis.external.passwordSecret.name=ops-redis"}, checkOptions{provider: config.ProviderWASM}, ""},
 	{"external redis without password", []string{"--set", "redis.enabled=false,redis.external.url=redis://10.0.0.9:6379/0"},
-		checkOptions{provider: config.ProviderWASM}},
-	{"autoscaling off", []string{"--set", "autoscaling.enabled=false,replicas=2"}, checkOptions{provider: config.ProviderWASM, noAutoscaling: true}},
-	{"network policies off", []string{"--set", "networkPolicy.enabled=false"}, checkOptions{provider: config.ProviderWASM, noNetworkPolicy: true}},
-	{"gvisor 16g tier", []string{"--set", "provider=gvisor,sandbox.memoryTier=16g,sandbox.maxSessions=2"}, checkOptions{provider: config.ProviderGVisor}},
-	{"wasm 4g tier", []string{"--set", "sandbox.memoryTier=4g,sandbox.maxSessions=2"}, checkOptions{provider: config.ProviderWASM}},
+		checkOptions{provider: config.ProviderWASM}, ""},
+	{"autoscaling off", []string{"--set", "autoscaling.enabled=false,replicas=2"}, checkOptions{provider: config.ProviderWASM, noAutoscaling: true}, ""},
+	{"network policies off", []string{"--set", "networkPolicy.enabled=false"}, checkOptions{provider: config.ProviderWASM, noNetworkPolicy: true}, ""},
+	{"gvisor 16g tier", []string{"--set", "provider=gvisor,sandbox.memoryTier=16g,sandbox.maxSessions=2"}, checkOptions{provider: config.ProviderGVisor}, ""},
+	{"wasm 4g tier", []string{"--set", "sandbox.memoryTier=4g,sandbox.maxSessions=2"}, checkOptions{provider: config.ProviderWASM}, ""},
 	{"observability", []string{"--set", "serviceMonitor.enabled=true,otel.enabled=true,otel.endpoint=http://otel-collector.monitoring:4317"},
-		checkOptions{provider: config.ProviderWASM}},
-	{"existing secrets", []string{"-f", filepath.Join(gatewayDir, "wasm.values.yaml")}, checkOptions{provider: config.ProviderWASM}},
+		checkOptions{provider: config.ProviderWASM}, ""},
+	{"existing secrets", []string{"-f", filepath.Join(gatewayDir, "wasm.values.yaml")}, checkOptions{provider: config.ProviderWASM}, ""},
+	{"model in another namespace", []string{"--set", "model.service.namespace=models"}, checkOptions{provider: config.ProviderWASM}, ""},
+	{"model outside the cluster by name", []string{"--set", "model.upstream=external,model.external.host=models.example.com"},
+		checkOptions{provider: config.ProviderWASM}, ""},
+	{"model outside the cluster by address", []string{"--set", "model.upstream=external,model.external.host=10.20.0.5," +
+		"model.external.port=8000,model.external.tls=false,provider=gvisor"}, checkOptions{provider: config.ProviderGVisor}, ""},
+	{"existing gateway", []string{"--set", existingGatewayValues + ",provider=gvisor"}, checkOptions{provider: config.ProviderGVisor}, platformGateway},
+	{"existing gateway, external model", []string{"--set", existingGatewayValues + ",gateway.filesUpstream=true," +
+		"model.upstream=external,model.external.host=llm.internal.example.com,model.external.port=8443"},
+		checkOptions{provider: config.ProviderWASM}, platformGateway},
 }
 
 // helm lint --strict: Helm's own checks of the chart (templates, schema,
@@ -97,11 +163,13 @@ func TestChartLint(t *testing.T) {
 }
 
 // Each value set renders into manifests that decode into the real types,
-// pass the deploy checks and the CRDs' schemas and CEL rules, and carry a
-// configuration the server's own validate-config accepts.
+// pass the deploy checks and the CRDs' schemas and CEL rules, that Envoy
+// Gateway's own translator accepts whole, and that carry a configuration
+// the server's own validate-config accepts.
 func TestChartMatrix(t *testing.T) {
 	validators := loadCRDValidators(t)
 	extproc := extprocBinary(t)
+	egctlBinary(t)
 	for _, tc := range chartMatrix {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, err := helmTemplate(t, tc.args...)
@@ -109,6 +177,17 @@ func TestChartMatrix(t *testing.T) {
 				t.Fatalf("helm template %v: %v\n%s", tc.args, err, stderr)
 			}
 			files := map[string][]byte{"rendering": out}
+			if tc.cluster != "" {
+				// The rendering alone makes no Gateway: it attaches to the cluster's.
+				alone, err := loadManifests(files)
+				if err != nil {
+					t.Fatalf("the rendering does not decode:\n%v", err)
+				}
+				if n := len(alone.gateways) + len(alone.gatewayClasses) + len(alone.clientPolicies); n != 0 {
+					t.Fatalf("gateway.create=false, but the rendering holds %d Gateways, GatewayClasses or ClientTrafficPolicies", n)
+				}
+				files["cluster"] = []byte(tc.cluster)
+			}
 			m, err := loadManifests(files)
 			if err != nil {
 				t.Fatalf("the rendering does not decode:\n%v", err)
@@ -121,6 +200,7 @@ func TestChartMatrix(t *testing.T) {
 			}
 			checkRenderedSecrets(t, m)
 			validateRenderedConfig(t, extproc, m)
+			checkTranslated(t, out, []byte(tc.cluster), m)
 		})
 	}
 }
@@ -263,6 +343,11 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		{"autoscaling.minReplicas=1", "/autoscaling/minReplicas"},
 		{"redis.external.url=redis://:secret@host:6379/0", "/redis/external/url"},
 		{"gvisor.platform=kvmm", "/gvisor/platform"},
+		{"model.upstream=extrenal", "/model/upstream"},
+		{"model.external.host=https://models.example.com", "/model/external/host"},
+		{"model.extrenal.host=models.example.com", "'extrenal' not allowed"},
+		{"gateway.create=no", "/gateway/create"},
+		{"gateway.sectionName=HTTP", "/gateway/sectionName"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.set, func(t *testing.T) {
@@ -287,12 +372,55 @@ func TestChartRefusesIncompleteValues(t *testing.T) {
 		{"redis.enabled=false", "set redis.external.url"},
 		{"sandbox.memoryTier=16g", "the wasm provider's interpreters address at most 4GiB"},
 		{"otel.enabled=true", "set otel.endpoint"},
+		{"model.upstream=external", "set model.external.host"},
+		{"model.upstream=external,model.external.host=10.20.0.5", "TLS needs the DNS name its certificate carries"},
+		{"gateway.namespace=gateways", "gateway.namespace is only for gateway.create=false"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.set, func(t *testing.T) {
 			_, stderr, err := helmTemplate(t, "--set", tc.set)
 			if err == nil || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("helm template --set %s: err %v, %s\nwant an error containing %q", tc.set, err, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// NOTES.txt, as `helm install` prints it, sends the operator to the
+// Gateway the routes attach to and says what that Gateway and an
+// external model need.
+func TestChartNotes(t *testing.T) {
+	cases := []struct {
+		set  string
+		want []string
+	}{
+		{"", []string{"kubectl -n codeinterp wait --for=condition=Programmed gateway/llm", "owning-gateway-namespace=codeinterp", "8080:80 &"}},
+		{existingGatewayValues + ",model.upstream=external,model.external.host=models.example.com", []string{
+			"kubectl -n gateways wait --for=condition=Programmed gateway/shared",
+			"The routes attach to your Gateway gateways/shared (listener http)",
+			"connection.bufferLimit >= 16Mi and timeout.http.streamIdleTimeout >= 600s",
+			"owning-gateway-namespace=gateways",
+			"models.example.com:443 through the Backend\n   codeinterp-model: Envoy Gateway must run with extensionApis.enableBackend: true",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.set, func(t *testing.T) {
+			args := []string{"install", releaseName, chartDir, "--namespace", releaseNamespace, "--dry-run=client"}
+			if tc.set != "" {
+				args = append(args, "--set", tc.set)
+			}
+			out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("helm install --dry-run=client: %v\n%s", err, out)
+			}
+			_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
+			if !ok {
+				t.Fatalf("helm install printed no NOTES:\n%.2000s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
 			}
 		})
 	}

@@ -30,9 +30,11 @@ import (
 var crdFiles = []struct{ module, path string }{
 	{"github.com/envoyproxy/gateway", "charts/gateway-crds-helm/templates/generated/gateway.envoyproxy.io_envoyextensionpolicies.yaml"},
 	{"github.com/envoyproxy/gateway", "charts/gateway-crds-helm/templates/generated/gateway.envoyproxy.io_clienttrafficpolicies.yaml"},
+	{"github.com/envoyproxy/gateway", "charts/gateway-crds-helm/templates/generated/gateway.envoyproxy.io_backends.yaml"},
 	{"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml"},
 	{"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_gateways.yaml"},
 	{"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml"},
+	{"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_referencegrants.yaml"},
 }
 
 // crdValidator validates custom resources as the API server does at

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1b1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeinterp/codeinterp/internal/config"
@@ -75,6 +76,10 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &egv1a1.EnvoyExtensionPolicy{}, nil
 	case "gateway.envoyproxy.io/v1alpha1 ClientTrafficPolicy":
 		return &egv1a1.ClientTrafficPolicy{}, nil
+	case "gateway.envoyproxy.io/v1alpha1 Backend":
+		return &egv1a1.Backend{}, nil
+	case "gateway.networking.k8s.io/v1beta1 ReferenceGrant":
+		return &gwapiv1b1.ReferenceGrant{}, nil
 	}
 	return nil, fmt.Errorf("no Go type known for %s %s", apiVersion, kind)
 }
@@ -113,6 +118,8 @@ type manifests struct {
 	routes          []*gwapiv1.HTTPRoute
 	extPolicies     []*egv1a1.EnvoyExtensionPolicy
 	clientPolicies  []*egv1a1.ClientTrafficPolicy
+	backends        []*egv1a1.Backend
+	refGrants       []*gwapiv1b1.ReferenceGrant
 	netPolicies     []*networkingv1.NetworkPolicy
 	documentsByFile map[string]int
 }
@@ -168,6 +175,10 @@ func (m *manifests) add(obj any) {
 		m.extPolicies = append(m.extPolicies, o)
 	case *egv1a1.ClientTrafficPolicy:
 		m.clientPolicies = append(m.clientPolicies, o)
+	case *egv1a1.Backend:
+		m.backends = append(m.backends, o)
+	case *gwapiv1b1.ReferenceGrant:
+		m.refGrants = append(m.refGrants, o)
 	case *networkingv1.NetworkPolicy:
 		m.netPolicies = append(m.netPolicies, o)
 	}
@@ -476,7 +487,10 @@ func checkManifestsWith(m *manifests, opts checkOptions) error {
 		return errors.Join(errs...)
 	}
 	ns := d.Namespace
-	namespaced := []metav1.Object{svc, pol, gw, ctp}
+	// The Gateway and its ClientTrafficPolicy are the release's, or the
+	// platform team's in their own namespace (gateway.create false):
+	// checked against the routes' parentRefs below.
+	namespaced := []metav1.Object{svc, pol}
 	if hpa != nil {
 		namespaced = append(namespaced, hpa)
 	}
@@ -548,7 +562,7 @@ func checkManifestsWith(m *manifests, opts checkOptions) error {
 		fail("sandbox.provider is %s; this manifest is the %s variant", cfg.Sandbox.Provider, provider)
 		return errors.Join(errs...)
 	}
-	checkCluster(m, d, cfg, !opts.noNetworkPolicy, fail)
+	checkCluster(m, d, gw, cfg, !opts.noNetworkPolicy, fail)
 	grpcPort, err := portOf(cfg.Server.Listen)
 	if err != nil {
 		fail("server.listen: %v", err)
@@ -624,12 +638,25 @@ func checkManifestsWith(m *manifests, opts checkOptions) error {
 	if !slices.ContainsFunc(m.gatewayClasses, func(g *gwapiv1.GatewayClass) bool { return string(g.Name) == string(gw.Spec.GatewayClassName) }) {
 		fail("Gateway %s: GatewayClass %s is not defined", gw.Name, gw.Spec.GatewayClassName)
 	}
+	if ctp.Namespace != gw.Namespace {
+		fail("ClientTrafficPolicy %s is in namespace %q, not the Gateway's %q", ctp.Name, ctp.Namespace, gw.Namespace)
+	}
 	routes := map[string]*gwapiv1.HTTPRoute{}
 	for _, r := range m.routes {
 		routes[r.Name] = r
+		if len(r.Spec.ParentRefs) == 0 {
+			fail("HTTPRoute %s: no parentRefs", r.Name)
+		}
 		for _, p := range r.Spec.ParentRefs {
-			if string(p.Name) != gw.Name || (p.Kind != nil && *p.Kind != "Gateway") {
-				fail("HTTPRoute %s: parentRef %s is not the Gateway %s", r.Name, p.Name, gw.Name)
+			pns := r.Namespace
+			if p.Namespace != nil {
+				pns = string(*p.Namespace)
+			}
+			if string(p.Name) != gw.Name || pns != gw.Namespace || (p.Kind != nil && *p.Kind != "Gateway") {
+				fail("HTTPRoute %s: parentRef %s/%s is not the Gateway %s/%s", r.Name, pns, p.Name, gw.Namespace, gw.Name)
+			}
+			if p.SectionName != nil && !slices.ContainsFunc(gw.Spec.Listeners, func(l gwapiv1.Listener) bool { return l.Name == *p.SectionName }) {
+				fail("HTTPRoute %s: parentRef sectionName %s is not a listener of the Gateway %s", r.Name, *p.SectionName, gw.Name)
 			}
 		}
 	}
@@ -755,11 +782,121 @@ func checkManifestsWith(m *manifests, opts checkOptions) error {
 	}
 	checkAPIManifests(m, d, replicas, svc, ctr, cfg, pol, fail)
 
-	// Follow-ups go straight to a model Service, not back through the Gateway.
-	if !strings.Contains(cfg.Upstream.URL, ".svc.cluster.local") {
-		fail("upstream.url %s: want a cluster Service URL (the Gateway route would run the filter again)", cfg.Upstream.URL)
-	}
+	checkModel(m, svc, cfg, fail)
 	return errors.Join(errs...)
+}
+
+// checkModel: the routes that do not go to codeinterp go to the model —
+// a Service (across namespaces only with a ReferenceGrant there) or an
+// Envoy Gateway Backend for a host outside the cluster (a DNS name sent
+// as Host) — and the server's follow-ups go straight to that same model,
+// never back through the Gateway (whose route would run the filter again).
+func checkModel(m *manifests, svc *corev1.Service, cfg *config.Config, fail func(string, ...any)) {
+	type target struct{ host, port, scheme string }
+	var targets []target
+	for _, r := range m.routes {
+		for _, rule := range r.Spec.Rules {
+			var rewrite string
+			for _, f := range rule.Filters {
+				if f.Type == gwapiv1.HTTPRouteFilterURLRewrite && f.URLRewrite != nil && f.URLRewrite.Hostname != nil {
+					rewrite = string(*f.URLRewrite.Hostname)
+				}
+			}
+			for _, br := range rule.BackendRefs {
+				kind := "Service"
+				if br.Kind != nil {
+					kind = string(*br.Kind)
+				}
+				ns := r.Namespace
+				if br.Namespace != nil {
+					ns = string(*br.Namespace)
+				}
+				switch {
+				case kind == "Service" && string(br.Name) == svc.Name && ns == svc.Namespace:
+					// codeinterp's own API
+				case kind == "Service":
+					if br.Port == nil {
+						fail("HTTPRoute %s: backendRef %s has no port", r.Name, br.Name)
+						continue
+					}
+					if ns != r.Namespace && !referenceGranted(m, r.Namespace, ns, string(br.Name)) {
+						fail("HTTPRoute %s: the Service %s/%s is in another namespace and no ReferenceGrant there lets HTTPRoutes from %s name it",
+							r.Name, ns, br.Name, r.Namespace)
+					}
+					targets = append(targets, target{fmt.Sprintf("%s.%s.svc.cluster.local", br.Name, ns), fmt.Sprint(*br.Port), "http"})
+				case kind == "Backend" && br.Group != nil && string(*br.Group) == egv1a1.GroupName:
+					be := named("Backend", string(br.Name), m.backends, fail)
+					if be == nil {
+						continue
+					}
+					if be.Namespace != ns {
+						fail("Backend %s is in namespace %q; the HTTPRoute %s names it in %q", be.Name, be.Namespace, r.Name, ns)
+					}
+					scheme := "http"
+					if be.Spec.TLS != nil {
+						scheme = "https"
+					}
+					for _, ep := range be.Spec.Endpoints {
+						switch {
+						case ep.FQDN != nil:
+							targets = append(targets, target{ep.FQDN.Hostname, fmt.Sprint(ep.FQDN.Port), scheme})
+							if rewrite != ep.FQDN.Hostname {
+								fail("HTTPRoute %s: the rule to Backend %s rewrites Host to %q, not its host %s", r.Name, be.Name, rewrite, ep.FQDN.Hostname)
+							}
+						case ep.IP != nil:
+							targets = append(targets, target{ep.IP.Address, fmt.Sprint(ep.IP.Port), scheme})
+							if scheme == "https" {
+								fail("Backend %s: TLS to an IP address (%s) has no name to check the certificate against", be.Name, ep.IP.Address)
+							}
+						default:
+							fail("Backend %s: want FQDN or IP endpoints", be.Name)
+						}
+					}
+				default:
+					fail("HTTPRoute %s: backendRef %v is neither a Service nor an Envoy Gateway Backend", r.Name, br.BackendObjectReference)
+				}
+			}
+		}
+	}
+	if len(targets) == 0 {
+		fail("no HTTPRoute sends requests to the model")
+		return
+	}
+	u, err := url.Parse(cfg.Upstream.URL)
+	if err != nil {
+		fail("upstream.url: %v", err)
+		return
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, tg := range targets {
+		if tg.host != u.Hostname() || tg.port != port || tg.scheme != u.Scheme {
+			fail("upstream.url %s: the routes send the model's requests to %s://%s:%s; follow-ups must go straight to the same model",
+				cfg.Upstream.URL, tg.scheme, tg.host, tg.port)
+		}
+	}
+}
+
+// referenceGranted: a ReferenceGrant in namespace to lets HTTPRoutes from
+// namespace from name the Service name.
+func referenceGranted(m *manifests, from, to, name string) bool {
+	for _, g := range m.refGrants {
+		if g.Namespace != to {
+			continue
+		}
+		okFrom := slices.ContainsFunc(g.Spec.From, func(f gwapiv1b1.ReferenceGrantFrom) bool {
+			return f.Group == gwapiv1.GroupName && f.Kind == "HTTPRoute" && string(f.Namespace) == from
+		})
+		okTo := slices.ContainsFunc(g.Spec.To, func(t gwapiv1b1.ReferenceGrantTo) bool {
+			return t.Group == "" && t.Kind == "Service" && (t.Name == nil || *t.Name == "" || string(*t.Name) == name)
+		})
+		if okFrom && okTo {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAPIManifests: the API listener is a container port and a Service
@@ -1149,6 +1286,8 @@ func TestGatewayManifests(t *testing.T) {
 			if err := checkManifests(m, provider); err != nil {
 				t.Fatalf("manifests are inconsistent:\n%v", err)
 			}
+			// What `kubectl apply` would hand Envoy Gateway's controller.
+			checkTranslated(t, readGatewayFiles(t, provider)[serverManifests[provider]], nil, m)
 		})
 	}
 }
@@ -1323,8 +1462,44 @@ func TestGatewayManifestsBroken(t *testing.T) {
 			v := "/v1/chat/completions"
 			route(m, "codeinterp-responses").Spec.Rules[0].Matches[0].Path.Value = &v
 		}, "the policy's HTTPRoutes match [/v1/chat/completions /v1/messages]; the server handles routes.paths and messages_paths [/v1/messages /v1/responses]"},
-		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway llm"},
+		{"route on another Gateway", func(m *manifests) { m.routes[0].Spec.ParentRefs[0].Name = "other" }, "is not the Gateway codeinterp/llm"},
 		{"wrong namespace", func(m *manifests) { server(m).svc.Namespace = "default" }, `codeinterp is in namespace "default"`},
+		{"route on a listener the Gateway lacks", func(m *manifests) {
+			sn := gwapiv1.SectionName("https")
+			m.routes[0].Spec.ParentRefs[0].SectionName = &sn
+		}, "sectionName https is not a listener of the Gateway llm"},
+		{"model in another namespace without a grant", func(m *manifests) {
+			ns := gwapiv1.Namespace("models")
+			route(m, "codeinterp-passthrough").Spec.Rules[0].BackendRefs[0].Namespace = &ns
+		}, "no ReferenceGrant there lets HTTPRoutes from codeinterp name it"},
+		{"follow-ups through the Gateway", func(m *manifests) {
+			for _, cm := range m.configMaps {
+				if cm.Name == "codeinterp-config" {
+					cm.Data["codeinterp.yaml"] = strings.Replace(cm.Data["codeinterp.yaml"],
+						"http://vllm.codeinterp.svc.cluster.local:8000/v1/responses", "http://llm.codeinterp.svc.cluster.local:80/v1/responses", 1)
+				}
+			}
+		}, "follow-ups must go straight to the same model"},
+		{"the model's routes to two models", func(m *manifests) {
+			route(m, "codeinterp-passthrough").Spec.Rules[0].BackendRefs[0].Name = "other-model"
+		}, "the routes send the model's requests to http://other-model.codeinterp.svc.cluster.local:8000"},
+		{"an external model without its Host", func(m *manifests) {
+			g, k := gwapiv1.Group(egv1a1.GroupName), gwapiv1.Kind("Backend")
+			for _, r := range m.routes {
+				for i := range r.Spec.Rules {
+					for j := range r.Spec.Rules[i].BackendRefs {
+						br := &r.Spec.Rules[i].BackendRefs[j].BackendObjectReference
+						if br.Name == "vllm" {
+							br.Group, br.Kind, br.Name, br.Port = &g, &k, "codeinterp-model", nil
+						}
+					}
+				}
+			}
+			m.backends = append(m.backends, &egv1a1.Backend{
+				ObjectMeta: metav1.ObjectMeta{Name: "codeinterp-model", Namespace: "codeinterp"},
+				Spec:       egv1a1.BackendSpec{Endpoints: []egv1a1.BackendEndpoint{{FQDN: &egv1a1.FQDNEndpoint{Hostname: "vllm.codeinterp.svc.cluster.local", Port: 8000}}}},
+			})
+		}, `rewrites Host to "", not its host vllm.codeinterp.svc.cluster.local`},
 		{"no API container port", func(m *manifests) {
 			c := &server(m).d.Spec.Template.Spec.Containers[0]
 			c.Ports = slices.DeleteFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "api" })
@@ -1584,7 +1759,7 @@ func TestGatewayGVisorManifestsBroken(t *testing.T) {
 // checkCluster: replicas sharing Redis forward runs to each other, so the
 // cluster listener is a container port, advertised at the pod's IP on
 // that port, and only the replicas' own pods may reach it.
-func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, policies bool, fail func(string, ...any)) {
+func checkCluster(m *manifests, d *appsv1.Deployment, gw *gwapiv1.Gateway, cfg *config.Config, policies bool, fail func(string, ...any)) {
 	if !cfg.ClusterActive() {
 		fail("cluster is not active: replicas sharing Redis would each run their own interpreter of a container")
 		return
@@ -1624,8 +1799,8 @@ func checkCluster(m *manifests, d *appsv1.Deployment, cfg *config.Config, polici
 			return false
 		}
 		fs, err := metav1.LabelSelectorAsSelector(f.PodSelector)
-		return err == nil && !fs.Empty() && fs.Matches(labels.Set{"gateway.envoyproxy.io/owning-gateway-name": "llm",
-			"gateway.envoyproxy.io/owning-gateway-namespace": "codeinterp"}) && !fs.Matches(podLabels)
+		return err == nil && !fs.Empty() && fs.Matches(labels.Set{"gateway.envoyproxy.io/owning-gateway-name": gw.Name,
+			"gateway.envoyproxy.io/owning-gateway-namespace": gw.Namespace}) && !fs.Matches(podLabels)
 	}
 	checkPortPolicy(m, podLabels, listenPort(cfg.Server.Listen), "the Gateway's Envoy pods", gateway, fail)
 	checkPortPolicy(m, podLabels, listenPort(cfg.API.Listen), "the Gateway's Envoy pods", gateway, fail)

@@ -144,3 +144,89 @@ install see none), else a new one. Arguments: ctx, name, key, new. */}}
 {{- define "codeinterp.size" -}}
 {{- if and (ge (int .) 1024) (eq (mod (int .) 1024) 0) -}}{{ div (int .) 1024 }}GiB{{- else -}}{{ . }}MiB{{- end -}}
 {{- end -}}
+
+{{/* The Gateway the routes attach to: this chart's (the release's
+namespace) or, with gateway.create false, the platform team's. */}}
+{{- define "codeinterp.gatewayNamespace" -}}
+{{- if .Values.gateway.create -}}
+{{- if .Values.gateway.namespace -}}
+{{- fail "gateway.namespace is only for gateway.create=false (an existing Gateway): the chart makes its Gateway in the release's namespace" -}}
+{{- end -}}
+{{- .Release.Namespace -}}
+{{- else -}}
+{{- default .Release.Namespace .Values.gateway.namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The routes' parentRef to that Gateway. */}}
+{{- define "codeinterp.parentRef" -}}
+- name: {{ .Values.gateway.name }}
+  {{- $ns := include "codeinterp.gatewayNamespace" . }}
+  {{- if ne $ns .Release.Namespace }}
+  namespace: {{ $ns }}
+  {{- end }}
+  {{- with .Values.gateway.sectionName }}
+  sectionName: {{ . }}
+  {{- end }}
+{{- end -}}
+
+{{/* The external model host is an IP address (v4, or v6 with a colon)
+rather than a DNS name. */}}
+{{- define "codeinterp.modelHostIsIP" -}}
+{{- $h := .Values.model.external.host -}}
+{{- if or (contains ":" $h) (regexMatch "^[0-9]+(\\.[0-9]+){3}$" $h) }}true{{ end -}}
+{{- end -}}
+
+{{/* Checks model.external and returns "true" when the model is outside
+the cluster (an Envoy Gateway Backend). */}}
+{{- define "codeinterp.modelExternal" -}}
+{{- if eq .Values.model.upstream "external" -}}
+{{- if not .Values.model.external.host -}}
+{{- fail "model.upstream is external: set model.external.host (the model server's DNS name or IP address)" -}}
+{{- end -}}
+{{- if and (include "codeinterp.modelHostIsIP" .) .Values.model.external.tls -}}
+{{- fail (printf "model.external.host %s is an IP address: TLS needs the DNS name its certificate carries; give that name as host, or set model.external.tls=false (plain http inside your network)" .Values.model.external.host) -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The model's backendRef in an HTTPRoute rule (a list item). */}}
+{{- define "codeinterp.modelBackendRef" -}}
+{{- if include "codeinterp.modelExternal" . -}}
+- group: gateway.envoyproxy.io
+  kind: Backend
+  name: {{ include "codeinterp.fullname" . }}-model
+{{- else -}}
+{{- $modelNS := include "codeinterp.modelNamespace" . -}}
+- name: {{ .Values.model.service.name }}
+  {{- if ne $modelNS .Release.Namespace }}
+  namespace: {{ $modelNS }}
+  {{- end }}
+  port: {{ .Values.model.service.port }}
+{{- end -}}
+{{- end -}}
+
+{{/* Filters of a rule to the model: an external host named by DNS gets
+its own name as Host (virtual-hosted providers route on it, and its TLS
+certificate is checked against it). */}}
+{{- define "codeinterp.modelFilters" -}}
+{{- if and (include "codeinterp.modelExternal" .) (not (include "codeinterp.modelHostIsIP" .)) -}}
+filters:
+- type: URLRewrite
+  urlRewrite:
+    hostname: {{ .Values.model.external.host }}
+{{- end -}}
+{{- end -}}
+
+{{/* The Responses endpoint the server's follow-ups go to: the model
+itself, never the Gateway (whose route would run the filter again). */}}
+{{- define "codeinterp.upstreamURL" -}}
+{{- if include "codeinterp.modelExternal" . -}}
+{{- $h := .Values.model.external.host -}}
+{{- if contains ":" $h }}{{ $h = printf "[%s]" $h }}{{ end -}}
+{{- printf "%s://%s:%d/v1/responses" (ternary "https" "http" .Values.model.external.tls) $h (int .Values.model.external.port) -}}
+{{- else -}}
+{{- printf "http://%s.%s.svc.cluster.local:%d/v1/responses" .Values.model.service.name (include "codeinterp.modelNamespace" .) (int .Values.model.service.port) -}}
+{{- end -}}
+{{- end -}}
