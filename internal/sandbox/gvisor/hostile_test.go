@@ -398,9 +398,13 @@ func wantGone(t *testing.T, r *wire.Result) {
 	}
 }
 
+// wantWithin checks that a run was ended by its time limit, not left to
+// run on: the margin is wide (these machines are shared, and a loaded one
+// takes seconds to schedule the kill), so it tells a limit that holds
+// from one that does not, and measures no speed.
 func wantWithin(t *testing.T, took, timeout time.Duration) {
 	t.Helper()
-	if limit := timeout + 3*time.Second; took > limit {
+	if limit := timeout + 15*time.Second; took > limit {
 		t.Errorf("took %v, want at most %v", took, limit)
 	}
 }
