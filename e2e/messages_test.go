@@ -31,6 +31,10 @@ type anthStep struct {
 	check  func(t *testing.T, req gjson.Result)
 	blocks []string
 	stop   string // stop_reason; "" is tool_use when a block calls a tool, else end_turn
+	// gated: a streamed answer holds after its first text delta until the
+	// model's gate opens (the client saw that delta: a live stream), or
+	// fails the test.
+	gated bool
 }
 
 // anthModel is a scripted Messages model server: each POST /v1/messages
@@ -41,11 +45,24 @@ type anthModel struct {
 	steps []anthStep
 	n     int
 	reqs  []gjson.Result
+	// streamed counts the requests that asked for a stream.
+	streamed int
+	gate     chan struct{}
+	gateOnce sync.Once
+	url      string
 }
 
+// openGate lets a gated answer go on (GET /gate does it for a client in
+// another process).
+func (m *anthModel) openGate() { m.gateOnce.Do(func() { close(m.gate) }) }
+
 func newAnthModel(t *testing.T, steps ...anthStep) (*anthModel, string) {
-	m := &anthModel{t: t, steps: steps}
+	m := &anthModel{t: t, steps: steps, gate: make(chan struct{})}
 	url := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/gate" {
+			m.openGate()
+			return
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -64,9 +81,6 @@ func newAnthModel(t *testing.T, steps ...anthStep) (*anthModel, string) {
 		}
 		s := m.steps[m.n]
 		m.n++
-		if req.Get("stream").Type == gjson.True {
-			m.t.Errorf("the model server was asked to stream: %s", body)
-		}
 		if s.check != nil {
 			s.check(m.t, req)
 		}
@@ -79,11 +93,74 @@ func newAnthModel(t *testing.T, steps ...anthStep) (*anthModel, string) {
 				}
 			}
 		}
-		_, _ = io.WriteString(w, `{"id":"msg_up_`+itoa(m.n)+`","type":"message","role":"assistant","model":`+req.Get("model").Raw+
-			`,"content":[`+strings.Join(s.blocks, ",")+`],"stop_reason":"`+stop+`","stop_sequence":null,"usage":{"input_tokens":`+itoa(100*m.n)+`,"output_tokens":`+itoa(10*m.n)+`}}`)
+		head := `{"id":"msg_up_` + itoa(m.n) + `","type":"message","role":"assistant","model":` + req.Get("model").Raw
+		if req.Get("stream").Type == gjson.True {
+			m.streamed++
+			m.stream(w, head, s, stop)
+			return
+		}
+		_, _ = io.WriteString(w, head+`,"content":[`+strings.Join(s.blocks, ",")+`],"stop_reason":"`+stop+`","stop_sequence":null,"usage":{"input_tokens":`+itoa(100*m.n)+`,"output_tokens":`+itoa(10*m.n)+`}}`)
 	})
+	m.url = url
 	return m, url
 }
+
+// stream answers with Anthropic's events as its API streams a message:
+// message_start, a ping, each block's start, its text or input in
+// several deltas, its stop, message_delta with the stop and the output
+// tokens, message_stop — each flushed as written.
+func (m *anthModel) stream(w http.ResponseWriter, head string, s anthStep, stop string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(typ, data string) {
+		_, _ = io.WriteString(w, "event: "+typ+"\ndata: "+data+"\n\n")
+		_ = rc.Flush()
+	}
+	send("message_start", `{"type":"message_start","message":`+head+`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`+itoa(100*m.n)+`,"output_tokens":1}}}`)
+	send("ping", `{"type":"ping"}`)
+	held := !s.gated
+	for k, b := range s.blocks {
+		i := itoa(k)
+		blk := gjson.Parse(b)
+		var pieces []string
+		var kind, field string
+		switch blk.Get("type").Str {
+		case "text":
+			send("content_block_start", `{"type":"content_block_start","index":`+i+`,"content_block":{"type":"text","text":""}}`)
+			pieces, kind, field = thirds(blk.Get("text").Str), "text_delta", "text"
+		case "tool_use":
+			send("content_block_start", `{"type":"content_block_start","index":`+i+`,"content_block":{"type":"tool_use","id":`+blk.Get("id").Raw+`,"name":`+blk.Get("name").Raw+`,"input":{}}}`)
+			pieces, kind, field = thirds(blk.Get("input").Raw), "input_json_delta", "partial_json"
+		}
+		for _, p := range pieces {
+			send("content_block_delta", `{"type":"content_block_delta","index":`+i+`,"delta":{"type":"`+kind+`","`+field+`":`+jsonString(p)+`}}`)
+			if !held && kind == "text_delta" {
+				held = true
+				select {
+				case <-m.gate:
+				case <-time.After(time.Minute): // a deadlock's bound, not a speed
+					m.t.Errorf("the client did not get the model's first text delta while the model was still writing (the gate never opened)")
+				}
+			}
+		}
+		send("content_block_stop", `{"type":"content_block_stop","index":`+i+`}`)
+	}
+	send("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":`+itoa(10*m.n)+`}}`)
+	send("message_stop", `{"type":"message_stop"}`)
+}
+
+// thirds is s in three pieces (the deltas of a streamed block).
+func thirds(s string) []string {
+	r := []rune(s)
+	n := len(r) / 3
+	if n == 0 {
+		return []string{s}
+	}
+	return []string{string(r[:n]), string(r[n : 2*n]), string(r[2*n:])}
+}
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
@@ -352,7 +429,8 @@ type sseEvent struct {
 	at   time.Duration
 }
 
-func readEvents(t *testing.T, r io.Reader, start time.Time) []sseEvent {
+// readEventsSeeing reads the events, telling seen each as it arrives.
+func readEventsSeeing(t *testing.T, r io.Reader, start time.Time, seen func(sseEvent)) []sseEvent {
 	t.Helper()
 	var evs []sseEvent
 	sc := bufio.NewScanner(r)
@@ -368,21 +446,29 @@ func readEvents(t *testing.T, r io.Reader, start time.Time) []sseEvent {
 			if d.Get("type").Str != name {
 				t.Errorf("event %q carries type %q", name, d.Get("type").Str)
 			}
-			evs = append(evs, sseEvent{name: name, data: d, at: time.Since(start)})
+			e := sseEvent{name: name, data: d, at: time.Since(start)}
+			evs = append(evs, e)
+			if seen != nil {
+				seen(e)
+			}
 		}
 	}
 	return evs
 }
 
-// TestMessagesStream: Anthropic's events, live: message_start at once,
-// server_tool_use with its input as input_json_delta, pings while a
-// command runs, each result whole in its content_block_start, text as
-// text_delta, indexes in order across rounds, message_delta with the
-// stop, container and summed usage, message_stop.
+// TestMessagesStream: Anthropic's events, live from the model server's
+// own stream (asked with stream true, every round): message_start, the
+// model's text as it writes it (its first delta reaches the client while
+// the model holds the rest of its answer), the call announced as
+// server_tool_use with its input in one input_json_delta once the model
+// wrote it, pings while the command runs, the result whole in its
+// content_block_start, the next round's text, indexes in order across
+// rounds, message_delta with the stop, container and summed usage,
+// message_stop.
 func TestMessagesStream(t *testing.T) {
-	s, _ := messagesStack(t,
-		anthStep{blocks: []string{textBlock("Running."), toolUse("toolu_1", "bash_code_execution", `{"command":"sleep 2; echo slept"}`)}},
-		anthStep{blocks: []string{textBlock("It slept.")}},
+	s, m := messagesStack(t,
+		anthStep{gated: true, blocks: []string{textBlock("Running the command now."), toolUse("toolu_1", "bash_code_execution", `{"command":"sleep 2; echo slept"}`)}},
+		anthStep{blocks: []string{textBlock("It slept, and said so.")}},
 	)
 	body := `{"model":"m","max_tokens":99,"stream":true,"messages":[{"role":"user","content":"sleep"}],"tools":[` + codeExecTool + `]}`
 	req, _ := http.NewRequest(http.MethodPost, s.proxyURL+"/v1/messages", strings.NewReader(body))
@@ -398,21 +484,30 @@ func TestMessagesStream(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
-	evs := readEvents(t, resp.Body, start)
+	evs := readEventsSeeing(t, resp.Body, start, func(e sseEvent) {
+		if e.name == "content_block_delta" && e.data.Get("delta.type").Str == "text_delta" {
+			m.openGate() // the model writes the rest of its round only now
+		}
+	})
+	if m.streamed != 2 {
+		t.Errorf("the model server was asked to stream %d of its 2 rounds", m.streamed)
+	}
 	var names []string
 	for _, e := range evs {
-		if e.name != "ping" || names[len(names)-1] != "ping" {
+		if n := len(names); n == 0 || (e.name != "ping" && e.name != "content_block_delta") || names[n-1] != e.name {
 			names = append(names, e.name)
 		}
 	}
-	want := "message_start,content_block_start,content_block_delta,content_block_stop," + // text
+	want := "message_start,ping,content_block_start,content_block_delta,content_block_stop," + // text, delta by delta
 		"content_block_start,content_block_delta,content_block_stop,ping," + // server_tool_use, then the run
 		"content_block_start,content_block_stop," + // the result
-		"content_block_start,content_block_delta,content_block_stop,message_delta,message_stop"
+		"ping,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop" // the next round
 	if strings.Join(names, ",") != want {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(names, ","), want)
 	}
 	var starts []gjson.Result
+	texts := map[int64]string{}
+	deltas := map[int64]int{}
 	var pingAt, resultAt, toolAt time.Duration
 	for _, e := range evs {
 		switch e.name {
@@ -427,20 +522,34 @@ func TestMessagesStream(t *testing.T) {
 			if e.data.Get("content_block.type").Str == "server_tool_use" {
 				toolAt = e.at
 			}
+		case "content_block_delta":
+			i := e.data.Get("index").Int()
+			if i != int64(len(starts)-1) {
+				t.Errorf("a delta of block %d inside block %d", i, len(starts)-1)
+			}
+			deltas[i]++
+			texts[i] += e.data.Get("delta.text").Str
 		case "ping":
-			if pingAt == 0 {
+			if pingAt == 0 && toolAt != 0 {
 				pingAt = e.at
 			}
 		}
 	}
 	if !(toolAt < pingAt && pingAt < resultAt) {
-		t.Errorf("server_tool_use at %v, the first ping at %v, the result at %v", toolAt, pingAt, resultAt)
+		t.Errorf("server_tool_use at %v, the first ping after it at %v, the result at %v", toolAt, pingAt, resultAt)
 	}
-	if starts[1].Get("type").Str != "server_tool_use" || starts[1].Get("input").Raw != "{}" || !strings.HasPrefix(starts[1].Get("id").Str, "srvtoolu_") {
-		t.Errorf("server_tool_use start: %s", starts[1].Raw)
+	if texts[0] != "Running the command now." || deltas[0] != 3 || texts[3] != "It slept, and said so." || deltas[3] != 3 {
+		t.Errorf("the text blocks' deltas: %v %v", texts, deltas)
 	}
-	if d := evs[5].data.Get("delta"); d.Get("type").Str != "input_json_delta" || d.Get("partial_json").Str != `{"command":"sleep 2; echo slept"}` {
-		t.Errorf("input delta: %s", evs[5].data.Raw)
+	if starts[1].Get("type").Str != "server_tool_use" || starts[1].Get("input").Raw != "{}" || !strings.HasPrefix(starts[1].Get("id").Str, "srvtoolu_") || deltas[1] != 1 {
+		t.Errorf("server_tool_use start: %s (%d deltas)", starts[1].Raw, deltas[1])
+	}
+	for _, e := range evs {
+		if e.name == "content_block_delta" && e.data.Get("index").Int() == 1 {
+			if d := e.data.Get("delta"); d.Get("type").Str != "input_json_delta" || d.Get("partial_json").Str != `{"command":"sleep 2; echo slept"}` {
+				t.Errorf("input delta: %s", e.data.Raw)
+			}
+		}
 	}
 	if res := starts[2]; res.Get("tool_use_id").Str != starts[1].Get("id").Str || res.Get("content.stdout").Str != "slept\n" || res.Get("content.return_code").Int() != 0 {
 		t.Errorf("the result block: %s", res.Raw)
@@ -453,7 +562,10 @@ func TestMessagesStream(t *testing.T) {
 	if ms := evs[0].data.Get("message"); ms.Get("id").Str != "msg_up_1" || ms.Get("content").Raw != "[]" || ms.Get("stop_reason").Type != gjson.Null {
 		t.Errorf("message_start: %s", evs[0].data.Raw)
 	}
-	_ = bytes.MinRead
+	// The follow-up's history: the round as the model streamed it, whole.
+	if c := m.reqs[1].Get("messages.1.content"); c.Get("0.text").Str != "Running the command now." || c.Get("1.input.command").Str != "sleep 2; echo slept" || c.Get("1.id").Str != "toolu_1" {
+		t.Errorf("the follow-up's assistant turn: %s", c.Raw)
+	}
 }
 
 // TestMessagesRefusedOnWasm: a sandbox with no shell refuses the tool
@@ -480,7 +592,7 @@ func TestMessagesRefusedOnWasm(t *testing.T) {
 // same container with the history the SDK holds sent back as it is.
 func TestNodeAnthropicSDK(t *testing.T) {
 	node := nodeReady(t)
-	s, _ := messagesStack(t,
+	s, am := messagesStack(t,
 		anthStep{blocks: []string{toolUse("toolu_1", "text_editor_code_execution", `{"command":"create","path":"/mnt/data/hello.py","file_text":"print('hello', 6 * 7)\n"}`)}},
 		anthStep{blocks: []string{toolUse("toolu_2", "bash_code_execution", `{"command":"cd /mnt/data && python3 hello.py | tee out.txt"}`)}},
 		anthStep{blocks: []string{textBlock("It printed hello 42.")}},
@@ -490,14 +602,17 @@ func TestNodeAnthropicSDK(t *testing.T) {
 					t.Errorf("the SDK's history became %d messages: %s", n, req.Get("messages").Raw)
 				}
 			},
-			blocks: []string{textBlock("Again: "), toolUse("toolu_3", "bash_code_execution", `{"command":"python3 hello.py; pwd"}`)},
+			// The SDK's first text event opens the gate: the model writes
+			// the rest of the round only then.
+			gated:  true,
+			blocks: []string{textBlock("Again, the same: "), toolUse("toolu_3", "bash_code_execution", `{"command":"python3 hello.py; pwd"}`)},
 		},
 		anthStep{blocks: []string{textBlock("Same.")}},
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(nodeDir, "anthropic.mjs"))
-	cmd.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+s.proxyURL, "ANTHROPIC_API_KEY=sk-ant-node")
+	cmd.Env = append(os.Environ(), "ANTHROPIC_BASE_URL="+s.proxyURL, "ANTHROPIC_API_KEY=sk-ant-node", "GATE_URL="+am.url+"/gate")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -527,11 +642,16 @@ func TestNodeAnthropicSDK(t *testing.T) {
 		t.Fatalf("the stream's blocks: %v", kinds)
 	}
 	sb := m.Get("blocks").Array()
-	if sb[1].Get("input.command").Str != "python3 hello.py; pwd" || sb[2].Get("stdout").Str != "hello 42\n/mnt/data\n" || sb[0].Get("text").Str != "Again: " {
+	if sb[1].Get("input.command").Str != "python3 hello.py; pwd" || sb[2].Get("stdout").Str != "hello 42\n/mnt/data\n" || sb[0].Get("text").Str != "Again, the same: " {
 		t.Errorf("the stream's blocks: %s", m.Get("blocks").Raw)
 	}
 	if m.Get("container.id").Str != c.Get("container.id").Str || m.Get("stop_reason").Str != "end_turn" || m.Get("usage.server_tool_use.code_execution_requests").Int() != 1 {
 		t.Errorf("the stream's message: %s", m.Raw)
+	}
+	// The model streamed the text in three deltas: the SDK saw the first
+	// while the model held the rest (the gate), each as a text event.
+	if tx := rep.Get("stream.texts").Raw; !strings.HasPrefix(tx, `["Again",", the"," same: ",`) || am.streamed != 2 {
+		t.Errorf("the SDK's text events: %s (the model streamed %d rounds)", tx, am.streamed)
 	}
 	if ev := rep.Get("stream.events").Raw; !strings.Contains(ev, `"content_block_start:server_tool_use","content_block_delta","content_block_stop","content_block_start:bash_code_execution_tool_result","content_block_stop"`) ||
 		!strings.HasSuffix(ev, `"message_delta","message_stop"]`) {

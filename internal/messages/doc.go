@@ -23,13 +23,16 @@
 // Other tools are the client's: a round that calls one ends the message
 // (stop_reason tool_use) after the code execution calls of that round ran.
 //
-// Streams are Anthropic's events, live: message_start at the first
-// answer, each block as the loop has it (server_tool_use with its input as
-// input_json_delta before the call runs, each result whole in its
-// content_block_start, text as text_delta), pings while a call runs,
-// message_delta with the stop reason, container and usage, message_stop.
-// The model server answers each round whole, so text arrives a round at a
-// time, not token by token.
+// Streams are Anthropic's events, live (live.go): the model server is
+// asked to stream every round, and its text, thinking and client tool
+// blocks reach the client delta by delta as it writes them, under the
+// client's indexes (in order across rounds); message_start at its first
+// event; a call of ours is held until the model has written it (its
+// server_tool_use id binds the whole input), then announced with its input
+// as one input_json_delta, run with pings, and answered by its result
+// whole in its content_block_start; message_delta with the stop reason,
+// container and usage, message_stop. A round answered as JSON is read
+// whole (the buffered path's reading).
 //
 // Errors are Anthropic's shape, {"type":"error","error":{"type","message"}}
 // (errors.go; the filter renders its own refusals of this route with
@@ -41,6 +44,7 @@
 //     container_upload.
 //   - history.go: call ids and replayed blocks.
 //   - exchange.go: the Exchange and the loop both paths drive.
-//   - stream.go: the event stream.
+//   - stream.go: the client's event stream.
+//   - live.go: a round the model server streams.
 //   - errors.go: Anthropic's error shape.
 package messages
