@@ -9,8 +9,10 @@
 // declaration becomes the two client tools bash_code_execution and
 // text_editor_code_execution, tool_choice naming code_execution follows
 // them, sent-back server_tool_use / *_tool_result blocks become the
-// tool_use / tool_result the model saw (a call id this server did not make
-// is refused: history.go), container_upload blocks put the file into the
+// tool_use / tool_result the model saw, a round's calls in one assistant
+// turn and their results in one user turn (a call id this server did not
+// make is refused, and so are the blocks in a request without the tool:
+// history.go), container_upload blocks put the file into the
 // container, and stream is off upstream. The model server's calls of the
 // two tools then run in the request's container (the same containers as
 // the Responses API's, scoped to the caller's credential; "container":

@@ -230,6 +230,8 @@ type loop struct {
 	// started: the first round's head was read (id, model: the message's).
 	started   bool
 	id, model string
+	// round is the round's token in its call ids (history.go).
+	round string
 }
 
 type usage struct {
@@ -288,6 +290,7 @@ func (l *loop) drive(ctx context.Context, src source, send func(context.Context,
 	}
 	for {
 		rd := &round{}
+		l.round = newRound()
 		if f := src(ctx, l, rd); f != nil {
 			if ctx.Err() != nil {
 				return nil, cancelled()
@@ -411,7 +414,7 @@ func (l *loop) call(ctx context.Context, b gjson.Result) string {
 	action := p.tools[name].Decode(codeexec.Args(b.Get("input")))
 	c := action.(*codeexec.Call) // the blocks are Anthropic's: tool_codeexec.go
 	c.UpstreamID = b.Get("id").Str
-	c.ID = p.callID(l.x.owner, name, c.Input)
+	c.ID = p.callID(l.x.owner, l.round, name, c.Input)
 	l.calls++
 	l.emit(`{"type":"server_tool_use","id":` + jsonx.Quote(c.ID) + `,"name":` + jsonx.Quote(name) + `,"input":` + c.Input + `,"caller":{"type":"direct"}}`)
 	var o hostedtool.Outcome

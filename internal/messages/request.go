@@ -93,6 +93,10 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 		return nil, apiErr
 	}
 	if declared < 0 {
+		if at, typ := undeclaredBlock(root.Get("messages")); at != "" {
+			return nil, invalid(fmt.Sprintf("%s: a %s block needs the code execution tool in tools (%s)", at, typ,
+				`{"type": "code_execution_20250825", "name": "code_execution"}`))
+		}
 		return r, nil
 	}
 	r.intercepted = true
