@@ -318,8 +318,16 @@ func TestMessagesCodeExecution(t *testing.T) {
 		// then its answer and the new user message.
 		anthStep{
 			check: func(t *testing.T, req gjson.Result) {
+				// The last user message ends with the container's files.
+				msgs := req.Get("messages").Array()
+				last := msgs[len(msgs)-1].Get("content")
+				note := last.Get("1.text").Str
+				if last.Get("0.text").Str != "Again?" || len(last.Array()) != 2 || !strings.HasPrefix(note, "[Files in /mnt/data of the code execution container (cntr_") ||
+					!strings.Contains(note, "\n- /mnt/data/w/out.txt (3 bytes)\n") || !strings.Contains(note, "\n- /mnt/data/w/notes.md (4 bytes)\n") {
+					t.Errorf("the last user message: %s", last.Raw)
+				}
 				saw := m.reqs[3].Get("messages").Raw
-				saw = saw[:len(saw)-1] + `,{"role":"assistant","content":[{"type":"text","text":"Done: X is 7."}]},{"role":"user","content":"Again?"}]`
+				saw = saw[:len(saw)-1] + `,{"role":"assistant","content":[{"type":"text","text":"Done: X is 7."}]},{"role":"user","content":[{"type":"text","text":"Again?"},{"type":"text","text":` + jsonString(note) + `}]}]`
 				if got, want := conversationShape(req.Get("messages")), conversationShape(gjson.Parse(saw)); got != want {
 					t.Errorf("the replayed history:\n%s\nthe model saw:\n%s", got, want)
 				}
@@ -693,11 +701,13 @@ func TestMessagesFiles(t *testing.T) {
 	s, _ := messagesStack(t,
 		anthStep{
 			check: func(t *testing.T, req gjson.Result) {
-				if c := req.Get("messages.0.content"); c.Get("#").Int() != 2 || c.Get("1.type").Str != "text" || !strings.Contains(c.Get("1.text").Str, "uploaded into the code execution container as /mnt/data/file-") {
+				// The upload's note, then the container's files (the upload).
+				if c := req.Get("messages.0.content"); c.Get("#").Int() != 3 || c.Get("1.type").Str != "text" || !strings.Contains(c.Get("1.text").Str, "uploaded into the code execution container as /mnt/data/file-") ||
+					!strings.Contains(c.Get("2.text").Str, "-sales.csv (12 bytes)\n") {
 					t.Errorf("the container_upload block became: %s", c.Raw)
 				}
 			},
-			blocks: []string{toolUse("toolu_1", "bash_code_execution", `{"command":"ls /mnt/data; wc -l < /mnt/data/file-*-sales.csv > /mnt/data/count.txt"}`)},
+			blocks: []string{toolUse("toolu_1", "bash_code_execution", `{"command":"ls /mnt/data; wc -l < /mnt/data/file-*-sales.csv > /mnt/data/count.txt; echo scratch > /tmp/scratch.txt"}`)},
 		},
 		anthStep{blocks: []string{textBlock("3 lines.")}},
 	)
@@ -749,6 +759,8 @@ func TestMessagesFiles(t *testing.T) {
 	body := `{"model":"m","max_tokens":99,"messages":[{"role":"user","content":[{"type":"text","text":"count"},{"type":"container_upload","file_id":"` + fid + `"}]}],"tools":[` + codeExecTool + `]}`
 	st, _, b = postMessages(t, s, "sk-f", body)
 	r := gjson.GetBytes(b, "content.1.content")
+	// One output file: count.txt, not the upload (there before) nor
+	// /tmp/scratch.txt (outside /mnt/data: scratch space).
 	if st != 200 || !strings.Contains(r.Get("stdout").Str, "sales.csv") || len(r.Get("content").Array()) != 1 {
 		t.Fatalf("the upload in the container: %d %s", st, b)
 	}

@@ -132,6 +132,17 @@ func (p *Processor) NewExchange(ctx context.Context, caller processor.Caller, bo
 		// is told what its commands may reach.
 		req.upstream = req.withNetwork(p, pol)
 	}
+	files, err := ctr.Files(ctx)
+	if err != nil {
+		_ = ctr.Close()
+		p.log.Error("listing a container's files failed", zap.Error(err))
+		return nil, &apierror.Error{Status: http.StatusServiceUnavailable, Type: errorType(http.StatusServiceUnavailable), Message: "The container's files could not be listed; retry the request."}
+	}
+	if len(files) > 0 {
+		// As the code_interpreter side does: the model knows what the
+		// container holds before its first command.
+		req.upstream = withNote(req.upstream, "[Files in /mnt/data of the code execution container ("+ctr.ID()+"):\n"+containerapi.FileList(files)+"]")
+	}
 	return x, nil
 }
 

@@ -275,3 +275,23 @@ func (r *request) withNetwork(p *Processor, pol *egress.Policy) []byte {
 	copy(tools[r.ours:], p.clientTools(pol))
 	return jsonx.EditObject(string(r.upstream), jsonx.Set("tools", string(jsonx.AppendArray(nil, tools))))
 }
+
+// withNote is body with a text block holding note at the end of its last
+// user message (the turn the model answers).
+func withNote(body []byte, note string) []byte {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	for k := len(msgs) - 1; k >= 0; k-- {
+		if msgs[k].Get("role").Str != "user" {
+			continue
+		}
+		m := message{role: "user", raw: msgs[k].Raw}
+		blocks := append(m.contentBlocks(), `{"type":"text","text":`+jsonx.Quote(note)+`}`)
+		raw := make([]string, len(msgs))
+		for j, o := range msgs {
+			raw[j] = o.Raw
+		}
+		raw[k] = string(jsonx.EditObject(msgs[k].Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, blocks)))))
+		return jsonx.EditObject(string(body), jsonx.Set("messages", string(jsonx.AppendArray(nil, raw))))
+	}
+	return body
+}
