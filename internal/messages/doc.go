@@ -13,7 +13,9 @@
 // turn and their results in one user turn (a call id this server did not
 // make is refused, and so are the blocks in a request without the tool:
 // history.go), container_upload blocks put the file into the
-// container, and stream is off upstream. The model server's calls of the
+// container, a container holding files has them listed to the model at the
+// end of the last user message, and stream is off upstream (on for a live
+// stream). The model server's calls of the
 // two tools then run in the request's container (the same containers as
 // the Responses API's, scoped to the caller's credential; "container":
 // "cntr_…" reuses one), the follow-ups go back to the model server until it
