@@ -625,11 +625,14 @@ func TestNodeAnthropicSDK(t *testing.T) {
 	node := nodeReady(t)
 	s, am := messagesStack(t,
 		anthStep{blocks: []string{toolUse("toolu_1", "text_editor_code_execution", `{"command":"create","path":"/mnt/data/hello.py","file_text":"print('hello', 6 * 7)\n"}`)}},
-		anthStep{blocks: []string{toolUse("toolu_2", "bash_code_execution", `{"command":"cd /mnt/data && python3 hello.py | tee out.txt"}`)}},
+		// Two calls in one round: the SDK's history sends them back
+		// interleaved with their results; the model gets them as one turn.
+		anthStep{blocks: []string{toolUse("toolu_v", "text_editor_code_execution", `{"command":"view","path":"/mnt/data/hello.py"}`),
+			toolUse("toolu_2", "bash_code_execution", `{"command":"cd /mnt/data && python3 hello.py | tee out.txt"}`)}},
 		anthStep{blocks: []string{textBlock("It printed hello 42.")}},
 		anthStep{
 			check: func(t *testing.T, req gjson.Result) {
-				if n := len(req.Get("messages").Array()); n != 7 {
+				if n := len(req.Get("messages").Array()); n != 7 || req.Get("messages.3.content.#").Int() != 2 || req.Get("messages.4.content.#").Int() != 2 {
 					t.Errorf("the SDK's history became %d messages: %s", n, req.Get("messages").Raw)
 				}
 			},
@@ -654,16 +657,20 @@ func TestNodeAnthropicSDK(t *testing.T) {
 	c := rep.Get("create")
 	var kinds []string
 	c.Get("blocks").ForEach(func(_, b gjson.Result) bool { kinds = append(kinds, b.Get("type").Str); return true })
-	if strings.Join(kinds, ",") != "server_tool_use,text_editor_code_execution_tool_result,server_tool_use,bash_code_execution_tool_result,text" {
+	if strings.Join(kinds, ",") != "server_tool_use,text_editor_code_execution_tool_result,server_tool_use,text_editor_code_execution_tool_result,server_tool_use,bash_code_execution_tool_result,text" {
 		t.Fatalf("create's blocks: %v", kinds)
 	}
 	b := c.Get("blocks").Array()
 	if b[0].Get("input.path").Str != "/mnt/data/hello.py" || b[1].Get("content.type").Str != "text_editor_code_execution_create_result" ||
-		b[3].Get("stdout").Str != "hello 42\n" || b[3].Get("return_code").Int() != 0 || len(b[3].Get("files").Array()) != 1 ||
-		b[3].Get("tool_use_id").Str != b[2].Get("id").Str {
+		b[5].Get("stdout").Str != "hello 42\n" || b[5].Get("return_code").Int() != 0 || len(b[5].Get("files").Array()) != 1 ||
+		b[5].Get("tool_use_id").Str != b[4].Get("id").Str {
 		t.Errorf("create's blocks: %s", c.Get("blocks").Raw)
 	}
-	if c.Get("stop_reason").Str != "end_turn" || c.Get("usage.server_tool_use.code_execution_requests").Int() != 2 || !strings.HasPrefix(c.Get("container.id").Str, "cntr_") {
+	// The view result as the SDK decoded it, field by field.
+	if v := b[3].Get("content").Raw; v != `{"type":"text_editor_code_execution_view_result","file_type":"text","content":"print('hello', 6 * 7)\n","num_lines":1,"start_line":1,"total_lines":1}` {
+		t.Errorf("view: %s", v)
+	}
+	if c.Get("stop_reason").Str != "end_turn" || c.Get("usage.server_tool_use.code_execution_requests").Int() != 3 || !strings.HasPrefix(c.Get("container.id").Str, "cntr_") {
 		t.Errorf("create: %s", c.Raw)
 	}
 	m := rep.Get("stream.message")
