@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
@@ -784,5 +785,87 @@ func TestMessagesFiles(t *testing.T) {
 	st, _, b = postMessages(t, s, "sk-other", strings.Replace(body, "count", "steal", 1))
 	if st != 404 || gjson.GetBytes(b, "error.type").Str != "not_found_error" {
 		t.Errorf("another credential's container_upload: %d %s", st, b)
+	}
+}
+
+// TestMessagesSkills: Anthropic's container {skills: [{type: custom,
+// skill_id}]} mounts a skill of /v1/skills in a new container — the model
+// is told its name, description and path, bash reads its SKILL.md there,
+// the message's container lists it as Anthropic's {type, skill_id,
+// version}; naming the container again with the skill reuses it, with
+// another skill it is Anthropic's 400; Anthropic's prebuilt skills and
+// another credential's skill are refused before the model is asked.
+func TestMessagesSkills(t *testing.T) {
+	s, m := messagesStack(t,
+		anthStep{
+			check: func(t *testing.T, req gjson.Result) {
+				note := req.Get("messages.0.content.1.text").Str
+				if req.Get("messages.0.content.0.text").Str != "report" || !strings.Contains(note, "csv-report") || !strings.Contains(note, "Make CSV reports.") || !strings.Contains(note, "/tmp/skills/csv-report") {
+					t.Errorf("the model was told: %s", req.Get("messages.0.content").Raw)
+				}
+			},
+			blocks: []string{toolUse("toolu_1", "bash_code_execution", `{"command":"cat /tmp/skills/csv-report/SKILL.md | tail -1"}`)},
+		},
+		anthStep{blocks: []string{textBlock("Read it.")}},
+		anthStep{blocks: []string{textBlock("Again.")}},
+	)
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	w, _ := zw.Create("csv-report/SKILL.md")
+	_, _ = io.WriteString(w, "---\nname: csv-report\ndescription: Make CSV reports.\n---\nRun scripts/go.sh.\n")
+	_ = zw.Close()
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	fw, _ := mw.CreateFormFile("files", "csv-report.zip")
+	_, _ = fw.Write(zb.Bytes())
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, s.proxyURL+"/v1/skills", &mp)
+	req.Header.Set("Authorization", "Bearer sk-skill")
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	skill := gjson.GetBytes(b, "id").Str
+	if resp.StatusCode != 200 || skill == "" {
+		t.Fatalf("the skill's upload: %d %s", resp.StatusCode, b)
+	}
+
+	body := func(container string) string {
+		return `{"model":"m","max_tokens":99,"container":` + container + `,"messages":[{"role":"user","content":"report"}],"tools":[` + codeExecTool + `]}`
+	}
+	st, _, b := postMessages(t, s, "sk-skill", body(`{"skills":[{"type":"custom","skill_id":"`+skill+`","version":"latest"}]}`))
+	msg := gjson.ParseBytes(b)
+	if st != 200 || msg.Get("content.1.content.stdout").Str != "Run scripts/go.sh.\n" {
+		t.Fatalf("the skill in the container: %d %s", st, b)
+	}
+	ctr := msg.Get("container")
+	if ctr.Get("skills.#").Int() != 1 || ctr.Get("skills.0.type").Str != "custom" || ctr.Get("skills.0.skill_id").Str != skill || ctr.Get("skills.0.version").Type != gjson.String {
+		t.Errorf("the message's container: %s", ctr.Raw)
+	}
+	id := ctr.Get("id").Str
+	if st, _, b := postMessages(t, s, "sk-skill", body(`{"id":"`+id+`","skills":[{"type":"custom","skill_id":"`+skill+`"}]}`)); st != 200 || gjson.GetBytes(b, "container.id").Str != id {
+		t.Errorf("the container again with its skill: %d %s", st, b)
+	}
+	before := len(m.reqs)
+	for _, tc := range []struct {
+		name, key, container string
+		status               int
+		msg                  string
+	}{
+		{"the container with another skill", "sk-skill", `{"id":"` + id + `","skills":[{"type":"custom","skill_id":"skill_0000"}]}`, 400, "does not mount the skill skill_0000"},
+		{"Anthropic's prebuilt skill", "sk-skill", `{"skills":[{"type":"anthropic","skill_id":"xlsx"}]}`, 400, "container.skills.0: \"xlsx\" is one of Anthropic's prebuilt skills"},
+		{"another credential's skill", "sk-other", `{"skills":[{"type":"custom","skill_id":"` + skill + `"}]}`, 404, "No skill found with id"},
+	} {
+		st, _, b := postMessages(t, s, tc.key, body(tc.container))
+		e := gjson.ParseBytes(b)
+		if st != tc.status || e.Get("type").Str != "error" || !strings.Contains(e.Get("error.message").Str, tc.msg) {
+			t.Errorf("%s: %d %s", tc.name, st, b)
+		}
+	}
+	if len(m.reqs) != before {
+		t.Errorf("a refused request reached the model server")
 	}
 }

@@ -15,7 +15,10 @@
 // history.go), container_upload blocks put the file into the
 // container, a container holding files has them listed to the model at the
 // end of the last user message, and stream is off upstream (on for a live
-// stream). The model server's calls of the
+// stream). container.skills of type custom are skills of the Skills
+// API, mounted in a new container as the Responses API's skill_reference
+// (the model told them, the message's container lists them); Anthropic's
+// prebuilt ones are a 400. The model server's calls of the
 // two tools then run in the request's container (the same containers as
 // the Responses API's, scoped to the caller's credential; "container":
 // "cntr_…" reuses one), the follow-ups go back to the model server until it

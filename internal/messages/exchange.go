@@ -18,6 +18,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/processor"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // Exchange is one /v1/messages request.
@@ -445,7 +446,8 @@ func (l *loop) finish(stop, seq string) []byte {
 	if seq == "" {
 		seq = "null"
 	}
-	container := `{"id":` + jsonx.Quote(l.x.ctr.ID()) + `,"expires_at":` + jsonx.Quote(l.x.p.now().Add(l.x.p.cfg.ContainerExpiry).UTC().Format(time.RFC3339Nano)) + `}`
+	container := `{"id":` + jsonx.Quote(l.x.ctr.ID()) + `,"expires_at":` + jsonx.Quote(l.x.p.now().Add(l.x.p.cfg.ContainerExpiry).UTC().Format(time.RFC3339Nano)) +
+		`,"skills":` + containerSkillsJSON(l.x.ctr.Skills()) + `}`
 	u := l.usage.json(l.calls)
 	l.em.finish(`{"stop_reason":`+stop+`,"stop_sequence":`+seq+`,"container":`+container+`}`, u)
 	return []byte(`{"id":` + jsonx.Quote(l.id) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(l.model) +
@@ -463,4 +465,18 @@ func notRun(err error) string {
 		return "the container is temporarily unavailable"
 	}
 	return "the container could not run the call"
+}
+
+// containerSkillsJSON is the message's container.skills: Anthropic's
+// {type, skill_id, version} for each skill the container mounts (this
+// server's skills are all "custom"), null for none.
+func containerSkillsJSON(sk []store.ContainerSkill) string {
+	if len(sk) == 0 {
+		return "null"
+	}
+	out := make([]string, len(sk))
+	for i, s := range sk {
+		out[i] = `{"type":"custom","skill_id":` + jsonx.Quote(s.SkillID) + `,"version":` + jsonx.Quote(strconv.Itoa(s.Version)) + `}`
+	}
+	return string(jsonx.AppendArray(nil, out))
 }

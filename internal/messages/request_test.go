@@ -63,7 +63,17 @@ func TestRewrite(t *testing.T) {
 		{name: "a caller", body: `{"messages":[],"tools":[{"type":"code_execution_20250825","name":"code_execution","allowed_callers":["code_execution_20260120"]}]}`, refused: "only as a direct call"},
 		{name: "deferred", body: `{"messages":[],"tools":[{"type":"code_execution_20250825","name":"code_execution","defer_loading":true}]}`, refused: "defer"},
 		{name: "an OpenAI container", body: `{"messages":[],"container":"container_011","tools":[` + ce + `]}`, refused: "not a container of this server"},
-		{name: "skills", body: `{"messages":[],"container":{"id":"cntr_a","skills":[{"type":"anthropic","skill_id":"pptx"}]},"tools":[` + ce + `]}`, refused: "skills"},
+		{name: "custom skills", body: `{"messages":[],"container":{"skills":[{"type":"custom","skill_id":"skill_1","version":"latest"},{"type":"custom","skill_id":"skill_2"}]},"tools":[` + ce + `]}`,
+			check: func(t *testing.T, r *request, up gjson.Result) {
+				if r.containerID != "" || len(r.skills) != 2 || string(r.skills[0]) != `{"type":"skill_reference","skill_id":"skill_1","version":"latest"}` ||
+					string(r.skills[1]) != `{"type":"skill_reference","skill_id":"skill_2"}` || up.Get("container").Exists() {
+					t.Errorf("%q %s %s", r.containerID, r.skills, up.Raw)
+				}
+			}},
+		{name: "Anthropic's prebuilt skills", body: `{"messages":[],"container":{"id":"cntr_a","skills":[{"type":"custom","skill_id":"skill_1"},{"type":"anthropic","skill_id":"pptx"}]},"tools":[` + ce + `]}`, refused: "container.skills.1: \"pptx\" is one of Anthropic's prebuilt skills"},
+		{name: "a skill of another type", body: `{"messages":[],"container":{"skills":[{"type":"inline","skill_id":"x"}]},"tools":[` + ce + `]}`, refused: "container.skills.0.type"},
+		{name: "a skill without an id", body: `{"messages":[],"container":{"skills":[{"type":"custom"}]},"tools":[` + ce + `]}`, refused: "container.skills.0.skill_id"},
+		{name: "skills not an array", body: `{"messages":[],"container":{"skills":{}},"tools":[` + ce + `]}`, refused: "container.skills: expected an array"},
 		{name: "a container of the wrong type", body: `{"messages":[],"container":5,"tools":[` + ce + `]}`, refused: "container: expected"},
 		{name: "an upload without an id", body: `{"messages":[{"role":"user","content":[{"type":"container_upload"}]}],"tools":[` + ce + `]}`, refused: "messages.0.content.0.file_id"},
 		{name: "not JSON", body: `{"messages":`, refused: "not valid JSON"},
