@@ -163,17 +163,20 @@ func newStackWithUpstream(t testing.TB, _ shapes, upstream string, o stackOption
 		if err != nil {
 			t.Fatal(err)
 		}
-		mgr = containers.New(containers.Config{Files: files}, st, prov, log.Named("containers"))
+		// Skills as serve has them: the Skills API and the containers
+		// mounting them share one store.
+		sk := memory.NewSkills(store.DefaultSkillLimits(), nil)
+		mgr = containers.New(containers.Config{Files: files, Skills: sk}, st, prov, log.Named("containers"))
 		t.Cleanup(func() { mgr.Close() })
 		icOpts = append(icOpts, interceptor.WithContainers(mgr))
-		apiSrv, err := api.New(api.Config{Responses: rs, Conversations: cs, Create: mgr.Create, Network: gate, Secrets: mgr}, st, log.Named("api"))
+		apiSrv, err := api.New(api.Config{Responses: rs, Conversations: cs, Create: mgr.Create, Network: gate, Secrets: mgr, Skills: sk}, st, log.Named("api"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		hs := httptest.NewServer(apiSrv)
 		t.Cleanup(hs.Close)
 		au, _ := url.Parse(hs.URL)
-		for _, p := range []string{"/v1/containers", "/v1/files", "/v1/conversations"} {
+		for _, p := range []string{"/v1/containers", "/v1/files", "/v1/conversations", "/v1/skills"} {
 			routes = append(routes, devproxy.Route{Name: p, PathSeparatedPrefix: p, Cluster: au, ExtProcDisabled: true})
 		}
 		routes = append(routes, devproxy.Route{Name: "stored-responses", Prefix: "/v1/responses/", Cluster: au, ExtProcDisabled: true})

@@ -3,7 +3,10 @@
 // continuing in the same container with the history sent back as the SDK
 // holds it. Prints one JSON report; exits 1 on any SDK error.
 //
-// Environment: ANTHROPIC_BASE_URL (the front proxy), ANTHROPIC_API_KEY.
+// Environment: ANTHROPIC_BASE_URL (the front proxy), ANTHROPIC_API_KEY,
+// GATE_URL (the scripted model holds its streamed round after its first
+// text delta until this URL is fetched: the stream's first text event
+// fetches it, so the round ends only if the text came live).
 import Anthropic from '@anthropic-ai/sdk';
 
 const client = new Anthropic({
@@ -29,6 +32,11 @@ try {
     ],
   });
   stream.on('streamEvent', (e) => events.push(e.type === 'content_block_start' ? `${e.type}:${e.content_block.type}` : e.type));
+  const texts = [];
+  stream.on('text', (delta) => {
+    texts.push(delta);
+    if (texts.length === 1 && process.env.GATE_URL) fetch(process.env.GATE_URL).catch((e) => process.stderr.write(`gate: ${e}\n`));
+  });
   const second = await stream.finalMessage();
   // What the SDK's typed union tells apart, per block.
   const typed = (m) => m.content.map((b) => {
@@ -45,7 +53,7 @@ try {
     }
   });
   const summary = (m) => ({ id: m.id, stop_reason: m.stop_reason, container: m.container, usage: m.usage, blocks: typed(m) });
-  process.stdout.write(JSON.stringify({ create: summary(first), stream: { events, message: summary(second) } }) + '\n');
+  process.stdout.write(JSON.stringify({ create: summary(first), stream: { events, texts, message: summary(second) } }) + '\n');
 } catch (err) {
   process.stderr.write(`SDK error: ${err?.stack ?? err}\n`);
   if (err?.status) process.stderr.write(`status: ${err.status}\n`);

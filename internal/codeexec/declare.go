@@ -114,7 +114,7 @@ func tools(env Environment) []string {
 	}
 	bash := `{"name":"` + BashName + `","description":` + jsonx.Quote("Run a bash command in a sandboxed Linux container (Debian) and get its stdout, stderr and return code. "+
 		"The container persists for this conversation: the working directory, exported variables and shell functions carry over to the next command, and so do files. "+
-		"Files you write under /mnt/data are returned to the user."+pkgs+" "+net) +
+		"Commands start in /mnt/data: the files written under /mnt/data are returned to the user as files; elsewhere (/tmp) is scratch space."+pkgs+" "+net) +
 		`,"input_schema":{"type":"object","properties":{"command":{"type":"string","description":"The bash command to run."}},"required":["command"]}}`
 	editor := `{"name":"` + EditorName + `","description":` + jsonx.Quote("View, create or edit a file in the same container. "+
 		"view shows a text file (optionally view_range [first, last] line, 1-based, -1 for the end) or lists a directory; "+

@@ -2,6 +2,7 @@ package containerapi
 
 import (
 	"strconv"
+	"strings"
 	"unicode"
 )
 
@@ -30,4 +31,18 @@ func HumanBytes(n int64) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// FileList is files as the model is told them, one "- path (size)" line
+// each (QuotePath, HumanBytes), the first 50 and how many more.
+func FileList(files []File) string {
+	var b strings.Builder
+	for k, f := range files {
+		if k == 50 {
+			b.WriteString("… and " + strconv.Itoa(len(files)-50) + " more\n")
+			break
+		}
+		b.WriteString("- " + QuotePath(f.Path) + " (" + HumanBytes(f.Bytes) + ")\n")
+	}
+	return b.String()
 }

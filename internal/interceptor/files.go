@@ -342,13 +342,7 @@ func developerNote(text string) string {
 func filesNote(cid string, files []containerapi.File) string {
 	var b strings.Builder
 	b.WriteString("Files in /mnt/data of the code interpreter (container " + cid + "):\n")
-	for k, f := range files {
-		if k == 50 {
-			b.WriteString("… and " + strconv.Itoa(len(files)-50) + " more\n")
-			break
-		}
-		b.WriteString("- " + containerapi.QuotePath(f.Path) + " (" + containerapi.HumanBytes(f.Bytes) + ")\n")
-	}
+	b.WriteString(containerapi.FileList(files))
 	b.WriteString("Link a file for the user as sandbox:/mnt/data/<name>.")
 	return b.String()
 }

@@ -9,9 +9,16 @@
 // declaration becomes the two client tools bash_code_execution and
 // text_editor_code_execution, tool_choice naming code_execution follows
 // them, sent-back server_tool_use / *_tool_result blocks become the
-// tool_use / tool_result the model saw (a call id this server did not make
-// is refused: history.go), container_upload blocks put the file into the
-// container, and stream is off upstream. The model server's calls of the
+// tool_use / tool_result the model saw, a round's calls in one assistant
+// turn and their results in one user turn (a call id this server did not
+// make is refused, and so are the blocks in a request without the tool:
+// history.go), container_upload blocks put the file into the
+// container, a container holding files has them listed to the model at the
+// end of the last user message, and stream is off upstream (on for a live
+// stream). container.skills of type custom are skills of the Skills
+// API, mounted in a new container as the Responses API's skill_reference
+// (the model told them, the message's container lists them); Anthropic's
+// prebuilt ones are a 400. The model server's calls of the
 // two tools then run in the request's container (the same containers as
 // the Responses API's, scoped to the caller's credential; "container":
 // "cntr_…" reuses one), the follow-ups go back to the model server until it
@@ -23,13 +30,16 @@
 // Other tools are the client's: a round that calls one ends the message
 // (stop_reason tool_use) after the code execution calls of that round ran.
 //
-// Streams are Anthropic's events, live: message_start at the first
-// answer, each block as the loop has it (server_tool_use with its input as
-// input_json_delta before the call runs, each result whole in its
-// content_block_start, text as text_delta), pings while a call runs,
-// message_delta with the stop reason, container and usage, message_stop.
-// The model server answers each round whole, so text arrives a round at a
-// time, not token by token.
+// Streams are Anthropic's events, live (live.go): the model server is
+// asked to stream every round, and its text, thinking and client tool
+// blocks reach the client delta by delta as it writes them, under the
+// client's indexes (in order across rounds); message_start at its first
+// event; a call of ours is held until the model has written it (its
+// server_tool_use id binds the whole input), then announced with its input
+// as one input_json_delta, run with pings, and answered by its result
+// whole in its content_block_start; message_delta with the stop reason,
+// container and usage, message_stop. A round answered as JSON is read
+// whole (the buffered path's reading).
 //
 // Errors are Anthropic's shape, {"type":"error","error":{"type","message"}}
 // (errors.go; the filter renders its own refusals of this route with
@@ -41,6 +51,7 @@
 //     container_upload.
 //   - history.go: call ids and replayed blocks.
 //   - exchange.go: the Exchange and the loop both paths drive.
-//   - stream.go: the event stream.
+//   - stream.go: the client's event stream.
+//   - live.go: a round the model server streams.
 //   - errors.go: Anthropic's error shape.
 package messages

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -17,6 +18,7 @@ import (
 	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 	"github.com/codeinterp/codeinterp/internal/processor"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // Exchange is one /v1/messages request.
@@ -39,11 +41,15 @@ func (x *Exchange) Modified() bool { return x.req.intercepted }
 // UpstreamBody implements processor.Exchange.
 func (x *Exchange) UpstreamBody() []byte { return x.req.upstream }
 
-// StreamLive makes a streaming exchange live: events go to the client as
-// each round's blocks and each call's result are ready (the model server
-// still answers each round whole: stream false).
+// StreamLive makes a streaming exchange live: the model server is asked
+// to stream every round (UpstreamBody and the follow-ups say stream true)
+// and StreamResponse passes its deltas on as they come. Call it before
+// UpstreamBody; calling it again is harmless.
 func (x *Exchange) StreamLive() bool {
-	x.live = x.req.intercepted && x.req.stream
+	if x.req.intercepted && x.req.stream && !x.live {
+		x.live = true
+		x.req.upstream = jsonx.EditObject(string(x.req.upstream), jsonx.Set("stream", "true"))
+	}
 	return x.live
 }
 
@@ -84,8 +90,12 @@ func (x *Exchange) CompleteResponse(ctx context.Context, up processor.Upstream, 
 	}
 	col := &collector{}
 	l := &loop{x: x, em: col}
-	final, f := l.drive(ctx, body, func(ctx context.Context, b []byte) (int, http.Header, []byte, error) {
-		return up.CreateResponse(ctx, b)
+	final, f := l.drive(ctx, wholeAnswer(body), func(ctx context.Context, b []byte) (source, *failure) {
+		st, _, answer, err := up.CreateResponse(ctx, b)
+		if f := l.followUpFailure(ctx, st, answer, err); f != nil {
+			return nil, f
+		}
+		return wholeAnswer(answer), nil
 	})
 	if f != nil {
 		if ctx.Err() != nil {
@@ -101,10 +111,15 @@ func (x *Exchange) CompleteResponse(ctx context.Context, up processor.Upstream, 
 	return res, nil
 }
 
-// StreamResponse implements processor.Exchange: the live stream. Each
-// round's blocks are sent once its answer is in, each call's
-// server_tool_use before it runs and its result once it ran, pings while
-// it runs; a failure after the stream began is Anthropic's error event.
+// StreamResponse implements processor.Exchange: the live stream. The
+// model server streams every round (stream true); its text, thinking and
+// client tool blocks reach the client delta by delta as the model writes
+// them, re-indexed into the one message; a call of ours is announced
+// (server_tool_use, its input whole: its id binds the input, history.go)
+// once the model has written it, then runs with pings, then its result
+// block; message_delta and message_stop end the message after the last
+// round. A model server that answers a round with JSON instead is read
+// whole. A failure after the stream began is Anthropic's error event.
 func (x *Exchange) StreamResponse(ctx context.Context, up processor.StreamUpstream, status int, header http.Header, body io.Reader, w io.Writer) error {
 	defer x.Close()
 	if c, ok := body.(io.Closer); ok {
@@ -114,20 +129,31 @@ func (x *Exchange) StreamResponse(ctx context.Context, up processor.StreamUpstre
 		_, err := io.Copy(w, body)
 		return err
 	}
-	first, err := readBounded(body, x.p.cfg.MaxBodyBytes)
+	ev := newEvents(w, x.p.cfg.PingEvery)
+	l := &loop{x: x, em: ev}
+	rc, ok := body.(io.ReadCloser)
+	if !ok {
+		rc = io.NopCloser(body)
+	}
+	first, err := x.answer(ev, header, rc)
 	if err != nil {
 		return x.streamFailure(ctx, w, err)
 	}
-	ev := newEvents(w, x.p.cfg.PingEvery)
-	l := &loop{x: x, em: ev}
-	_, f := l.drive(ctx, first, func(ctx context.Context, b []byte) (int, http.Header, []byte, error) {
+	_, f := l.drive(ctx, first, func(ctx context.Context, b []byte) (source, *failure) {
 		st, hdr, rc, err := up.CreateResponseStream(ctx, b)
 		if err != nil {
-			return 0, nil, nil, err
+			return nil, l.followUpFailure(ctx, 0, nil, err)
 		}
-		defer rc.Close()
-		data, err := readBounded(rc, x.p.cfg.MaxBodyBytes)
-		return st, hdr, data, err
+		if st < 200 || st > 299 {
+			data, _ := readBounded(rc, x.p.cfg.MaxBodyBytes)
+			rc.Close()
+			return nil, l.followUpFailure(ctx, st, data, nil)
+		}
+		src, err := x.answer(ev, hdr, rc)
+		if err != nil {
+			return nil, l.followUpFailure(ctx, 0, nil, err)
+		}
+		return src, nil
 	})
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -136,6 +162,20 @@ func (x *Exchange) StreamResponse(ctx context.Context, up processor.StreamUpstre
 		ev.write("error", string(f.body))
 	}
 	return ev.err
+}
+
+// answer is a live round's source: the model server's event stream, or
+// its JSON message when it answered with one (read whole, rc closed).
+func (x *Exchange) answer(ev *events, header http.Header, rc io.ReadCloser) (source, error) {
+	if ct := header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "text/event-stream") {
+		defer rc.Close()
+		data, err := readBounded(rc, x.p.cfg.MaxBodyBytes)
+		if err != nil {
+			return nil, err
+		}
+		return wholeAnswer(data), nil
+	}
+	return liveAnswer(ev, rc), nil
 }
 
 func (x *Exchange) streamFailure(ctx context.Context, w io.Writer, err error) error {
@@ -188,6 +228,11 @@ type loop struct {
 	calls  int // code execution calls
 	blocks []string
 	usage  usage
+	// started: the first round's head was read (id, model: the message's).
+	started   bool
+	id, model string
+	// round is the round's token in its call ids (history.go).
+	round string
 }
 
 type usage struct {
@@ -216,77 +261,142 @@ func (u usage) json(calls int) string {
 		`,"server_tool_use":{"web_search_requests":0,"web_fetch_requests":0,"code_execution_requests":` + strconv.Itoa(calls) + `}}`
 }
 
+// round is one answer of the model server as the loop reads it.
+type round struct {
+	// content is the model's blocks as it wrote them (the follow-up's
+	// assistant turn), results the tool_results of the calls of ours.
+	content, results []string
+	ours, theirs     int
+	// stop and seq are the answer's stop_reason and stop_sequence (raw JSON).
+	stop, seq string
+}
+
+// source reads one round of the model server's answer: it tells the loop
+// the answer's head (l.begin), each block as it is complete (l.modelBlock)
+// and the round's usage, and sets the round's stop. A whole JSON answer
+// (wholeAnswer) and an event stream (liveAnswer) are the two.
+type source func(ctx context.Context, l *loop, rd *round) *failure
+
 // drive runs rounds until the model answers without a call of ours (or
 // with a client tool's call too, which ends the turn for the client to
 // answer), or MaxRounds follow-ups were made (stop_reason "pause_turn").
-// send makes a follow-up. It returns the client's message.
-func (l *loop) drive(ctx context.Context, body []byte, send func(context.Context, []byte) (int, http.Header, []byte, error)) ([]byte, *failure) {
+// src is the first answer; send makes a follow-up and returns its answer.
+// It returns the client's message.
+func (l *loop) drive(ctx context.Context, src source, send func(context.Context, []byte) (source, *failure)) ([]byte, *failure) {
 	p := l.x.p
 	msgs := gjson.GetBytes(l.x.req.upstream, "messages").Array()
 	history := make([]string, len(msgs))
 	for k, m := range msgs {
 		history[k] = m.Raw
 	}
-	var head gjson.Result
 	for {
-		rd := gjson.ParseBytes(body)
-		if !gjson.ValidBytes(body) || !rd.Get("content").IsArray() {
-			p.log.Warn("unusable upstream answer", zap.Int("round", l.rounds))
-			return nil, &failure{status: http.StatusBadGateway, body: errorJSON(http.StatusBadGateway, "The upstream model server returned a response this server could not read.")}
-		}
-		if l.rounds == 0 {
-			head = rd
-			l.em.start(`{"id":` + jsonx.Quote(rd.Get("id").Str) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(rd.Get("model").Str) +
-				`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":` + strconv.FormatInt(rd.Get("usage.input_tokens").Int(), 10) +
-				`,"output_tokens":1},"container":null}`)
-		}
-		l.usage.add(rd.Get("usage"))
-		var results []string
-		ours, theirs := 0, 0
-		rd.Get("content").ForEach(func(_, b gjson.Result) bool {
-			if b.Get("type").Str != "tool_use" || !codeexec.IsToolName(b.Get("name").Str) {
-				if b.Get("type").Str == "tool_use" {
-					theirs++
-				}
-				l.emit(b.Raw)
-				return true
+		rd := &round{}
+		l.round = newRound()
+		if f := src(ctx, l, rd); f != nil {
+			if ctx.Err() != nil {
+				return nil, cancelled()
 			}
-			ours++
-			results = append(results, l.call(ctx, b))
-			return ctx.Err() == nil
-		})
-		if err := ctx.Err(); err != nil {
-			return nil, &failure{status: 499, body: errorJSON(http.StatusBadRequest, "The request was cancelled.")}
+			return nil, f
 		}
-		stop, seq := rd.Get("stop_reason").Raw, rd.Get("stop_sequence").Raw
-		if ours == 0 || theirs > 0 || l.rounds >= p.cfg.MaxRounds {
-			if ours > 0 && theirs == 0 {
+		if ctx.Err() != nil {
+			return nil, cancelled()
+		}
+		if rd.ours == 0 || rd.theirs > 0 || l.rounds >= p.cfg.MaxRounds {
+			stop := rd.stop
+			if rd.ours > 0 && rd.theirs == 0 {
 				stop = `"pause_turn"` // the loop's bound: the client may continue
 			}
-			return l.finish(head, stop, seq), nil
+			return l.finish(stop, rd.seq), nil
 		}
-		history = append(history, `{"role":"assistant","content":`+rd.Get("content").Raw+`}`,
-			`{"role":"user","content":`+string(jsonx.AppendArray(nil, results))+`}`)
+		history = append(history, `{"role":"assistant","content":`+string(jsonx.AppendArray(nil, rd.content))+`}`,
+			`{"role":"user","content":`+string(jsonx.AppendArray(nil, rd.results))+`}`)
 		next := jsonx.EditObject(string(l.x.req.upstream), jsonx.Set("messages", string(jsonx.AppendArray(nil, history))))
 		l.rounds++
-		st, hdr, answer, err := send(ctx, next)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, &failure{status: 499, body: errorJSON(http.StatusBadRequest, "The request was cancelled.")}
-			}
-			p.log.Warn("follow-up failed", zap.Int("round", l.rounds), zap.Error(err))
-			return nil, &failure{status: http.StatusBadGateway, body: errorJSON(http.StatusBadGateway, "The upstream model server could not be reached for a follow-up request.")}
+		var f *failure
+		if src, f = send(ctx, next); f != nil {
+			return nil, f
 		}
-		if st < 200 || st > 299 {
-			p.log.Warn("follow-up answered with an error", zap.Int("round", l.rounds), zap.Int("status", st))
-			if gjson.GetBytes(answer, "type").Str == "error" {
-				return nil, &failure{status: st, body: answer}
-			}
-			_ = hdr
-			return nil, &failure{status: st, body: errorJSON(st, "The upstream model server answered a follow-up request with status "+strconv.Itoa(st)+".")}
-		}
-		body = answer
 	}
+}
+
+// wholeAnswer is a round the model server answered as one JSON message.
+func wholeAnswer(body []byte) source {
+	return func(ctx context.Context, l *loop, rd *round) *failure {
+		m := gjson.ParseBytes(body)
+		if !gjson.ValidBytes(body) || !m.Get("content").IsArray() {
+			return l.unusable()
+		}
+		l.begin(m)
+		l.usage.add(m.Get("usage"))
+		m.Get("content").ForEach(func(_, b gjson.Result) bool {
+			l.modelBlock(ctx, rd, b, false)
+			return ctx.Err() == nil
+		})
+		rd.stop, rd.seq = m.Get("stop_reason").Raw, m.Get("stop_sequence").Raw
+		return nil
+	}
+}
+
+// begin is told a round's message head (its id, model and usage): the
+// first round's opens the client's message.
+func (l *loop) begin(m gjson.Result) {
+	if l.started {
+		return
+	}
+	l.started = true
+	l.id, l.model = m.Get("id").Str, m.Get("model").Str
+	l.em.start(`{"id":` + jsonx.Quote(l.id) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(l.model) +
+		`,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":` + strconv.FormatInt(m.Get("usage.input_tokens").Int(), 10) +
+		`,"output_tokens":1},"container":null}`)
+}
+
+// modelBlock is told each whole block of a round, in order: a call of ours
+// runs (its blocks emitted), anything else is the client's (emitted unless
+// streamed says the live stream already sent it).
+func (l *loop) modelBlock(ctx context.Context, rd *round, b gjson.Result, streamed bool) {
+	rd.content = append(rd.content, b.Raw)
+	if b.Get("type").Str == "tool_use" && codeexec.IsToolName(b.Get("name").Str) {
+		rd.ours++
+		rd.results = append(rd.results, l.call(ctx, b))
+		return
+	}
+	if b.Get("type").Str == "tool_use" {
+		rd.theirs++
+	}
+	l.blocks = append(l.blocks, b.Raw)
+	if !streamed {
+		l.em.block(b.Raw)
+	}
+}
+
+func (l *loop) unusable() *failure {
+	l.x.p.log.Warn("unusable upstream answer", zap.Int("round", l.rounds))
+	return &failure{status: http.StatusBadGateway, body: errorJSON(http.StatusBadGateway, "The upstream model server returned a response this server could not read.")}
+}
+
+func cancelled() *failure {
+	return &failure{status: 499, body: errorJSON(http.StatusBadRequest, "The request was cancelled.")}
+}
+
+// followUpFailure is what a follow-up's failed answer (err, or a status
+// that is not 2xx with its body) becomes for the client; nil for a 2xx.
+func (l *loop) followUpFailure(ctx context.Context, st int, answer []byte, err error) *failure {
+	p := l.x.p
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return cancelled()
+		}
+		p.log.Warn("follow-up failed", zap.Int("round", l.rounds), zap.Error(err))
+		return &failure{status: http.StatusBadGateway, body: errorJSON(http.StatusBadGateway, "The upstream model server could not be reached for a follow-up request.")}
+	case st < 200 || st > 299:
+		p.log.Warn("follow-up answered with an error", zap.Int("round", l.rounds), zap.Int("status", st))
+		if gjson.GetBytes(answer, "type").Str == "error" {
+			return &failure{status: st, body: answer}
+		}
+		return &failure{status: st, body: errorJSON(st, "The upstream model server answered a follow-up request with status "+strconv.Itoa(st)+".")}
+	}
+	return nil
 }
 
 func (l *loop) emit(b string) {
@@ -305,7 +415,7 @@ func (l *loop) call(ctx context.Context, b gjson.Result) string {
 	action := p.tools[name].Decode(codeexec.Args(b.Get("input")))
 	c := action.(*codeexec.Call) // the blocks are Anthropic's: tool_codeexec.go
 	c.UpstreamID = b.Get("id").Str
-	c.ID = p.callID(l.x.owner, name, c.Input)
+	c.ID = p.callID(l.x.owner, l.round, name, c.Input)
 	l.calls++
 	l.emit(`{"type":"server_tool_use","id":` + jsonx.Quote(c.ID) + `,"name":` + jsonx.Quote(name) + `,"input":` + c.Input + `,"caller":{"type":"direct"}}`)
 	var o hostedtool.Outcome
@@ -329,17 +439,18 @@ func (l *loop) call(ctx context.Context, b gjson.Result) string {
 }
 
 // finish ends the message: its stop, usage and container.
-func (l *loop) finish(head gjson.Result, stop, seq string) []byte {
+func (l *loop) finish(stop, seq string) []byte {
 	if stop == "" {
 		stop = "null"
 	}
 	if seq == "" {
 		seq = "null"
 	}
-	container := `{"id":` + jsonx.Quote(l.x.ctr.ID()) + `,"expires_at":` + jsonx.Quote(l.x.p.now().Add(l.x.p.cfg.ContainerExpiry).UTC().Format(time.RFC3339Nano)) + `}`
+	container := `{"id":` + jsonx.Quote(l.x.ctr.ID()) + `,"expires_at":` + jsonx.Quote(l.x.p.now().Add(l.x.p.cfg.ContainerExpiry).UTC().Format(time.RFC3339Nano)) +
+		`,"skills":` + containerSkillsJSON(l.x.ctr.Skills()) + `}`
 	u := l.usage.json(l.calls)
 	l.em.finish(`{"stop_reason":`+stop+`,"stop_sequence":`+seq+`,"container":`+container+`}`, u)
-	return []byte(`{"id":` + jsonx.Quote(head.Get("id").Str) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(head.Get("model").Str) +
+	return []byte(`{"id":` + jsonx.Quote(l.id) + `,"type":"message","role":"assistant","model":` + jsonx.Quote(l.model) +
 		`,"content":` + string(jsonx.AppendArray(nil, l.blocks)) + `,"stop_reason":` + stop + `,"stop_sequence":` + seq +
 		`,"usage":` + u + `,"container":` + container + `}`)
 }
@@ -354,4 +465,18 @@ func notRun(err error) string {
 		return "the container is temporarily unavailable"
 	}
 	return "the container could not run the call"
+}
+
+// containerSkillsJSON is the message's container.skills: Anthropic's
+// {type, skill_id, version} for each skill the container mounts (this
+// server's skills are all "custom"), null for none.
+func containerSkillsJSON(sk []store.ContainerSkill) string {
+	if len(sk) == 0 {
+		return "null"
+	}
+	out := make([]string, len(sk))
+	for i, s := range sk {
+		out[i] = `{"type":"custom","skill_id":` + jsonx.Quote(s.SkillID) + `,"version":` + jsonx.Quote(strconv.Itoa(s.Version)) + `}`
+	}
+	return string(jsonx.AppendArray(nil, out))
 }

@@ -3,11 +3,13 @@ package messages
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
@@ -16,6 +18,8 @@ import (
 	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/processor"
 	"github.com/codeinterp/codeinterp/internal/sandbox"
+	"github.com/codeinterp/codeinterp/internal/skills"
+	"github.com/codeinterp/codeinterp/internal/store"
 )
 
 // Config is the Messages processor's part of the operator configuration.
@@ -118,7 +122,7 @@ func (p *Processor) NewExchange(ctx context.Context, caller processor.Caller, bo
 	if caller.Owner == "" {
 		return nil, &apierror.Error{Status: http.StatusUnauthorized, Type: errorType(http.StatusUnauthorized), Message: NoCredentialMessage}
 	}
-	spec := containerapi.Spec{Owner: caller.Owner, Header: caller.Header, ID: req.containerID}
+	spec := containerapi.Spec{Owner: caller.Owner, Header: caller.Header, ID: req.containerID, Skills: req.skills, SkillsParam: skillsParam}
 	for _, id := range req.uploads {
 		spec.Inputs = append(spec.Inputs, containerapi.InputFile{FileID: id})
 	}
@@ -127,10 +131,38 @@ func (p *Processor) NewExchange(ctx context.Context, caller processor.Caller, bo
 		return nil, p.openError(req, err)
 	}
 	x.ctr = ctr
+	if req.containerID != "" && len(req.skills) > 0 {
+		// A container's skills are fixed when it is made: naming one
+		// with skills asks for those it mounts.
+		if missing := missingSkill(req.skills, ctr.Skills()); missing != "" {
+			_ = ctr.Close()
+			return nil, invalid(fmt.Sprintf("%s: the container %s does not mount the skill %s; a container's skills are fixed when it is made (omit container.id for a new container with these skills)", skillsParam, req.containerID, missing))
+		}
+	}
+	if sk := ctr.Skills(); len(sk) > 0 {
+		// As the Responses API's model is: each skill's name,
+		// description and path, in the user's context.
+		m := make([]skills.Mounted, len(sk))
+		for i, s := range sk {
+			m[i] = skills.Mounted{Name: s.Name, Description: s.Description}
+		}
+		req.upstream = withNote(req.upstream, skills.Context(m))
+	}
 	if pol := ctr.Network(); pol != nil {
 		// A container made with a network policy keeps it: the model
 		// is told what its commands may reach.
 		req.upstream = req.withNetwork(p, pol)
+	}
+	files, err := ctr.Files(ctx)
+	if err != nil {
+		_ = ctr.Close()
+		p.log.Error("listing a container's files failed", zap.Error(err))
+		return nil, &apierror.Error{Status: http.StatusServiceUnavailable, Type: errorType(http.StatusServiceUnavailable), Message: "The container's files could not be listed; retry the request."}
+	}
+	if len(files) > 0 {
+		// As the code_interpreter side does: the model knows what the
+		// container holds before its first command.
+		req.upstream = withNote(req.upstream, "[Files in /mnt/data of the code execution container ("+ctr.ID()+"):\n"+containerapi.FileList(files)+"]")
 	}
 	return x, nil
 }
@@ -154,4 +186,18 @@ func (p *Processor) openError(req *request, err error) *apierror.Error {
 	}
 	p.log.Error("opening a container failed", zap.Error(err))
 	return &apierror.Error{Status: http.StatusInternalServerError, Type: errorType(http.StatusInternalServerError), Message: "The container could not be opened."}
+}
+
+// missingSkill is the first skill_id of refs that mounted lacks, or "".
+func missingSkill(refs []json.RawMessage, mounted []store.ContainerSkill) string {
+	have := map[string]bool{}
+	for _, s := range mounted {
+		have[s.SkillID] = true
+	}
+	for _, r := range refs {
+		if id := gjson.GetBytes(r, "skill_id").Str; !have[id] {
+			return id
+		}
+	}
+	return ""
 }

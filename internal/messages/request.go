@@ -2,6 +2,7 @@ package messages
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ type request struct {
 	containerID string
 	// uploads are container_upload blocks' file ids, in order.
 	uploads []string
+	// skills are container.skills as this server's skill_reference
+	// entries (containerSkills).
+	skills []json.RawMessage
 	// clientTools are the names of the request's own tools.
 	clientTools map[string]bool
 	// tools is the upstream's tools array, ours at index ours.
@@ -93,6 +97,10 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 		return nil, apiErr
 	}
 	if declared < 0 {
+		if at, typ := undeclaredBlock(root.Get("messages")); at != "" {
+			return nil, invalid(fmt.Sprintf("%s: a %s block needs the code execution tool in tools (%s)", at, typ,
+				`{"type": "code_execution_20250825", "name": "code_execution"}`))
+		}
 		return r, nil
 	}
 	r.intercepted = true
@@ -115,19 +123,23 @@ func (p *Processor) rewrite(owner string, body []byte) (*request, *apierror.Erro
 	case !c.Exists() || c.Type == gjson.Null:
 	case c.Type == gjson.String:
 		r.containerID = c.Str
-	case c.IsObject() && c.Get("id").Type == gjson.String:
-		if s := c.Get("skills"); s.Exists() && s.Type != gjson.Null && len(s.Array()) > 0 {
-			return nil, invalid("container.skills: this server does not load skills into containers")
+	case c.IsObject() && (c.Get("id").Type == gjson.String || !c.Get("id").Exists() || c.Get("id").Type == gjson.Null):
+		skills, apiErr := containerSkills(c.Get("skills"))
+		if apiErr != nil {
+			return nil, apiErr
 		}
+		r.skills = skills
 		r.containerID = c.Get("id").Str
 	default:
-		return nil, invalid("container: expected a container id (a string)")
+		return nil, invalid("container: expected a container id (a string) or {id?, skills?}")
 	}
 	if r.containerID != "" {
 		if !strings.HasPrefix(r.containerID, "cntr_") || len(r.containerID) > 64 {
 			return nil, invalid(fmt.Sprintf("container: %q is not a container of this server (cntr_…)", r.containerID))
 		}
-		edits = append(edits, jsonx.Del("container"))
+	}
+	if root.Get("container").Exists() {
+		edits = append(edits, jsonx.Del("container")) // the model server's own containers are not ours
 	}
 	msgs, err := p.rewriteMessages(owner, root.Get("messages"), r)
 	if err != nil {
@@ -270,4 +282,65 @@ func (r *request) withNetwork(p *Processor, pol *egress.Policy) []byte {
 	tools := append([]string(nil), r.tools...)
 	copy(tools[r.ours:], p.clientTools(pol))
 	return jsonx.EditObject(string(r.upstream), jsonx.Set("tools", string(jsonx.AppendArray(nil, tools))))
+}
+
+// withNote is body with a text block holding note at the end of its last
+// user message (the turn the model answers).
+func withNote(body []byte, note string) []byte {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	for k := len(msgs) - 1; k >= 0; k-- {
+		if msgs[k].Get("role").Str != "user" {
+			continue
+		}
+		m := message{role: "user", raw: msgs[k].Raw}
+		blocks := append(m.contentBlocks(), `{"type":"text","text":`+jsonx.Quote(note)+`}`)
+		raw := make([]string, len(msgs))
+		for j, o := range msgs {
+			raw[j] = o.Raw
+		}
+		raw[k] = string(jsonx.EditObject(msgs[k].Raw, jsonx.Set("content", string(jsonx.AppendArray(nil, blocks)))))
+		return jsonx.EditObject(string(body), jsonx.Set("messages", string(jsonx.AppendArray(nil, raw))))
+	}
+	return body
+}
+
+// skillsParam names container.skills in a refusal.
+const skillsParam = "container.skills"
+
+// containerSkills reads Anthropic's container.skills: a "custom" skill
+// {type, skill_id, version?} is a skill of this server's Skills API
+// (/v1/skills), mounted as the Responses API's skill_reference is; an
+// "anthropic" one (Anthropic's prebuilt pptx, xlsx, …) is not on this
+// server: Anthropic's 400 naming the entry.
+func containerSkills(v gjson.Result) ([]json.RawMessage, *apierror.Error) {
+	if !v.Exists() || v.Type == gjson.Null {
+		return nil, nil
+	}
+	if !v.IsArray() {
+		return nil, invalid(skillsParam + ": expected an array of skills")
+	}
+	var out []json.RawMessage
+	var apiErr *apierror.Error
+	v.ForEach(func(k, e gjson.Result) bool {
+		p := skillsParam + "." + k.String()
+		id := e.Get("skill_id")
+		switch {
+		case !e.IsObject():
+			apiErr = invalid(p + ": expected an object {type, skill_id, version?}")
+		case e.Get("type").Str == "anthropic":
+			apiErr = invalid(fmt.Sprintf("%s: %q is one of Anthropic's prebuilt skills, which this server does not have; upload the skill to /v1/skills and name it as {\"type\": \"custom\", \"skill_id\": \"skill_…\"}", p, id.Str))
+		case e.Get("type").Str != "custom":
+			apiErr = invalid(p + ".type: expected \"custom\" (a skill of /v1/skills) or \"anthropic\"")
+		case id.Type != gjson.String || id.Str == "":
+			apiErr = invalid(p + ".skill_id: Field required")
+		default:
+			ref := `{"type":"skill_reference","skill_id":` + id.Raw
+			if ver := e.Get("version"); ver.Exists() && ver.Type != gjson.Null {
+				ref += `,"version":` + ver.Raw
+			}
+			out = append(out, json.RawMessage(ref+"}"))
+		}
+		return apiErr == nil
+	})
+	return out, apiErr
 }

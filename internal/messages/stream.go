@@ -20,9 +20,11 @@ func (collector) running() func()       { return func() {} }
 func (collector) finish(string, string) {}
 
 // events writes Anthropic's stream: message_start, each block as
-// content_block_start/delta/stop (a tool's input as one input_json_delta;
-// a result whole in its content_block_start), message_delta and
-// message_stop; ping while a call runs. Each event is one Write, flushed.
+// content_block_start/delta/stop (a live round's blocks as the model
+// server streams them: open, delta, close; a whole block's tool input as
+// one input_json_delta, a result whole in its content_block_start: block),
+// message_delta and message_stop; ping while a call runs. Each event is
+// one Write, flushed.
 type events struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -57,39 +59,53 @@ func (e *events) start(head string) {
 	e.write("message_start", `{"type":"message_start","message":`+head+`}`)
 }
 
-func (e *events) block(b string) {
-	i := itoa(e.index)
+// open starts a block (content_block_start with first as its
+// content_block) under the next index, which it returns.
+func (e *events) open(first string) int {
+	e.mu.Lock()
+	i := e.index
 	e.index++
+	e.mu.Unlock()
+	e.write("content_block_start", `{"type":"content_block_start","index":`+itoa(i)+`,"content_block":`+first+`}`)
+	return i
+}
+
+// delta is a content_block_delta of block i.
+func (e *events) delta(i int, delta string) {
+	e.write("content_block_delta", `{"type":"content_block_delta","index":`+itoa(i)+`,"delta":`+delta+`}`)
+}
+
+// close ends block i.
+func (e *events) close(i int) {
+	e.write("content_block_stop", `{"type":"content_block_stop","index":`+itoa(i)+`}`)
+}
+
+// block is a whole block as its events.
+func (e *events) block(b string) {
 	blk := gjson.Parse(b)
-	var first, delta string
 	switch blk.Get("type").Str {
 	case "text":
-		first = string(jsonx.EditObject(b, jsonx.Set("text", `""`)))
+		i := e.open(string(jsonx.EditObject(b, jsonx.Set("text", `""`))))
 		if t := blk.Get("text").Str; t != "" {
-			delta = `{"type":"text_delta","text":` + blk.Get("text").Raw + `}`
+			e.delta(i, `{"type":"text_delta","text":`+blk.Get("text").Raw+`}`)
 		}
+		e.close(i)
 	case "thinking":
-		first = string(jsonx.EditObject(b, jsonx.Set("thinking", `""`), jsonx.Set("signature", `""`)))
-		e.write("content_block_start", `{"type":"content_block_start","index":`+i+`,"content_block":`+first+`}`)
-		e.write("content_block_delta", `{"type":"content_block_delta","index":`+i+`,"delta":{"type":"thinking_delta","thinking":`+blk.Get("thinking").Raw+`}}`)
+		i := e.open(string(jsonx.EditObject(b, jsonx.Set("thinking", `""`), jsonx.Set("signature", `""`))))
+		e.delta(i, `{"type":"thinking_delta","thinking":`+blk.Get("thinking").Raw+`}`)
 		if s := blk.Get("signature"); s.Str != "" {
-			e.write("content_block_delta", `{"type":"content_block_delta","index":`+i+`,"delta":{"type":"signature_delta","signature":`+s.Raw+`}}`)
+			e.delta(i, `{"type":"signature_delta","signature":`+s.Raw+`}`)
 		}
-		e.write("content_block_stop", `{"type":"content_block_stop","index":`+i+`}`)
-		return
+		e.close(i)
 	case "tool_use", "server_tool_use":
-		first = string(jsonx.EditObject(b, jsonx.Set("input", `{}`)))
+		i := e.open(string(jsonx.EditObject(b, jsonx.Set("input", `{}`))))
 		if in := blk.Get("input"); in.Raw != "" && in.Raw != "{}" {
-			delta = `{"type":"input_json_delta","partial_json":` + jsonx.Quote(in.Raw) + `}`
+			e.delta(i, `{"type":"input_json_delta","partial_json":`+jsonx.Quote(in.Raw)+`}`)
 		}
+		e.close(i)
 	default:
-		first = b // a result block arrives whole
+		e.close(e.open(b)) // a result block arrives whole
 	}
-	e.write("content_block_start", `{"type":"content_block_start","index":`+i+`,"content_block":`+first+`}`)
-	if delta != "" {
-		e.write("content_block_delta", `{"type":"content_block_delta","index":`+i+`,"delta":`+delta+`}`)
-	}
-	e.write("content_block_stop", `{"type":"content_block_stop","index":`+i+`}`)
 }
 
 func (e *events) running() func() {
