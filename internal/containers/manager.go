@@ -93,6 +93,10 @@ type Manager struct {
 	saving map[string]chan struct{}
 	// bgCheckpoint admits one background checkpoint at a time.
 	bgCheckpoint chan struct{}
+	// trim is closed when the trim in flight (headroom.go) has closed its
+	// interpreter; nil: none in flight. trims counts the trims not done.
+	trim  chan struct{}
+	trims sync.WaitGroup
 }
 
 // New returns a manager over st and provider.
