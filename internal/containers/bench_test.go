@@ -83,7 +83,9 @@ func BenchmarkDrain(b *testing.B) {
 	var took []time.Duration
 	for range b.N {
 		b.StopTimer()
-		f := newFixture(b, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = held, 0 })
+		// Room for twice as many: no trim (headroom.go) closes any of
+		// the held ones before the drain.
+		f := newFixture(b, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 2*held, 0 })
 		k := checkpointtest.Keeper(b, b.TempDir(), checkpointtest.Key(b), "wasm/bench", 64<<20)
 		m := containers.New(containers.Config{Now: f.clock.now, Checkpoints: k}, f.st, f.prov, nil)
 		for range held {
