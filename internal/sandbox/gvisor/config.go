@@ -52,6 +52,12 @@ type Config struct {
 	// of an OOM kill of the whole sandbox). 0 means session memory +
 	// DefaultAddressSpaceSlack; negative disables it.
 	AddressSpaceBytes int64
+	// RefillCPUWeight is the cgroup CPU weight (v2 units; the kernel's
+	// default is 100) of a sandbox the pool starts ahead of time, until a
+	// session takes it (pool.RefillWeigher): refills yield contended CPU
+	// to running sessions. Default DefaultRefillCPUWeight; 100 (or more)
+	// leaves refills at the normal weight.
+	RefillCPUWeight uint64
 	// ColdStart makes every sandbox start cold (runsc run, then ≈2–3 s of
 	// imports) instead of being restored from a checkpoint of a sandbox
 	// whose kernel imported the stack (≈0.4 s).
@@ -136,8 +142,21 @@ func (c Config) withDefaults() Config {
 	if c.ImageMaxBytes == 0 {
 		c.ImageMaxBytes = DefaultImageMaxBytes
 	}
+	if c.RefillCPUWeight == 0 {
+		c.RefillCPUWeight = DefaultRefillCPUWeight
+	}
 	return c
 }
+
+// DefaultRefillCPUWeight: a running session's cell gets four times a
+// refill's share of a contended core (both stub and sentry of a systrap
+// sandbox need one), and a refill alone still gets all of it. Not lower:
+// refills at weight 1 or 10 starved back-to-back sessions of warm
+// sandboxes (docs/benchmark-notes.md).
+const DefaultRefillCPUWeight = 25
+
+// RefillCPUWeight implements pool.RefillWeigher.
+func (k *Kind) RefillCPUWeight() uint64 { return k.cfg.RefillCPUWeight }
 
 func (c Config) validate() error {
 	if len(c.LauncherCommand) == 0 {
