@@ -54,9 +54,8 @@ type Config struct {
 	AddressSpaceBytes int64
 	// RefillCPUWeight is the cgroup CPU weight (v2 units; the kernel's
 	// default is 100) of a sandbox the pool starts ahead of time, until a
-	// session takes it (pool.RefillWeigher): refills yield contended CPU
-	// to running sessions. Default DefaultRefillCPUWeight; 100 (or more)
-	// leaves refills at the normal weight.
+	// session takes it (pool.RefillWeigher): below 100, refills yield
+	// contended CPU to running sessions. Default DefaultRefillCPUWeight.
 	RefillCPUWeight uint64
 	// ColdStart makes every sandbox start cold (runsc run, then ≈2–3 s of
 	// imports) instead of being restored from a checkpoint of a sandbox
@@ -148,12 +147,15 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// DefaultRefillCPUWeight: a running session's cell gets four times a
-// refill's share of a contended core (both stub and sentry of a systrap
-// sandbox need one), and a refill alone still gets all of it. Not lower:
-// refills at weight 1 or 10 starved back-to-back sessions of warm
-// sandboxes (docs/benchmark-notes.md).
-const DefaultRefillCPUWeight = 25
+// DefaultRefillCPUWeight leaves refills at the normal weight.
+// BenchmarkGVisorOsStatAfterBurst measured weight 25 against 100 side by
+// side (docs/benchmark-notes.md, issue 41): the syscall-heavy cell right
+// after a burst kept its core better in one run of two, but the burst's
+// own sessions waited 4–10× longer for their sandboxes in both — the
+// starving of refills seen before at weights 1 and 10. Not a default
+// until a weight (or pausing refills only while a cell runs) helps the
+// one without the other.
+const DefaultRefillCPUWeight = 100
 
 // RefillCPUWeight implements pool.RefillWeigher.
 func (k *Kind) RefillCPUWeight() uint64 { return k.cfg.RefillCPUWeight }

@@ -98,7 +98,7 @@ func benchWarmScript(b *testing.B, script, want string) {
 // so the pool is refilling its 2 warm sandboxes meanwhile) and again once
 // the pool is full and quiet. Two pools side by side, iterations
 // alternating between them: refills at the normal CPU weight (100) and at
-// the default refill weight (gvisor.DefaultRefillCPUWeight). Per pool:
+// 25 (gvisor.Config.RefillCPUWeight). Per pool:
 // after-over-quiet, the ratio of the medians (issue 41: do refills take the
 // running session's core?), and burst-session, a burst's open-to-result
 // (do low-weight refills starve the sessions that wait for them?).
@@ -128,7 +128,7 @@ func BenchmarkGVisorOsStatAfterBurst(b *testing.B) {
 		}
 	}
 	var sides []*side
-	for _, w := range []uint64{100, gvisor.DefaultRefillCPUWeight} {
+	for _, w := range []uint64{100, 25} {
 		p := sandboxtest.NewGVisorWith(b, func(c *gvisor.Config) { c.RefillCPUWeight = w },
 			func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 4, 2 })
 		waitFull(p)

@@ -52,12 +52,14 @@ func cpuWeight(t *testing.T, pid int) int {
 	return 0
 }
 
-// TestRefillYieldsCPU (issue 41): a sandbox the pool starts ahead of time
-// runs at the low refill CPU weight, so a running session's cell gets the
-// contended core; handed to a session, it gets the normal weight back
-// before any of the session's code runs.
+// TestRefillYieldsCPU (issue 41): with a refill weight configured, a
+// sandbox the pool starts ahead of time runs at that low CPU weight, so a
+// running session's cell gets the contended core; handed to a session, it
+// gets the normal weight back before any of the session's code runs.
 func TestRefillYieldsCPU(t *testing.T) {
-	p := sandboxtest.NewGVisor(t, func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 2, 1 })
+	const refill = 25
+	p := sandboxtest.NewGVisorWith(t, func(c *gvisor.Config) { c.RefillCPUWeight = refill },
+		func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 2, 1 })
 	waitWarm := func() {
 		for deadline := time.Now().Add(2 * time.Minute); p.Capacity().Warm < 1; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -71,8 +73,8 @@ func TestRefillYieldsCPU(t *testing.T) {
 		t.Fatalf("%d sandboxes, want the one warm", len(pids))
 	}
 	warm := pids[0]
-	if w := cpuWeight(t, warm); w != gvisor.DefaultRefillCPUWeight {
-		t.Errorf("the warm sandbox's CPU weight is %d, want the refill weight %d", w, gvisor.DefaultRefillCPUWeight)
+	if w := cpuWeight(t, warm); w != refill {
+		t.Errorf("the warm sandbox's CPU weight is %d, want the refill weight %d", w, refill)
 	}
 	s, err := p.Open(context.Background(), sbx.SessionOptions{})
 	if err != nil {
@@ -87,7 +89,7 @@ func TestRefillYieldsCPU(t *testing.T) {
 	}
 	waitWarm() // the next refill
 	for _, pid := range p.WorkerPIDs() {
-		if want := map[bool]int{true: 100, false: gvisor.DefaultRefillCPUWeight}[pid == warm]; cpuWeight(t, pid) != want {
+		if want := map[bool]int{true: 100, false: refill}[pid == warm]; cpuWeight(t, pid) != want {
 			t.Errorf("sandbox %d has CPU weight %d, want %d", pid, cpuWeight(t, pid), want)
 		}
 	}

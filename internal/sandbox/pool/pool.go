@@ -226,7 +226,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 // session runs at the refill's weight: slower under contention, never
 // less confined.
 func (p *Pool) foregroundWeight(w *interp) {
-	if _, ok := p.kind.(RefillWeigher); !ok || w.group == nil {
+	if r, ok := p.kind.(RefillWeigher); !ok || r.RefillCPUWeight() == cgroup.DefaultCPUWeight || w.group == nil {
 		return
 	}
 	if err := w.group.SetCPUWeight(cgroup.DefaultCPUWeight); err != nil {
@@ -414,7 +414,7 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 			return nil, fmt.Errorf("pool: %w", err)
 		}
 		group = g
-		if r, ok := p.kind.(RefillWeigher); ok && background {
+		if r, ok := p.kind.(RefillWeigher); ok && background && r.RefillCPUWeight() != cgroup.DefaultCPUWeight {
 			if err := g.SetCPUWeight(r.RefillCPUWeight()); err != nil {
 				p.log.Warn("a refill's CPU weight could not be lowered", zap.Error(err))
 			}
