@@ -40,7 +40,10 @@ func (m *Manager) keepHeadroom() {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c := m.provider.Capacity(); c.Max-c.InUse < headroom(c.Max) {
+	// The interpreters held, not the pool's sessions in use: a trimmed
+	// one's slot comes back only once its worker is reaped, and counting
+	// it meanwhile would trim another for nothing.
+	if c := m.provider.Capacity(); c.Max-len(m.held) < headroom(c.Max) {
 		m.trimLocked()
 	}
 }

@@ -78,33 +78,38 @@ type fileStamp struct {
 // response made whose code has not run yet (fresh) has no checkpoint to
 // look for: its interpreter is opened without asking the store.
 func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool, lease uint64) (*held, bool, error) {
-	for {
-		m.mu.Lock()
-		if h, ok := m.held[cid]; ok && !h.removed {
-			h.users++
-			m.unidleLocked(h)
-			m.mu.Unlock()
-			return h, false, nil
-		}
-		if c := m.provider.Capacity(); c.InUse < c.Max || m.idle.Len() == 0 {
-			m.mu.Unlock()
-			break
-		}
-		if evict := m.cleanIdleLocked(); evict != nil {
-			m.forgetLocked(evict)
-			m.mu.Unlock()
-			m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
-			evict.close()
-			m.released(evict.cid)
-			break
-		}
-		trimmed := m.trimLocked()
+	m.mu.Lock()
+	if h, ok := m.held[cid]; ok && !h.removed {
+		h.users++
+		m.unidleLocked(h)
 		m.mu.Unlock()
-		if trimmed == nil {
-			break // not reached: the idle list is not empty
+		return h, false, nil
+	}
+	// One interpreter's room at most: a closed one's slot comes back to
+	// the pool a few milliseconds after its close (the worker reaped),
+	// and the Open below queues for it. Re-checking the capacity here
+	// meanwhile would close (and checkpoint) one more for nothing.
+	var evict *held
+	var room <-chan struct{}
+	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
+		switch evict = m.cleanIdleLocked(); {
+		case evict != nil:
+			m.forgetLocked(evict)
+		case m.trim != nil:
+			room = m.trim // its interpreter's room is on its way
+		default:
+			room = m.trimLocked()
 		}
+	}
+	m.mu.Unlock()
+	if evict != nil {
+		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
+		evict.close()
+		m.released(evict.cid)
+	}
+	if room != nil {
 		select {
-		case <-trimmed:
+		case <-room:
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
