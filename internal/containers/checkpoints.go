@@ -410,8 +410,8 @@ func (m *Manager) markRunning(ctx context.Context, h *held, lease uint64) error 
 // evictionLocked picks the idle interpreter to close for room: the least
 // recently used one whose state is already checkpointed (or that never ran
 // code), which closes at once, else the least recently used, which is
-// checkpointed first while the caller waits. Callers hold m.mu, with the
-// idle list not empty.
+// checkpointed first (in the background: a trim, headroom.go). Callers
+// hold m.mu, with the idle list not empty.
 func (m *Manager) evictionLocked() *held {
 	if m.cfg.Checkpoints != nil {
 		for e := m.idle.Front(); e != nil; e = e.Next() {

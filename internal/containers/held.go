@@ -77,11 +77,13 @@ type fileStamp struct {
 	mod  int64 // Unix nanoseconds
 }
 
-// acquire returns the container's held interpreter, opening one (and
-// evicting the least recently used idle one when the sandbox is full).
-// A container this response made whose code has not run yet (fresh) has
-// no checkpoint to look for: its interpreter is opened without asking the
-// store.
+// acquire returns the container's held interpreter, opening one. When the
+// sandbox is full it makes room first: an idle interpreter that closes
+// without a checkpoint is closed, else it waits for a trim (headroom.go)
+// to checkpoint and close one in the background — a requester never
+// takes another container's checkpoint on its own path. A container this
+// response made whose code has not run yet (fresh) has no checkpoint to
+// look for: its interpreter is opened without asking the store.
 func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, network *egress.Policy, fresh bool, lease uint64) (*held, bool, error) {
 	m.mu.Lock()
 	if h, ok := m.held[cid]; ok && !h.removed {
@@ -90,20 +92,34 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 		m.mu.Unlock()
 		return h, false, nil
 	}
+	// One interpreter's room at most: a closed one's slot comes back to
+	// the pool a few milliseconds after its close (the worker reaped),
+	// and the Open below queues for it. Re-checking the capacity here
+	// meanwhile would close (and checkpoint) one more for nothing.
 	var evict *held
-	var evictSaved chan struct{}
+	var room <-chan struct{}
 	if c := m.provider.Capacity(); c.InUse >= c.Max && m.idle.Len() > 0 {
-		evict = m.evictionLocked()
-		m.forgetLocked(evict)
-		evictSaved = m.savingLocked(evict)
+		switch evict = m.cleanIdleLocked(); {
+		case evict != nil:
+			m.forgetLocked(evict)
+		case m.trim != nil:
+			room = m.trim // its interpreter's room is on its way
+		default:
+			room = m.trimLocked()
+		}
 	}
 	m.mu.Unlock()
 	if evict != nil {
-		// The victim's checkpoint is the victim's: it is taken with the
-		// server's context, not the requester's — a client hanging up
-		// must not cost another container its state.
 		m.log.Info("closing an idle container's interpreter to make room", zap.String("container_id", evict.cid))
-		m.saveAndClose(context.WithoutCancel(ctx), evict, evictSaved)
+		evict.close()
+		m.released(evict.cid)
+	}
+	if room != nil {
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
 	}
 	sess, token, behind, err := m.openSession(ctx, owner, cid, !fresh, sandbox.SessionOptions{MemoryBytes: memory, Owner: owner, Network: network})
 	if err != nil {
@@ -122,6 +138,7 @@ func (m *Manager) acquire(ctx context.Context, owner, cid string, memory int64, 
 	}
 	m.held[cid] = h
 	m.mu.Unlock()
+	m.keepHeadroom()
 	return h, !restored, nil
 }
 
@@ -146,6 +163,7 @@ func (m *Manager) release(h *held) {
 		h.elem = m.idle.PushBack(h)
 		m.scheduleCheckpointLocked(h)
 		m.mu.Unlock()
+		m.keepHeadroom()
 		return
 	}
 	m.forgetLocked(h)
@@ -256,6 +274,9 @@ func (m *Manager) Close() error {
 		}()
 	}
 	wg.Wait()
+	// Trims in flight were forgotten before: their checkpoints are
+	// written (or time out) before the provider closes.
+	m.trims.Wait()
 	return nil
 }
 

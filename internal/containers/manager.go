@@ -104,6 +104,10 @@ type Manager struct {
 	bgCheckpoint chan struct{}
 	// stopChecks ends the secrets' checks (Close); nil without them.
 	stopChecks context.CancelFunc
+	// trim is closed when the trim in flight (headroom.go) has closed its
+	// interpreter; nil: none in flight. trims counts the trims not done.
+	trim  chan struct{}
+	trims sync.WaitGroup
 }
 
 // New returns a manager over st and provider.

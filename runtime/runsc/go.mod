@@ -3,9 +3,11 @@
 // graph never touches the server's go.mod.
 module github.com/codeinterp/codeinterp/runtime/runsc
 
-go 1.26
+go 1.26.3
 
 tool gvisor.dev/gvisor/runsc
+
+require gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 
 require (
 	github.com/cenkalti/backoff v2.2.1+incompatible // indirect
@@ -28,5 +30,4 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
-	gvisor.dev/gvisor v0.0.0-20260518063529-209a0ce076a1 // indirect
 )

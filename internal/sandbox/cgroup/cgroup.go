@@ -44,7 +44,15 @@ type Group interface {
 	Delete() error
 	// Path is the group's path relative to the hierarchy root.
 	Path() string
+	// SetCPUWeight sets the group's share of contended CPU among its
+	// siblings, in cgroup v2 units (1–10000, DefaultCPUWeight normal; v1
+	// cpu.shares scaled from it). The quota (Limits.CPUs) stays.
+	SetCPUWeight(weight uint64) error
 }
+
+// DefaultCPUWeight is the kernel's default weight (v2 cpu.weight 100, v1
+// cpu.shares 1024).
+const DefaultCPUWeight = 100
 
 // Driver makes groups on one hierarchy.
 type Driver interface {

@@ -82,6 +82,21 @@ func TestV1GroupEnforcesLimits(t *testing.T) {
 			t.Errorf("%s/%s = %s, want %s", c.ctrl, c.file, got, c.want)
 		}
 	}
+	// A refill's low CPU weight, then the normal one: the quota stays.
+	for _, w := range []struct {
+		weight uint64
+		shares string
+	}{{10, "102"}, {DefaultCPUWeight, "1024"}} {
+		if err := g.SetCPUWeight(w.weight); err != nil {
+			t.Fatal(err)
+		}
+		if got := read("cpu", "cpu.shares"); got != w.shares {
+			t.Errorf("cpu.shares after SetCPUWeight(%d) = %s, want %s", w.weight, got, w.shares)
+		}
+		if got := read("cpu", "cpu.cfs_quota_us"); got != "50000" {
+			t.Errorf("cpu.cfs_quota_us after SetCPUWeight = %s, want 50000 still", got)
+		}
+	}
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err == nil {
 		if got := read("memory", "memory.memsw.limit_in_bytes"); got != fmt.Sprint(64<<20) {
 			t.Errorf("memsw limit %s: swap is not disallowed", got)
@@ -173,6 +188,14 @@ func TestV2(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil || strings.TrimSpace(string(b)) != want {
 			t.Errorf("%s = %q, %v; want %s", file, b, err, want)
+		}
+	}
+	if err := g.SetCPUWeight(10); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"cpu.weight": "10", "cpu.max": "50000 100000"} {
+		if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("after SetCPUWeight(10): %s = %q, %v; want %s", file, b, err, want)
 		}
 	}
 	cmd, in := startHeld(t, "exit 0")

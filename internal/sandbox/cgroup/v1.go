@@ -166,6 +166,14 @@ func (g *v1Group) Procs() ([]int, error) {
 // pids.max.
 func (g *v1Group) KillAll() error { return killLoop(g.Procs, nil) }
 
+func (g *v1Group) SetCPUWeight(weight uint64) error {
+	shares := max(weight*1024/DefaultCPUWeight, 2)
+	if err := g.cg.Update(&specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &shares}}); err != nil {
+		return fmt.Errorf("cgroup v1: cpu.shares of %s: %w", g.path, err)
+	}
+	return nil
+}
+
 func (g *v1Group) Delete() error {
 	if err := g.cg.Delete(); err != nil {
 		return fmt.Errorf("cgroup v1: delete %s: %w", g.path, err)

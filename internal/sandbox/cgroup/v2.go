@@ -210,6 +210,14 @@ func (g *v2Group) KillAll() error {
 	})
 }
 
+func (g *v2Group) SetCPUWeight(weight uint64) error {
+	w := min(max(weight, 1), 10000)
+	if err := g.m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Weight: &w}}); err != nil {
+		return fmt.Errorf("cgroup v2: cpu.weight of %s: %w", g.path, err)
+	}
+	return nil
+}
+
 func (g *v2Group) Delete() error {
 	if err := g.m.Delete(); err != nil {
 		return fmt.Errorf("cgroup v2: delete %s: %w", g.path, err)

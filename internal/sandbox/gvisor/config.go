@@ -52,6 +52,11 @@ type Config struct {
 	// of an OOM kill of the whole sandbox). 0 means session memory +
 	// DefaultAddressSpaceSlack; negative disables it.
 	AddressSpaceBytes int64
+	// RefillCPUWeight is the cgroup CPU weight (v2 units; the kernel's
+	// default is 100) of a sandbox the pool starts ahead of time, until a
+	// session takes it (pool.RefillWeigher): below 100, refills yield
+	// contended CPU to running sessions. Default DefaultRefillCPUWeight.
+	RefillCPUWeight uint64
 	// ColdStart makes every sandbox start cold (runsc run, then ≈2–3 s of
 	// imports) instead of being restored from a checkpoint of a sandbox
 	// whose kernel imported the stack (≈0.4 s).
@@ -136,8 +141,24 @@ func (c Config) withDefaults() Config {
 	if c.ImageMaxBytes == 0 {
 		c.ImageMaxBytes = DefaultImageMaxBytes
 	}
+	if c.RefillCPUWeight == 0 {
+		c.RefillCPUWeight = DefaultRefillCPUWeight
+	}
 	return c
 }
+
+// DefaultRefillCPUWeight leaves refills at the normal weight.
+// BenchmarkGVisorOsStatAfterBurst measured weight 25 against 100 side by
+// side (docs/benchmark-notes.md, issue 41): the syscall-heavy cell right
+// after a burst kept its core better in one run of two, but the burst's
+// own sessions waited 4–10× longer for their sandboxes in both — the
+// starving of refills seen before at weights 1 and 10. Not a default
+// until a weight (or pausing refills only while a cell runs) helps the
+// one without the other.
+const DefaultRefillCPUWeight = 100
+
+// RefillCPUWeight implements pool.RefillWeigher.
+func (k *Kind) RefillCPUWeight() uint64 { return k.cfg.RefillCPUWeight }
 
 func (c Config) validate() error {
 	if len(c.LauncherCommand) == 0 {

@@ -342,6 +342,7 @@ func (it *interp) Kill() {
 		if it.egressL != nil {
 			_ = it.egressL.Close()
 		}
+		unmountNullNetNS(filepath.Join(it.dir, "state"))
 		if err := os.RemoveAll(it.dir); err != nil {
 			it.k.log.Warn("gvisor: remove interpreter dir", zap.String("dir", it.dir), zap.Error(err))
 		}
@@ -349,6 +350,23 @@ func (it *interp) Kill() {
 			_ = os.RemoveAll(it.ownImage)
 		}
 	})
+}
+
+// nullNetNS is the file under a runsc root (--root, which is also its
+// --shared-root) where runsc since 2026-08 bind-mounts the empty network
+// namespace its gofers join (specutils.NullNetNSFilename).
+const nullNetNS = "null-netns"
+
+// unmountNullNetNS detaches every bind mount of the null network namespace
+// under the runsc root dir, as runsc's own specutils.UnmountNullNetNS
+// does: runsc leaves it mounted when the sandbox ends, and removing the
+// directory under it fails with EBUSY (a leaked mount and directory per
+// sandbox). Concurrent runsc starts may stack mounts on the one path, so
+// it unmounts until none is left.
+func unmountNullNetNS(root string) {
+	path := filepath.Join(root, nullNetNS)
+	for unix.Unmount(path, unix.MNT_DETACH) == nil {
+	}
 }
 
 func (it *interp) runscDelete() {

@@ -258,6 +258,13 @@ func (k *Kind) Close() error {
 	if k.images != nil {
 		k.images.wg.Wait()
 	}
+	// Every interpreter's Kill unmounts its own; one that was never
+	// killed (a start that failed half-way) must not keep the state
+	// directory from going.
+	roots, _ := filepath.Glob(filepath.Join(k.cfg.StateDir, "i-*", "state"))
+	for _, r := range roots {
+		unmountNullNetNS(r)
+	}
 	if err := os.RemoveAll(k.cfg.StateDir); err != nil {
 		return fmt.Errorf("gvisor: remove state dir: %w", err)
 	}

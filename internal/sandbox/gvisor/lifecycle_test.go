@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,25 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal("Run after Kill succeeded")
 		}
 		b.expectOK("print('b unaffected')", "b unaffected")
+	})
+	t.Run("nothing left after kill", func(t *testing.T) {
+		// runsc bind-mounts an empty network namespace at
+		// <root>/null-netns and leaves it when the sandbox ends: Kill
+		// unmounts it before removing the interpreter's directory (else
+		// EBUSY, and a mount and a directory leaked per sandbox).
+		dir := filepath.Join(e.stateDir, "i-"+a.id)
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the killed sandbox's directory %s: %v, want it removed", dir, err)
+		}
+		mounts, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(mounts), "\n") {
+			if strings.Contains(l, dir+"/") {
+				t.Errorf("a mount of the killed sandbox is left: %s", l)
+			}
+		}
 	})
 }
 

@@ -44,9 +44,10 @@ func testLimits() pool.Limits {
 // env is one prepared Kind and a real cgroup driver, shared by a test's
 // interpreters.
 type env struct {
-	kind   *gvisor.Kind
-	driver cgroup.Driver
-	seq    atomic.Int64
+	kind     *gvisor.Kind
+	driver   cgroup.Driver
+	stateDir string
+	seq      atomic.Int64
 }
 
 // newEnv prepares a real Kind. It fails, never skips, when runsc, python3,
@@ -101,12 +102,13 @@ func newEnv(tb testing.TB, mutate ...func(*gvisor.Config)) *env {
 			tb.Error(err)
 		}
 	})
-	return &env{kind: k, driver: d}
+	return &env{kind: k, driver: d, stateDir: cfg.StateDir}
 }
 
 // sandbox is a started interpreter and its cgroup.
 type sandbox struct {
 	tb    testing.TB
+	id    string
 	it    pool.Interpreter
 	group cgroup.Group
 	runs  uint64
@@ -139,7 +141,7 @@ func (e *env) start(tb testing.TB, mutate ...func(*pool.StartOptions)) *sandbox 
 		_ = g.Delete()
 		tb.Fatalf("start: %v", err)
 	}
-	s := &sandbox{tb: tb, it: it, group: g}
+	s := &sandbox{tb: tb, id: id, it: it, group: g}
 	tb.Cleanup(s.close)
 	return s
 }

@@ -19,7 +19,7 @@ import (
 // kind passes (systrap, restore --background --direct, checkpoints
 // without committed zero pages), the seccomp filters docs/security.md
 // describes and the checkpoint format are this version's.
-const PinnedRunscVersion = "v0.0.0-20260518063529-209a0ce076a1"
+const PinnedRunscVersion = "v0.0.0-20260905035102-160fafc42237"
 
 // RunscPrefix is the name prefix of runtime/build-runsc.sh's output
 // directories (runsc-<recipe hash>) in the cache; each holds runsc and a

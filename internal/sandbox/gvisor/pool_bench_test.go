@@ -2,6 +2,7 @@ package gvisor_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,85 @@ func benchWarmScript(b *testing.B, script, want string) {
 		took = append(took, time.Since(t0))
 	}
 	sandboxtest.ReportMedian(b, took)
+}
+
+// BenchmarkGVisorOsStatAfterBurst runs statScript in a warm session right
+// after a burst of new sessions (4 opened, used and closed back to back,
+// so the pool is refilling its 2 warm sandboxes meanwhile) and again once
+// the pool is full and quiet. Two pools side by side, iterations
+// alternating between them: refills at the normal CPU weight (100) and at
+// 25 (gvisor.Config.RefillCPUWeight). Per pool:
+// after-over-quiet, the ratio of the medians (issue 41: do refills take the
+// running session's core?), and burst-session, a burst's open-to-result
+// (do low-weight refills starve the sessions that wait for them?).
+func BenchmarkGVisorOsStatAfterBurst(b *testing.B) {
+	ctx := context.Background()
+	type side struct {
+		name                string
+		p                   *pool.Pool
+		s                   sbx.Session
+		after, quiet, burst []time.Duration
+	}
+	run := func(sess sbx.Session, script, want string) time.Duration {
+		t0 := time.Now()
+		r, err := sess.Run(ctx, script)
+		if err != nil || r.Outcome != sbx.OutcomeCompleted || !strings.Contains(r.Stdout, want) {
+			b.Fatalf("%+v %v", r, err)
+		}
+		return time.Since(t0)
+	}
+	waitFull := func(p *pool.Pool) {
+		deadline := time.Now().Add(2 * time.Minute)
+		for p.Capacity().Warm < 2 {
+			if time.Now().After(deadline) {
+				b.Fatal("the warm pool did not fill in 2 minutes")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var sides []*side
+	for _, w := range []uint64{100, 25} {
+		p := sandboxtest.NewGVisorWith(b, func(c *gvisor.Config) { c.RefillCPUWeight = w },
+			func(c *pool.Config) { c.MaxSessions, c.WarmWorkers = 4, 2 })
+		waitFull(p)
+		s, err := p.Open(ctx, sbx.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		run(s, statScript, "stat done")
+		sides = append(sides, &side{name: fmt.Sprintf("weight-%d", w), p: p, s: s})
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range sides {
+			sd := sides[(i+k)%len(sides)]
+			b.StopTimer()
+			waitFull(sd.p)
+			for range 4 {
+				t0 := time.Now()
+				o, err := sd.p.Open(ctx, sbx.SessionOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				run(o, "print(25)", "25")
+				sd.burst = append(sd.burst, time.Since(t0))
+				o.Close()
+			}
+			b.StartTimer()
+			sd.after = append(sd.after, run(sd.s, statScript, "stat done"))
+			b.StopTimer()
+			waitFull(sd.p)
+			b.StartTimer()
+			sd.quiet = append(sd.quiet, run(sd.s, statScript, "stat done"))
+		}
+	}
+	b.StopTimer()
+	for _, sd := range sides {
+		a, q := sandboxtest.MedianMillis(sd.after), sandboxtest.MedianMillis(sd.quiet)
+		b.ReportMetric(a, sd.name+"-after-burst-ms-p50")
+		b.ReportMetric(q, sd.name+"-quiet-ms-p50")
+		b.ReportMetric(a/q, sd.name+"-after-over-quiet")
+		b.ReportMetric(sandboxtest.MedianMillis(sd.burst), sd.name+"-burst-session-ms-p50")
+	}
 }

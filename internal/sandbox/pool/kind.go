@@ -91,6 +91,18 @@ type SessionRestorer interface {
 	RestoresSessions() bool
 }
 
+// RefillWeigher is implemented by kinds whose warm-pool refills must
+// yield the CPU to running sessions (issue 41: a gVisor session's cell
+// needs its stub and its sentry on a core each, and refills took them
+// right after a burst of new sessions). A refill's cgroup gets
+// RefillCPUWeight (cgroup v2 units, the kernel's default 100) while it
+// starts and waits warm, and cgroup.DefaultCPUWeight once a session takes
+// it. The quota is the same either way: with no session running, a
+// refill gets the whole core.
+type RefillWeigher interface {
+	RefillCPUWeight() uint64
+}
+
 // Recycler is implemented by interpreters whose process can start a fresh
 // interpreter in place (a WASM worker restoring its snapshot): the pool
 // uses it for sessions_per_worker > 1.

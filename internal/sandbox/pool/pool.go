@@ -189,6 +189,7 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 			select {
 			case w := <-p.warm:
 				w.Foreground()
+				p.foregroundWeight(w)
 				s.it = w
 				s.deferRefill()
 			default:
@@ -218,6 +219,19 @@ func (p *Pool) Open(ctx context.Context, opts sandbox.SessionOptions) (sandbox.S
 	s.it.sessions++
 	s.gen.Store(1)
 	return s, nil
+}
+
+// foregroundWeight gives a warm interpreter handed to a session the
+// normal CPU weight back (RefillWeigher). Should the write fail, the
+// session runs at the refill's weight: slower under contention, never
+// less confined.
+func (p *Pool) foregroundWeight(w *interp) {
+	if r, ok := p.kind.(RefillWeigher); !ok || r.RefillCPUWeight() == cgroup.DefaultCPUWeight || w.group == nil {
+		return
+	}
+	if err := w.group.SetCPUWeight(cgroup.DefaultCPUWeight); err != nil {
+		p.log.Warn("a warm interpreter's CPU weight could not be restored", zap.Error(err))
+	}
 }
 
 // restoreError is what Open reports when an interpreter restoring a
@@ -400,6 +414,11 @@ func (p *Pool) start(ctx context.Context, id string, mem int64, background bool,
 			return nil, fmt.Errorf("pool: %w", err)
 		}
 		group = g
+		if r, ok := p.kind.(RefillWeigher); ok && background && r.RefillCPUWeight() != cgroup.DefaultCPUWeight {
+			if err := g.SetCPUWeight(r.RefillCPUWeight()); err != nil {
+				p.log.Warn("a refill's CPU weight could not be lowered", zap.Error(err))
+			}
+		}
 	}
 	confine := func(pid int) error {
 		if group == nil {
