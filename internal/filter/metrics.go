@@ -129,10 +129,24 @@ type instrumentedSession struct {
 }
 
 func (s *instrumentedSession) Run(ctx context.Context, code string) (sandbox.Result, error) {
+	return s.observe(ctx, func() (sandbox.Result, error) { return s.Session.Run(ctx, code) })
+}
+
+// Shell implements sandbox.Sheller: the wrapped session's shell (or
+// sandbox.ErrNoShell), observed as a run. Without it the wrapper would
+// hide the provider's shell and every hosted shell call would be
+// rejected.
+func (s *instrumentedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
+	return s.observe(ctx, func() (sandbox.Result, error) { return sandbox.Shell(ctx, s.Session, req) })
+}
+
+func (s *instrumentedSession) observe(ctx context.Context, run func() (sandbox.Result, error)) (sandbox.Result, error) {
 	start := time.Now()
-	res, err := s.Session.Run(ctx, code)
+	res, err := run()
 	if err != nil {
-		s.m.CodeRuns.WithLabelValues("not_run").Inc()
+		if !errors.Is(err, sandbox.ErrNoShell) {
+			s.m.CodeRuns.WithLabelValues("not_run").Inc()
+		}
 		return res, err
 	}
 	observe(ctx, s.m.RunSeconds, time.Since(start).Seconds())
@@ -142,6 +156,8 @@ func (s *instrumentedSession) Run(ctx context.Context, code string) (sandbox.Res
 	}
 	return res, nil
 }
+
+var _ sandbox.Sheller = (*instrumentedSession)(nil)
 
 // observe records v in h with the trace of ctx's span as its exemplar when
 // the span is sampled (tracing on), so that a slow bucket leads to its
