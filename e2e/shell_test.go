@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -384,5 +389,93 @@ func checkShellEvents(t *testing.T, evs []responses.ResponseStreamEventUnion, co
 	}
 	if want := []string{"added:shell_call", "done:shell_call", "added:shell_call_output", "done:shell_call_output"}; !slices.Equal(kinds, want) {
 		t.Errorf("shell items in the stream: %v, want %v", kinds, want)
+	}
+}
+
+// TestNodeShell: the hosted shell's conversation (shell, Python, shell on
+// one container) through `extproc dev` on gVisor with the OpenAI Node SDK
+// (7.59.0: turn 1 streamed, every shell event as the SDK parsed it, then
+// previous_response_id) and with @openai/agents' hosted shellTool
+// (container_auto) beside codeInterpreterTool, replaying result.history.
+func TestNodeShell(t *testing.T) {
+	node := nodeReady(t)
+	sh := loadShapes(t)
+	bin := buildExtproc(t)
+	for _, mode := range []string{"openai", "agents"} {
+		t.Run(mode, func(t *testing.T) {
+			var m *model
+			m = newModel(t, sh, shellScript(&m))
+			m.live = true
+			base := startDev(t, bin, m.URL(), shellDevConfig)
+			prompts, _ := json.Marshal(shellPrompts)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, filepath.Join(nodeDir, "shell.mjs"))
+			cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+base, "OPENAI_API_KEY="+apiKey, "PROMPTS="+string(prompts),
+				`VARIANT={"mode":"`+mode+`"}`, "OPENAI_AGENTS_DISABLE_TRACING=1")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("shell.mjs %s: %v\nstderr:\n%s\nstdout:\n%s", mode, err, stderr.String(), stdout.String())
+			}
+			t.Logf("what the client decoded:\n%s", stdout.String())
+			rep := gjson.ParseBytes(stdout.Bytes())
+			turns := rep.Get("turns").Array()
+			if len(turns) != 3 {
+				t.Fatalf("%d turns reported", len(turns))
+			}
+			var container string
+			for _, k := range []int{0, 2} {
+				call := turns[k].Get(`calls.#(type=="shell_call")`)
+				out := turns[k].Get(`calls.#(type=="shell_call_output")`)
+				var cmds []string
+				call.Get("commands").ForEach(func(_, v gjson.Result) bool { cmds = append(cmds, v.Str); return true })
+				if !slices.Equal(cmds, shellCommands[k]) || call.Get("environment.type").Str != "container_reference" ||
+					out.Get("call_id").Str != call.Get("call_id").Str || len(out.Get("output").Array()) != 2 {
+					t.Errorf("turn %d: the client decoded %s", k+1, turns[k].Get("calls").Raw)
+				}
+				if k == 0 {
+					container = call.Get("environment.container_id").Str
+				} else if call.Get("environment.container_id").Str != container {
+					t.Errorf("turn 3 ran in %s, turn 1 in %s", call.Get("environment.container_id").Str, container)
+				}
+			}
+			if got := turns[0].Get(`calls.#(type=="shell_call_output").output.1.stdout`).Str; got != "41\n" {
+				t.Errorf("turn 1: cat printed %q", got)
+			}
+			if got := turns[2].Get(`calls.#(type=="shell_call_output").output.1.outcome.exit_code`).Int(); got != 3 {
+				t.Errorf("turn 3: the second command's exit code %d, want 3", got)
+			}
+			if !strings.HasPrefix(turns[2].Get("text").Str, "told: ") {
+				t.Errorf("turn 3: %q (the model was not shown turn 1's shell call)", turns[2].Get("text").Str)
+			}
+			if mode != "openai" {
+				return
+			}
+			var kinds []string
+			deltas := ""
+			for _, ev := range turns[0].Get("events").Array() {
+				typ := ev.Get("type").Str
+				if !slices.Contains(kinds, typ) {
+					kinds = append(kinds, typ)
+				}
+				if typ == "response.shell_call_output_content.delta" {
+					deltas += ev.Get("delta.stdout").Str
+					if ev.Get("item_id").Str == "" {
+						t.Errorf("an output delta without item_id: %s", ev.Raw)
+					}
+				}
+			}
+			for _, want := range []string{"response.output_item.added", "response.shell_call_command.added", "response.shell_call_command.delta",
+				"response.shell_call_command.done", "response.output_item.done", "response.shell_call_output_content.delta",
+				"response.shell_call_output_content.done"} {
+				if !slices.Contains(kinds, want) {
+					t.Errorf("the SDK's stream had no %s (it had %v)", want, kinds)
+				}
+			}
+			if deltas != "41\n" {
+				t.Errorf("output deltas %q, want the cat's 41", deltas)
+			}
+		})
 	}
 }
