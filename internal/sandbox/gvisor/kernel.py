@@ -680,8 +680,8 @@ def _main():
 
     def spare_later():
         # Off the call's path: the fork and exec run in a thread while the
-        # kernel answers and reads its next request.
-        settle_spare()
+        # kernel answers and reads its next request. One spare at most.
+        drop_spare()
         t = threading.Thread(target=start_spare, name="codeinterp-shell-spare", daemon=True)
         try:
             t.start()
