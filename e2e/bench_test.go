@@ -428,7 +428,7 @@ func BenchmarkGVisorFirstCallThroughDev(b *testing.B) {
 
 // startDev runs `extproc dev` in front of upstream with config (YAML) and
 // env until the benchmark ends, and returns its OPENAI_BASE_URL.
-func startDev(b *testing.B, bin, upstream, config string, env ...string) string {
+func startDev(b testing.TB, bin, upstream, config string, env ...string) string {
 	b.Helper()
 	cfg := filepath.Join(b.TempDir(), "extproc.yaml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {

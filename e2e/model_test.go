@@ -264,10 +264,21 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 		if tool.Get("type").Str == "code_interpreter" {
 			return nil, "the native code_interpreter tool reached the model"
 		}
+		if tool.Get("type").Str == "shell" && tool.Get("environment.type").Str != "local" && tool.Get("environment").Exists() {
+			return nil, "the hosted shell tool reached the model"
+		}
 		if tool.Get("type").Str == "function" && tool.Get("name").Str == "code_interpreter" {
 			hasFn = true
 			if tool.Get("parameters.properties.code.type").Str != "string" || tool.Get("parameters.required.0").Str != "code" {
 				return nil, "the code_interpreter function has no required string parameter code"
+			}
+		}
+		// The hosted shell's function: an array of strings "commands".
+		if tool.Get("type").Str == "function" && tool.Get("name").Str == "shell" {
+			hasFn = true
+			if tool.Get("parameters.properties.commands.type").Str != "array" || tool.Get("parameters.properties.commands.items.type").Str != "string" ||
+				tool.Get("parameters.required.0").Str != "commands" {
+				return nil, "the shell function has no required array of strings commands"
 			}
 		}
 	}
@@ -301,7 +312,7 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 	for _, it := range c.items {
 		switch it.Get("type").Str {
 		case "function_call":
-			if it.Get("name").Str == "code_interpreter" {
+			if n := it.Get("name").Str; n == "code_interpreter" || n == "shell" {
 				calls[it.Get("call_id").Str] = true
 			}
 		case "function_call_output":
@@ -313,8 +324,8 @@ func (m *model) check(r *http.Request, body []byte) (*convo, string) {
 				return c, "call " + id + " answered twice"
 			}
 			answered[id] = true
-		case "code_interpreter_call":
-			return c, "a code_interpreter_call item reached the model (replayed history must become function calls)"
+		case "code_interpreter_call", "shell_call", "shell_call_output":
+			return c, "a " + it.Get("type").Str + " item reached the model (replayed history must become function calls)"
 		}
 	}
 	for id := range calls {
@@ -371,6 +382,16 @@ func (m *model) call(code string) string {
 	it, _ = sjson.Set(it, "id", idgen.New("fc_"))
 	it, _ = sjson.Set(it, "call_id", idgen.New("call_")[:29])
 	it, _ = sjson.Set(it, "name", "code_interpreter")
+	it, _ = sjson.Set(it, "arguments", string(args))
+	return it
+}
+
+// shellCall is a function_call item of the hosted shell's function, its
+// arguments an array of commands as a model writes them.
+func (m *model) shellCall(commands ...string) string {
+	args, _ := json.Marshal(map[string]any{"commands": commands, "timeout_ms": nil, "max_output_length": nil})
+	it := m.call("")
+	it, _ = sjson.Set(it, "name", "shell")
 	it, _ = sjson.Set(it, "arguments", string(args))
 	return it
 }

@@ -66,8 +66,8 @@ func newReplicas(ctx context.Context, cfg *config.Config, reg prometheus.Registe
 	}
 	node, err := cluster.NewNode(cluster.Config{
 		Addr: addr, Secret: secret, Leases: leases, TTL: cfg.Cluster.LeaseTTL,
-		Handler: func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error) {
-			return mgr().ServeForwarded(ctx, key, token, payload)
+		Handler: func(ctx context.Context, key string, token uint64, payload []byte, progress func([]byte)) ([]byte, error) {
+			return mgr().ServeForwarded(ctx, key, token, payload, progress)
 		},
 		OnLost: func(key string) { mgr().Fenced(key) },
 		Log:    log,

@@ -166,7 +166,7 @@ func TestRewrittenAddressGetsNothing(t *testing.T) {
 				t.Fatalf("B's view of the rewritten lease: %+v mine=%v", l, mine)
 			}
 			for range 2 {
-				_, err := b.node.Forward(context.Background(), key, l, []byte(marker))
+				_, err := b.node.Forward(context.Background(), key, l, []byte(marker), nil)
 				if !errors.Is(err, cluster.ErrUnreachable) || errors.Is(err, cluster.ErrGone) {
 					t.Fatalf("forwarding to the rewritten address: %v, want ErrUnreachable", err)
 				}
@@ -216,7 +216,7 @@ func TestSameKeyBothWaysOtherKeyNeither(t *testing.T) {
 		if mine {
 			t.Fatalf("%s: the claim took another's lease", key)
 		}
-		return from.node.Forward(context.Background(), key, l, []byte("x"))
+		return from.node.Forward(context.Background(), key, l, []byte("x"), nil)
 	}
 	if out, err := forward(b, "cntr_a"); err != nil || string(out) != "ran x" {
 		t.Fatalf("B to A: %q %v", out, err)
@@ -341,7 +341,7 @@ func TestUnauthenticatedFloodIsBounded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if out, err := b.node.Forward(ctx, "cntr_1", l, []byte("after")); err != nil || string(out) != "ran after" {
+	if out, err := b.node.Forward(ctx, "cntr_1", l, []byte("after"), nil); err != nil || string(out) != "ran after" {
 		t.Fatalf("an authenticated run after the flood: %q %v", out, err)
 	}
 	if got := a.runs(); len(got) != 1 {

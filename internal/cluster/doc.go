@@ -21,6 +21,11 @@
 //     gRPC (Node.Forward; the service in rpc.go), naming the lease it
 //     expects: the holder refuses a run for a lease it does not hold with
 //     that token. Runs of one container then serialise at the holder.
+//     A caller that wants a run's progress (a shell's live output) sends
+//     it by RunStream, the server-streaming twin of the unary Run: the
+//     same request, metadata and checks, the Handler's pieces as
+//     messages before its answer; a holder of a build without RunStream
+//     refuses the method before reading the run, which then goes unary.
 //   - The channel trusts nothing but the cluster key (key.go): every
 //     replica derives the same Ed25519 key pair from Config.Secret
 //     (HKDF-SHA256) and the connection is TLS 1.3 in which both sides

@@ -31,8 +31,10 @@ type Config struct {
 	// every TTL/3.
 	TTL time.Duration
 	// Handler runs a forwarded run of key here, under this Node's lease
-	// with token. Its answer is returned to the forwarding replica.
-	Handler func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error)
+	// with token. Its answer is returned to the forwarding replica;
+	// progress, when not nil (a caller that asked for it: Forward with a
+	// progress func), sends it pieces before the answer, in order.
+	Handler func(ctx context.Context, key string, token uint64, payload []byte, progress func([]byte)) ([]byte, error)
 	// OnLost is called (from the renewal loop) with a key whose lease
 	// this Node no longer holds — another replica took it, the store
 	// forgot it, or it could not be renewed for a whole TTL: the

@@ -53,7 +53,7 @@ func startReplicaLog(t *testing.T, url, sec string, ttl time.Duration, log *zap.
 	r := &replica{lost: make(chan string, 8), hang: make(chan struct{})}
 	r.node, err = cluster.NewNode(cluster.Config{
 		Addr: lis.Addr().String(), Secret: sec, Leases: leases, TTL: ttl,
-		Handler: func(_ context.Context, key string, _ uint64, payload []byte) ([]byte, error) {
+		Handler: func(_ context.Context, key string, _ uint64, payload []byte, _ func([]byte)) ([]byte, error) {
 			if string(payload) == "hang" {
 				<-r.hang
 			}
@@ -105,7 +105,7 @@ func TestForwardToHolder(t *testing.T) {
 	if mine || l.Holder != a.node.ID() || l.Addr != a.node.Addr() {
 		t.Fatalf("B's claim: %+v mine=%v, want A's lease", l, mine)
 	}
-	out, err := b.node.Forward(context.Background(), "cntr_1", l, []byte("x += 1"))
+	out, err := b.node.Forward(context.Background(), "cntr_1", l, []byte("x += 1"), nil)
 	if err != nil || string(out) != "ran x += 1" {
 		t.Fatalf("forwarded run: %q, %v", out, err)
 	}
@@ -125,21 +125,21 @@ func TestForwardRefusals(t *testing.T) {
 	claim(t, a.node, "cntr_1")
 	l, _ := claim(t, b.node, "cntr_1")
 
-	if _, err := forger.node.Forward(context.Background(), "cntr_1", l, []byte("forged")); !errors.Is(err, cluster.ErrUnreachable) ||
+	if _, err := forger.node.Forward(context.Background(), "cntr_1", l, []byte("forged"), nil); !errors.Is(err, cluster.ErrUnreachable) ||
 		errors.Is(err, cluster.ErrGone) || !strings.Contains(err.Error(), "different cluster key") {
 		t.Fatalf("a run from a replica with another secret: %v, want ErrUnreachable (a different cluster key)", err)
 	}
 	stale := l
 	stale.Token--
-	if _, err := b.node.Forward(context.Background(), "cntr_1", stale, []byte("stale")); !errors.Is(err, cluster.ErrMoved) {
+	if _, err := b.node.Forward(context.Background(), "cntr_1", stale, []byte("stale"), nil); !errors.Is(err, cluster.ErrMoved) {
 		t.Fatalf("a run for an older lease: %v, want ErrMoved", err)
 	}
 	other := l
 	other.Holder = "a-restarted-process"
-	if _, err := b.node.Forward(context.Background(), "cntr_1", other, []byte("restarted")); !errors.Is(err, cluster.ErrGone) {
+	if _, err := b.node.Forward(context.Background(), "cntr_1", other, []byte("restarted"), nil); !errors.Is(err, cluster.ErrGone) {
 		t.Fatalf("a run for another process at A's address: %v, want ErrGone", err)
 	}
-	if _, err := b.node.Forward(context.Background(), "cntr_never", l, []byte("never")); !errors.Is(err, cluster.ErrMoved) {
+	if _, err := b.node.Forward(context.Background(), "cntr_never", l, []byte("never"), nil); !errors.Is(err, cluster.ErrMoved) {
 		t.Fatalf("a run for a container A does not hold: %v, want ErrMoved", err)
 	}
 	if got := a.runs(); len(got) != 0 {
@@ -158,7 +158,7 @@ func TestUnreachableHolderKeepsItsLease(t *testing.T) {
 	a, b := startReplica(t, url, secret, ttl), startReplica(t, url, secret, ttl)
 	la, _ := claim(t, a.node, "cntr_1")
 	a.srv.Stop()
-	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x"))
+	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x"), nil)
 	if !errors.Is(err, cluster.ErrUnreachable) || errors.Is(err, cluster.ErrGone) {
 		t.Fatalf("forwarding to an unreachable holder: %v, want ErrUnreachable (not ErrGone)", err)
 	}
@@ -237,7 +237,7 @@ func TestTakeOverFromRestartedHolder(t *testing.T) {
 	la, _ := claim(t, a.node, "cntr_1")
 	restarted := la
 	restarted.Holder = "the-process-that-was-here-before"
-	_, err := b.node.Forward(context.Background(), "cntr_1", restarted, []byte("x"))
+	_, err := b.node.Forward(context.Background(), "cntr_1", restarted, []byte("x"), nil)
 	if !errors.Is(err, cluster.ErrGone) {
 		t.Fatalf("forwarding to another process at the holder's address: %v, want ErrGone", err)
 	}
@@ -260,7 +260,7 @@ func TestDrainingHolder(t *testing.T) {
 	claim(t, a.node, "cntr_1")
 	l, _ := claim(t, b.node, "cntr_1")
 	a.node.Drain()
-	if _, err := b.node.Forward(context.Background(), "cntr_1", l, []byte("x")); !errors.Is(err, cluster.ErrDraining) {
+	if _, err := b.node.Forward(context.Background(), "cntr_1", l, []byte("x"), nil); !errors.Is(err, cluster.ErrDraining) {
 		t.Fatalf("a run to a draining holder: %v, want ErrDraining", err)
 	}
 	a.node.Release(context.Background(), "cntr_1")
@@ -321,7 +321,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	if _, _, err := a.node.Claim(context.Background(), "cntr_1"); err == nil {
 		t.Fatal("a claim with the store down succeeded")
 	}
-	if _, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x")); !errors.Is(err, cluster.ErrStoreUnavailable) {
+	if _, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("x"), nil); !errors.Is(err, cluster.ErrStoreUnavailable) {
 		t.Fatalf("a forwarded run to a holder that cannot reach the store: %v, want ErrStoreUnavailable", err)
 	}
 	if got := a.runs(); len(got) != 0 {
@@ -350,7 +350,7 @@ func TestForwardToPausedHolder(t *testing.T) {
 	la, _ := claim(t, a.node, "cntr_1")
 	a.pause()
 	start := time.Now()
-	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("hang"))
+	_, err := b.node.Forward(context.Background(), "cntr_1", la, []byte("hang"), nil)
 	if !errors.Is(err, cluster.ErrMoved) {
 		t.Fatalf("forwarding to a holder paused past its lease: %v, want ErrMoved", err)
 	}

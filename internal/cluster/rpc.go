@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -21,12 +22,20 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// The forwarding service: one unary method whose request and answer are
+// The forwarding service: a unary method whose request and answer are
 // the Handler's bytes (a well-known protobuf wrapper, so no generated
-// code), and whose metadata say who asks and for which lease.
+// code), and whose metadata say who asks and for which lease; and its
+// server-streaming twin, RunStream, for a run whose caller hears its
+// progress: the same request and checks, then messages of one tag byte
+// (tagProgress: a piece the Handler reported; tagAnswer: its answer,
+// the last message) and the bytes.
 const (
-	serviceName = "codeinterp.cluster.v1.Cluster"
-	runMethod   = "/" + serviceName + "/Run"
+	serviceName     = "codeinterp.cluster.v1.Cluster"
+	runMethod       = "/" + serviceName + "/Run"
+	runStreamMethod = "/" + serviceName + "/RunStream"
+
+	tagAnswer   byte = 0
+	tagProgress byte = 1
 
 	mdKey    = "x-codeinterp-lease-key" // the container
 	mdHolder = "x-codeinterp-holder"    // the holder the caller expects
@@ -49,6 +58,7 @@ const (
 // runner is the service's handler type (grpc.ServiceDesc.HandlerType).
 type runner interface {
 	serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error)
+	serveRunStream(in *wrapperspb.BytesValue, st grpc.ServerStream) error
 }
 
 var serviceDesc = grpc.ServiceDesc{
@@ -66,6 +76,20 @@ var serviceDesc = grpc.ServiceDesc{
 				return nil, err
 			}
 			return srv.(runner).serveRun(ctx, in)
+		},
+	}},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "RunStream",
+		ServerStreams: true,
+		Handler: func(srv any, st grpc.ServerStream) error {
+			if err := uncompressed(st.Context()); err != nil {
+				return err
+			}
+			in := new(wrapperspb.BytesValue)
+			if err := st.RecvMsg(in); err != nil {
+				return err
+			}
+			return srv.(runner).serveRunStream(in, st)
 		},
 	}},
 	Metadata: "codeinterp/cluster/rpc.go",
@@ -101,6 +125,46 @@ func (n *Node) NewServer() *grpc.Server {
 }
 
 func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.BytesValue, error) {
+	key, token, err := n.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := n.cfg.Handler(ctx, key, token, in.GetValue(), nil)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return wrapperspb.Bytes(out), nil
+}
+
+// serveRunStream is serveRun whose Handler's progress reaches the caller
+// as it comes, each piece one message, the answer the last.
+func (n *Node) serveRunStream(in *wrapperspb.BytesValue, st grpc.ServerStream) error {
+	ctx := st.Context()
+	key, token, err := n.admit(ctx)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // a stream's SendMsg is not for concurrent callers
+	send := func(tag byte, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return st.SendMsg(wrapperspb.Bytes(append([]byte{tag}, b...)))
+	}
+	out, err := n.cfg.Handler(ctx, key, token, in.GetValue(), func(piece []byte) {
+		// A piece the caller cannot take (it went away) is dropped: the
+		// answer's send then fails the same way.
+		_ = send(tagProgress, piece)
+	})
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return send(tagAnswer, out)
+}
+
+// admit is the checks of a forwarded run before it starts, whichever the
+// method: the lease it names, draining, and that this Node holds exactly
+// that lease now.
+func (n *Node) admit(ctx context.Context) (key string, token uint64, err error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	get := func(k string) string {
 		if v := md.Get(k); len(v) == 1 {
@@ -111,34 +175,30 @@ func (n *Node) serveRun(ctx context.Context, in *wrapperspb.BytesValue) (*wrappe
 	// The caller proved the cluster key in the handshake (NewServer):
 	// nothing else reaches here.
 	key, holder := get(mdKey), get(mdHolder)
-	token, err := strconv.ParseUint(get(mdToken), 10, 64)
+	token, err = strconv.ParseUint(get(mdToken), 10, 64)
 	if key == "" || err != nil {
-		return nil, status.Error(codes.InvalidArgument, "cluster: no lease named")
+		return "", 0, status.Error(codes.InvalidArgument, "cluster: no lease named")
 	}
 	n.mu.Lock()
 	draining := n.draining
 	n.mu.Unlock()
 	if draining {
-		return nil, status.Error(codes.Aborted, "cluster: draining")
+		return "", 0, status.Error(codes.Aborted, "cluster: draining")
 	}
 	// Fencing: the run is for the lease as the caller saw it; this Node
 	// runs it only while the store says it still holds exactly that.
 	if holder != n.id {
-		return nil, refusal(reasonOtherProcess, "cluster: not the holder (another process)")
+		return "", 0, refusal(reasonOtherProcess, "cluster: not the holder (another process)")
 	}
 	ok, err := n.holds(ctx, key, token)
 	if err != nil {
-		return nil, refusal(reasonStore, "cluster: the lease store: "+err.Error())
+		return "", 0, refusal(reasonStore, "cluster: the lease store: "+err.Error())
 	}
 	if !ok {
-		return nil, refusal(reasonMoved, "cluster: not the holder of that lease")
+		return "", 0, refusal(reasonMoved, "cluster: not the holder of that lease")
 	}
 	n.metrics.served()
-	out, err := n.cfg.Handler(ctx, key, token, in.GetValue())
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return wrapperspb.Bytes(out), nil
+	return key, token, nil
 }
 
 // The reasons a holder refuses a forwarded run before it starts, carried
@@ -175,8 +235,12 @@ func refusalReason(st *status.Status) string {
 // ErrUnreachable (the holder could not be reached in time: not proof it is
 // gone), ErrMoved (it does not hold l now), ErrStoreUnavailable (it could
 // not check its lease), ErrDraining; ErrLost (the connection broke during
-// the run: its fate is unknown), or another error.
-func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte) ([]byte, error) {
+// the run: its fate is unknown), or another error. With progress set the
+// run goes by RunStream and progress hears the Handler's pieces as the
+// holder sends them (a holder without RunStream answers Unimplemented
+// before it reads the run, which then goes unary: its pieces are lost,
+// its answer is not).
+func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte, progress func([]byte)) ([]byte, error) {
 	if l.Holder == n.id {
 		return nil, fmt.Errorf("cluster: forwarding %s to this node itself", key)
 	}
@@ -209,10 +273,19 @@ func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte)
 	defer cancel(nil)
 	watched := make(chan struct{})
 	go func() { defer close(watched); n.watchLease(callCtx, key, l, cancel) }()
-	out := new(wrapperspb.BytesValue)
 	start := time.Now()
-	err = conn.Invoke(callCtx, runMethod, wrapperspb.Bytes(payload), out,
-		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+	var out []byte
+	if progress != nil {
+		out, err = invokeStream(callCtx, conn, payload, progress)
+		if status.Code(err) == codes.Unimplemented && ctx.Err() == nil {
+			// A holder of a build before RunStream: it refused the method
+			// before reading the run, so the run goes as a unary call
+			// (its progress then comes with the answer).
+			out, err = invokeUnary(callCtx, conn, payload)
+		}
+	} else {
+		out, err = invokeUnary(callCtx, conn, payload)
+	}
 	moved := errors.Is(context.Cause(callCtx), errLeaseMoved)
 	cancel(nil)
 	<-watched
@@ -225,7 +298,50 @@ func (n *Node) Forward(ctx context.Context, key string, l Lease, payload []byte)
 	if err != nil {
 		return nil, err
 	}
-	return out.GetValue(), nil
+	return out, nil
+}
+
+func invokeUnary(ctx context.Context, conn *grpc.ClientConn, payload []byte) ([]byte, error) {
+	out := new(wrapperspb.BytesValue)
+	err := conn.Invoke(ctx, runMethod, wrapperspb.Bytes(payload), out,
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+	return out.GetValue(), err
+}
+
+// invokeStream sends the run by RunStream, passes each progress message
+// on as it arrives and returns the answer.
+func invokeStream(ctx context.Context, conn *grpc.ClientConn, payload []byte, progress func([]byte)) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream on every return
+	st, err := conn.NewStream(ctx, &grpc.StreamDesc{StreamName: "RunStream", ServerStreams: true}, runStreamMethod,
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))
+	if err != nil {
+		return nil, err
+	}
+	if err := st.SendMsg(wrapperspb.Bytes(payload)); err != nil {
+		return nil, err
+	}
+	if err := st.CloseSend(); err != nil {
+		return nil, err
+	}
+	for {
+		m := new(wrapperspb.BytesValue)
+		if err := st.RecvMsg(m); err != nil {
+			if err == io.EOF {
+				err = status.Error(codes.Internal, "cluster: the holder ended the run's stream without an answer")
+			}
+			return nil, err
+		}
+		b := m.GetValue()
+		switch {
+		case len(b) > 0 && b[0] == tagProgress:
+			progress(b[1:])
+		case len(b) > 0 && b[0] == tagAnswer:
+			return b[1:], nil
+		default:
+			return nil, status.Error(codes.Internal, "cluster: the holder sent a message of no known kind")
+		}
+	}
 }
 
 // errLeaseMoved cancels a forwarded call whose lease is no longer in force.

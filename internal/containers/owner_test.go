@@ -22,7 +22,7 @@ func forge(t *testing.T, from *replica, cid string, payload map[string]any) stri
 		t.Fatalf("the container's holder: %v %v", held, err)
 	}
 	b, _ := json.Marshal(payload)
-	out, err := from.node.Forward(ctx, cid, l, b)
+	out, err := from.node.Forward(ctx, cid, l, b, nil)
 	if err != nil {
 		t.Fatalf("forwarding: %v", err)
 	}

@@ -34,8 +34,10 @@ type Placement interface {
 	Confirm(ctx context.Context, cid string, token uint64) (bool, error)
 	// Release gives the container up (its interpreter closed here).
 	Release(ctx context.Context, cid string)
-	// Forward runs payload at the holder (ServeForwarded there).
-	Forward(ctx context.Context, cid string, l cluster.Lease, payload []byte) ([]byte, error)
+	// Forward runs payload at the holder (ServeForwarded there);
+	// progress, when set, hears the pieces the holder reports as it
+	// runs (a shell's live output).
+	Forward(ctx context.Context, cid string, l cluster.Lease, payload []byte, progress func([]byte)) ([]byte, error)
 	// TTL is a lease's life unrenewed: how long at most a container
 	// whose holder cannot be reached waits before another replica may
 	// take it.
@@ -64,6 +66,31 @@ type forwardedRun struct {
 	// Deleted asks the holder to drop the container its owner deleted
 	// (no code): it does so only once the store no longer has it.
 	Deleted bool `json:"deleted,omitempty"`
+}
+
+// shellPiece is a piece of a forwarded shell call's output, sent by the
+// holder as its command prints it (cluster progress).
+type shellPiece struct {
+	Command int    `json:"c"`
+	Stdout  string `json:"o,omitempty"`
+	Stderr  string `json:"e,omitempty"`
+}
+
+// pieces passes a holder's shell pieces on to the call's OnOutput (nil:
+// the call wants none, and none are asked for).
+func pieces(act action) func([]byte) {
+	if act.Shell == nil || act.Shell.OnOutput == nil {
+		return nil
+	}
+	n, on := len(act.Shell.Commands), act.Shell.OnOutput
+	return func(b []byte) {
+		var p shellPiece
+		// The holder proved the cluster key; a piece that does not
+		// decode or names no command of the call is dropped all the same.
+		if json.Unmarshal(b, &p) == nil && p.Command >= 0 && p.Command < n {
+			on(p.Command, p.Stdout, p.Stderr)
+		}
+	}
 }
 
 // forwardedAnswer is the holder's answer.
@@ -226,7 +253,7 @@ func (c *container) place(ctx context.Context, act action) (res RunResult, done 
 				return RunResult{}, true, fmt.Errorf("containers: %w", err)
 			}
 		}
-		out, err := p.Forward(ctx, cid, l, payload)
+		out, err := p.Forward(ctx, cid, l, payload, pieces(act))
 		if err == nil {
 			var res RunResult
 			if res, err = decodeAnswer(out, l.Addr); err == nil {
@@ -285,8 +312,9 @@ func (c *container) place(ctx context.Context, act action) (res RunResult, done 
 // holder of its container (cluster.Config.Handler; the lease was checked
 // by the caller, and is claimed again once the run has the interpreter's
 // run lock, and confirmed before its result is answered). Its errors
-// travel in the answer.
-func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, payload []byte) ([]byte, error) {
+// travel in the answer. A shell call's output goes to progress piece by
+// piece as its commands print it, when the caller asked (progress set).
+func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, payload []byte, progress func([]byte)) ([]byte, error) {
 	var req forwardedRun
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, fmt.Errorf("containers: a forwarded run: %w", err)
@@ -340,6 +368,13 @@ func (m *Manager) ServeForwarded(ctx context.Context, cid string, lease uint64, 
 		}
 		m.mu.Unlock()
 	}
+	if req.Shell != nil && progress != nil {
+		req.Shell.OnOutput = func(k int, stdout, stderr string) {
+			if b, err := json.Marshal(shellPiece{Command: k, Stdout: stdout, Stderr: stderr}); err == nil {
+				progress(b)
+			}
+		}
+	}
 	c := &container{m: m, meta: meta, fresh: req.Fresh, memory: req.Memory, ran: req.Ran, forwarded: true, lease: lease}
 	defer c.Close()
 	return answer(c.run(ctx, action{Code: req.Code, Shell: req.Shell}))
@@ -371,7 +406,7 @@ func (m *Manager) Deleted(ctx context.Context, owner, cid string) {
 	payload, err := json.Marshal(forwardedRun{Owner: owner, Container: cid, Deleted: true})
 	if err == nil {
 		var out []byte
-		if out, err = p.Forward(ctx, cid, l, payload); err == nil {
+		if out, err = p.Forward(ctx, cid, l, payload, nil); err == nil {
 			_, err = decodeAnswer(out, l.Addr)
 		}
 	}

@@ -48,8 +48,8 @@ func startReplicaOn(t testing.TB, provider string, f *fixture, redisURL string, 
 	r := &replica{}
 	r.node, err = cluster.NewNode(cluster.Config{
 		Addr: lis.Addr().String(), Secret: "the-replicas-shared-secret", Leases: leases, TTL: time.Second,
-		Handler: func(ctx context.Context, key string, token uint64, payload []byte) ([]byte, error) {
-			return r.m.ServeForwarded(ctx, key, token, payload)
+		Handler: func(ctx context.Context, key string, token uint64, payload []byte, progress func([]byte)) ([]byte, error) {
+			return r.m.ServeForwarded(ctx, key, token, payload, progress)
 		},
 		OnLost: func(key string) { r.m.Fenced(key) },
 	})

@@ -3,6 +3,7 @@ package containers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ func shell(t *testing.T, c containers.Container, cmds ...string) containers.RunR
 // TestGVisorShellAcrossReplicas: the hosted shell on a container of two
 // replicas — its files become the container's files, a shell call on the
 // other replica goes to the holder (the forwarded run carries the action),
-// Python's state is untouched by it, and after the holder's drain the
+// Python's state is untouched by it, its output reaches the caller piece
+// by piece as the holder's commands print it, and after the holder's drain the
 // container's checkpoint serves the shell on the other replica.
 func TestGVisorShellAcrossReplicas(t *testing.T) {
 	f := newFixture(t)
@@ -53,6 +55,29 @@ func TestGVisorShellAcrossReplicas(t *testing.T) {
 	}
 	if p := run(t, cb, "print(x + 1)"); strings.TrimSpace(p.Stdout) != "42" || p.Reset {
 		t.Fatalf("Python after the shell: %q reset=%v", p.Stdout, p.Reset)
+	}
+	// Forwarded live: the holder streams each piece of output as the
+	// command prints it (cluster RunStream), before the call returns.
+	early := make(chan struct{})
+	var got []string
+	res, err := cb.Shell(context.Background(), sandbox.ShellRequest{
+		Commands: []string{"echo one; sleep 1; echo two >&2", "echo three"}, Timeout: 10 * time.Second,
+		OnOutput: func(k int, stdout, stderr string) {
+			got = append(got, fmt.Sprintf("%d:%s|%s", k, stdout, stderr))
+			if stdout == "one\n" {
+				close(early)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-early:
+	default:
+		t.Fatalf("no piece before the forwarded call returned: %q", got)
+	}
+	if strings.Join(got, ",") != "0:one\n|,0:|two\n,1:three\n|" || res.Commands[1].Stdout != "three\n" {
+		t.Errorf("forwarded pieces %q, result %+v", got, res.Commands)
 	}
 	cb.Close()
 	if b.m.Held() != 0 {

@@ -129,10 +129,24 @@ type instrumentedSession struct {
 }
 
 func (s *instrumentedSession) Run(ctx context.Context, code string) (sandbox.Result, error) {
+	return s.observe(ctx, func() (sandbox.Result, error) { return s.Session.Run(ctx, code) })
+}
+
+// Shell implements sandbox.Sheller: the wrapped session's shell (or
+// sandbox.ErrNoShell), observed as a run. Without it the wrapper would
+// hide the provider's shell and every hosted shell call would be
+// rejected.
+func (s *instrumentedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
+	return s.observe(ctx, func() (sandbox.Result, error) { return sandbox.Shell(ctx, s.Session, req) })
+}
+
+func (s *instrumentedSession) observe(ctx context.Context, run func() (sandbox.Result, error)) (sandbox.Result, error) {
 	start := time.Now()
-	res, err := s.Session.Run(ctx, code)
+	res, err := run()
 	if err != nil {
-		s.m.CodeRuns.WithLabelValues("not_run").Inc()
+		if !errors.Is(err, sandbox.ErrNoShell) {
+			s.m.CodeRuns.WithLabelValues("not_run").Inc()
+		}
 		return res, err
 	}
 	observe(ctx, s.m.RunSeconds, time.Since(start).Seconds())
@@ -142,6 +156,8 @@ func (s *instrumentedSession) Run(ctx context.Context, code string) (sandbox.Res
 	}
 	return res, nil
 }
+
+var _ sandbox.Sheller = (*instrumentedSession)(nil)
 
 // observe records v in h with the trace of ctx's span as its exemplar when
 // the span is sampled (tracing on), so that a slow bucket leads to its
@@ -153,22 +169,4 @@ func observe(ctx context.Context, h prometheus.Histogram, v float64) {
 		return
 	}
 	h.Observe(v)
-}
-
-// Shell implements sandbox.Sheller over the session, counted as a run:
-// without it a provider wrapped for metrics would lose its shell (every
-// hosted shell and code execution call failing with sandbox.ErrNoShell).
-// A session without a shell still fails with ErrNoShell.
-func (s *instrumentedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
-	start := time.Now()
-	res, err := sandbox.Shell(ctx, s.Session, req)
-	if err != nil {
-		if !errors.Is(err, sandbox.ErrNoShell) {
-			s.m.CodeRuns.WithLabelValues("not_run").Inc()
-		}
-		return res, err
-	}
-	observe(ctx, s.m.RunSeconds, time.Since(start).Seconds())
-	s.m.CodeRuns.WithLabelValues(string(res.Outcome)).Inc()
-	return res, nil
 }

@@ -168,7 +168,7 @@ def _main():
         fonts_in_memory()
     _codeinterp_warmup()
     import resource  # for begin: an import after a restore reads files through the gofer
-    import select, signal, subprocess  # for the hosted shell, imported before any checkpoint
+    import fcntl, select, signal, subprocess, threading  # for the hosted shell, imported before any checkpoint
 
     def figures(max_count, max_bytes):
         p = sys.modules.get("matplotlib.pyplot")
@@ -572,7 +572,7 @@ def _main():
         out["id"] = req["id"]
         return out
 
-    # The hosted shell (sandbox.Sheller): each command by `bash -lc`, one
+    # The hosted shell (sandbox.Sheller): each command as by `bash -lc`, one
     # after another, cwd /mnt/data, stdin /dev/null (no TTY), in a process
     # group of its own. Its stdout and stderr are pipes read here, each
     # kept up to the host's bound (the rest counted as dropped) and sent as
@@ -583,6 +583,8 @@ def _main():
     # timeout a command's process group is killed.
     _popen, _killpg, _waitpid, _select, _read_fd = subprocess.Popen, os.killpg, os.waitpid, select.select, os.read
     DRAIN = 0.05  # seconds of quiet pipes after bash exited
+    SPAWN = dict(cwd="/mnt/data", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 start_new_session=True, close_fds=True)
 
     def reap():
         # The kernel is the sandbox's first process: orphans of the
@@ -615,11 +617,121 @@ def _main():
                 return
             time.sleep(0.01)
 
-    def spawn(cmd):
-        args = dict(cwd="/mnt/data", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    start_new_session=True, close_fds=True)
+    # The spare: a login bash started ahead of the next command, off the
+    # call's path (a new process and bash's login profile cost 30–60 ms
+    # under gVisor, a Python cell 2 ms). It is spawned as `bash -lc` is
+    # (cwd, its own session and process group, stdin /dev/null, the pipes),
+    # reads the login profile, then waits on a pipe for the word to go;
+    # the command is handed over in an unlinked file (bash reads a pipe a
+    # byte per system call, a file in blocks) and run by eval with
+    # BASH_EXECUTION_STRING set as -c sets it, so the command sees what
+    # `bash -lc` shows it: its exit status is bash's, `exit` ends it, the
+    # login profile's output comes first. A syntax error's message names
+    # "eval" where bash -c names "-c". A spare is used only while what its
+    # profile read is unchanged — the kernel's environment and umask, and
+    # the login files in $HOME (checked by stat) — and never for a command
+    # holding a NUL; otherwise it is killed and the command spawned afresh.
+    # A checkpoint keeps it like any process (runsc saves the pipes and
+    # the unlinked file with the sandbox).
+    SPARE_BOOT = ("IFS= read -r -u %(go)d __ci || exit 0; exec %(go)d<&-; "
+                  "mapfile -d '' -u %(cmd)d __ci; exec %(cmd)d<&-; "
+                  'BASH_EXECUTION_STRING=${__ci[0]}; unset __ci; eval "$BASH_EXECUTION_STRING"')
+    spare = [None, None]  # (Popen, command fd, go fd, login signature); the thread starting it
+
+    def login_signature():
+        home = os.environ.get("HOME") or "/"
+        files = []
+        for name in (".bash_profile", ".bash_login", ".profile", ".bashrc"):
+            try:
+                st = os.stat(os.path.join(home, name))
+                files.append((st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+            except OSError:
+                files.append(None)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return dict(os.environ), mask, files
+
+    def close_fds(*fds):
+        for fd in fds:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def start_spare():
+        sig = login_signature()
+        fd = cmd_fd = r = go_r = go_w = None
         try:
-            return _popen(["/bin/bash", "-lc", cmd], **args)
+            path = "/tmp/.codeinterp-shell-" + os.urandom(8).hex()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            os.unlink(path)
+            r, go_w = os.pipe()
+            # Numbers above what a login profile is likely to use.
+            cmd_fd = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+            go_r = fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 100)
+            p = _popen(["/bin/bash", "-lc", SPARE_BOOT % {"go": go_r, "cmd": cmd_fd}], pass_fds=(cmd_fd, go_r),
+                       **SPAWN)
+        except (OSError, ValueError):
+            close_fds(fd, cmd_fd, r, go_r, go_w)
+            return
+        close_fds(fd, r, go_r)
+        spare[0] = (p, cmd_fd, go_w, sig)
+
+    def spare_later():
+        # Off the call's path: the fork and exec run in a thread while the
+        # kernel answers and reads its next request. One spare at most.
+        drop_spare()
+        t = threading.Thread(target=start_spare, name="codeinterp-shell-spare", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had (RLIMIT_NPROC)
+            return
+        spare[1] = t
+
+    def settle_spare():
+        t, spare[1] = spare[1], None
+        if t is not None:
+            t.join()
+
+    def drop_spare():
+        settle_spare()
+        s, spare[0] = spare[0], None
+        if s is None:
+            return
+        p, cmd_fd, go_w, _ = s
+        close_fds(cmd_fd, go_w)
+        kill_groups([p.pid])
+        p.stdout.close()
+        p.stderr.close()
+
+    def take_spare(cmd):
+        settle_spare()
+        s = spare[0]
+        if s is None or "\0" in cmd:
+            drop_spare()
+            return None
+        p, cmd_fd, go_w, sig = s
+        try:
+            if p.poll() is not None or login_signature() != sig:
+                raise OSError()
+            data, at = os.fsencode(cmd), 0
+            while at < len(data):
+                at += os.pwrite(cmd_fd, data[at:], at)
+            os.write(go_w, b"\n")
+        except (OSError, ValueError):
+            drop_spare()
+            return None
+        spare[0] = None
+        close_fds(cmd_fd, go_w)
+        return p
+
+    def spawn(cmd):
+        p = take_spare(cmd)
+        if p is not None:
+            return p
+        try:
+            return _popen(["/bin/bash", "-lc", cmd], **SPAWN)
         except OSError as e:
             if e.errno not in (errno.EAGAIN, errno.ENOMEM) or not groups:
                 raise
@@ -628,28 +740,38 @@ def _main():
         # tried once more.
         kill_groups(groups)
         del groups[:]
-        return _popen(["/bin/bash", "-lc", cmd], **args)
+        return _popen(["/bin/bash", "-lc", cmd], **SPAWN)
 
     def shell(req):
         rid, limits = req["id"], (req["stdout_max"], req["stderr_max"])
         timeout = max(req["timeout_ns"], 1000) / 1e9
         results = []
-        for ci, cmd in enumerate(req["commands"]):
+        commands = req["commands"]
+        for ci, cmd in enumerate(commands):
             try:
                 p = spawn(cmd)
             except OSError as e:
                 results.append({"stdout": "", "stderr": b64e(("bash did not start: %s\n" % e.strerror).encode()).decode(),
                                 "exit_code": 126})
                 continue
+            if ci + 1 < len(commands):
+                spare_later()  # the next command's bash starts while this one runs
             fds = [p.stdout.fileno(), p.stderr.fileno()]
             bufs, dropped = [bytearray(), bytearray()], [0, 0]
             open_fds = set(fds)
+            # bash's exit wakes the select through a pidfd: no polling
+            # between its pipes' end and its exit.
+            try:
+                pidfd = os.pidfd_open(p.pid)
+            except (AttributeError, OSError):
+                pidfd = None
             deadline = time.monotonic() + timeout
-            exited, timed_out, quiet_since = None, False, None
+            exited, timed_out, quiet_since, may_exit, nap = None, False, None, True, 0.0002
             while True:
                 now = time.monotonic()
-                if exited is None:
+                if exited is None and may_exit:
                     exited = p.poll()
+                    may_exit = pidfd is None
                 if exited is not None:
                     if not open_fds:
                         break
@@ -661,12 +783,22 @@ def _main():
                     p.wait()
                     break
                 wait = DRAIN if exited is not None else min(0.2, max(deadline - now, 0))
-                if not open_fds:
-                    time.sleep(min(wait, 0.01))
+                watch = list(open_fds)
+                if exited is None and pidfd is not None:
+                    watch.append(pidfd)
+                if not watch:
+                    # Both pipes closed, bash not yet reaped and no pidfd:
+                    # it is exiting (or closed them and runs on).
+                    time.sleep(min(wait, nap))
+                    nap = min(nap * 2, 0.01)
                     continue
                 try:
-                    ready, _, _ = _select(list(open_fds), [], [], wait)
+                    ready, _, _ = _select(watch, [], [], wait)
                 except InterruptedError:
+                    continue
+                if pidfd in ready:
+                    ready.remove(pidfd)
+                    may_exit = True
                     continue
                 if not ready:
                     if exited is not None and quiet_since is None:
@@ -690,6 +822,8 @@ def _main():
                         delta = {"id": rid, "command": ci}
                         delta["stdout" if k == 0 else "stderr"] = b64e(piece).decode()
                         send({"kind": "shell_output", "shell_output": delta})
+            if pidfd is not None:
+                os.close(pidfd)
             p.stdout.close()
             p.stderr.close()
             res = {"stdout": b64e(bytes(bufs[0])).decode(), "stderr": b64e(bytes(bufs[1])).decode(),
@@ -806,6 +940,7 @@ def _main():
             except Exception as e:  # a kernel bug must not end the session's kernel
                 out = {"id": req["shell"]["id"], "commands": [], "error": type(e).__name__}
             send({"kind": "shell_result", "shell_result": out})
+            spare_later()  # the next call's bash, after the answer
             continue
         run = req["run"]
         src = base64.b64decode(run["code"])

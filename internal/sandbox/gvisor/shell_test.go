@@ -184,3 +184,112 @@ func TestShellHostile(t *testing.T) {
 		t.Fatal("the sandbox lives on without its kernel")
 	}
 }
+
+// spareCmdline finds the waiting login bash (kernel.py, the spare) by its
+// bootstrap, from a cell: its pid, or "none".
+const spareCmdline = `import os
+def _spares():
+    found = []
+    for p in os.listdir('/proc'):
+        try:
+            if p.isdigit() and open('/proc/%s/cmdline' % p, 'rb').read().startswith(b'/bin/bash\0-lc\0IFS= read -r -u'):
+                found.append(p)
+        except OSError:
+            pass
+    return found
+print(' '.join(_spares()) or 'none')`
+
+// spare is the pid of the sandbox's waiting login bash, once the kernel has
+// started it (after a call, in a thread: polled for a few seconds).
+func (s *sandbox) spare() string {
+	s.tb.Helper()
+	for range 100 {
+		r := s.run(spareCmdline, 30*time.Second)
+		if out := strings.TrimSpace(string(r.Stdout)); out != "none" && !strings.Contains(out, " ") {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.tb.Fatal("no spare login bash after a shell call")
+	return ""
+}
+
+// TestShellSpare: the login bash started ahead of a call runs the next
+// command as `bash -lc` would — cwd, login shell, its own process group
+// and session, no TTY, no descriptors or variables of its own left, the
+// command in BASH_EXECUTION_STRING, exit status, a long command — and is
+// not used when what its profile read changed since it started: a login
+// file written by a command, a variable or umask set by a cell. A spare
+// killed meanwhile is replaced by a fresh bash.
+func TestShellSpare(t *testing.T) {
+	e := newEnv(t)
+	s := e.start(t)
+	s.shell([]string{"true"}, 10*time.Second, nil)
+
+	pid := s.spare()
+	long := "cat <<'EOF' | wc -c\n" + strings.Repeat("x", 99999) + "\nEOF"
+	r := s.shell([]string{
+		`echo $$; pwd; shopt -q login_shell && echo login; [ -t 0 ] || echo no-tty; ` +
+			`[ "$(ps -o pgid= -p $$ | tr -d ' ')" = $$ ] && [ "$(ps -o sid= -p $$ | tr -d ' ')" = $$ ] && echo leader; ` +
+			`ls /proc/$$/fd | tr '\n' ' '; echo; declare -p __ci 2>/dev/null || echo clean; echo "$BASH_EXECUTION_STRING" | head -c 7; echo; exit 3`,
+		long,
+	}, 10*time.Second, nil)
+	want := pid + "\n/mnt/data\nlogin\nno-tty\nleader\n0 1 2 \nclean\necho $$\n"
+	if r[0].Stdout != want || r[0].ExitCode != 3 || r[0].Stderr != "" {
+		t.Errorf("the spare ran %+v; want stdout %q exit 3", r[0], want)
+	}
+	if r[1].Stdout != "100000\n" || r[1].ExitCode != 0 {
+		t.Errorf("a 100 kB command: %+v", r[1])
+	}
+
+	// What the profile reads changes: a login file, the kernel's
+	// environment, its umask. Each next command sees the change.
+	s.shell([]string{`printf 'echo from-profile\nexport FROM_PROFILE=1\n' > ~/.profile`}, 10*time.Second, nil)
+	if r := s.shell([]string{"echo $FROM_PROFILE"}, 10*time.Second, nil); r[0].Stdout != "from-profile\n1\n" {
+		t.Errorf("a login file written by the last call: %+v", r[0])
+	}
+	s.spare()
+	s.expectOK("import os\nos.environ['FROM_CELL'] = '7'\nos.umask(0o077)\nprint('set')", "set")
+	if r := s.shell([]string{"echo $FROM_CELL; umask"}, 10*time.Second, nil); r[0].Stdout != "from-profile\n7\n0077\n" {
+		t.Errorf("a variable and umask set by a cell: %+v", r[0])
+	}
+	s.expectOK("os.umask(0o022)\nprint('reset')", "reset")
+
+	// The next command's spare killed before its turn (by the command
+	// before it, which finds it as it starts).
+	kill := `for i in $(seq 200); do for p in /proc/[0-9]*; do ` +
+		`[ ${p#/proc/} != $$ ] && [[ "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" == "/bin/bash -lc IFS= read"* ]] && ` +
+		`kill -9 ${p#/proc/} && echo killed && exit; done; sleep 0.05; done`
+	r = s.shell([]string{kill, "echo alive"}, 30*time.Second, nil)
+	if r[0].Stdout != "from-profile\nkilled\n" || r[1].Stdout != "from-profile\nalive\n" || r[1].ExitCode != 0 {
+		t.Errorf("a killed spare: %+v", r)
+	}
+}
+
+// TestShellSpareCheckpoint: a sandbox checkpointed while its spare login
+// bash waits (runsc keeps processes and pipes) answers shell calls after
+// a restore, in the new sandbox and in the old one, with the files and the
+// Python state of the checkpoint.
+func TestShellSpareCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	if !e.kind.RestoresSessions() {
+		t.Fatal("the pinned runsc cannot checkpoint a running sandbox")
+	}
+	a := e.start(t)
+	a.expectOK("x = 41", "")
+	a.shell([]string{"echo kept > f.txt"}, 10*time.Second, nil)
+	pid := a.spare()
+	state := checkpointOf(t, a)
+
+	b := e.start(t, func(o *pool.StartOptions) { o.Restore = state })
+	if got := b.spare(); got != pid {
+		t.Errorf("the restored sandbox's spare is %s, want %s (the checkpoint's)", got, pid)
+	}
+	for _, s := range []*sandbox{b, a} {
+		r := s.shell([]string{"echo $$; cat f.txt", "echo again"}, 10*time.Second, nil)
+		if r[0].Stdout != pid+"\nkept\n" || r[1].Stdout != "again\n" {
+			t.Errorf("after the checkpoint: %+v", r)
+		}
+		s.expectOK("print(x + 1)", "42")
+	}
+}

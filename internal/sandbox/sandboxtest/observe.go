@@ -39,3 +39,16 @@ func (s *observedSession) Run(ctx context.Context, code string) (sandbox.Result,
 	}
 	return r, err
 }
+
+// Shell implements sandbox.Sheller: the wrapped session's shell, observed
+// as a run (a wrapper without it would hide the provider's shell).
+func (s *observedSession) Shell(ctx context.Context, req sandbox.ShellRequest) (sandbox.Result, error) {
+	if s.p.Started != nil {
+		s.p.Started()
+	}
+	r, err := sandbox.Shell(ctx, s.Session, req)
+	if s.p.Ended != nil {
+		s.p.Ended(r)
+	}
+	return r, err
+}
