@@ -86,6 +86,7 @@ func TestHostedAndCheck(t *testing.T) {
 		hosted      bool
 		ref         string
 		container   string // Decl.Container's raw JSON
+		skills      int    // len(Decl.Skills): handed on to the new container
 		param, code string
 	}{
 		{decl: `{"type":"shell","environment":{"type":"container_auto"}}`, hosted: true, container: `{"type":"auto"}`},
@@ -103,7 +104,9 @@ func TestHostedAndCheck(t *testing.T) {
 		{decl: `{"type":"shell","environment":{"type":"container_reference","container_id":"cntr_1","file_ids":[]}}`, hosted: true,
 			param: "tools[1].environment.file_ids", code: "unknown_parameter"},
 		{decl: `{"type":"shell","environment":{"type":"container_auto","skills":[{"type":"skill_reference","skill_id":"s"}]}}`, hosted: true,
-			param: "tools[1].environment.skills", code: "unsupported_parameter"},
+			container: `{"type":"auto"}`, skills: 1},
+		{decl: `{"type":"shell","environment":{"type":"container_auto","skills":{"type":"skill_reference"}}}`, hosted: true,
+			param: "tools[1].environment.skills", code: "invalid_type"},
 		{decl: `{"type":"shell","environment":{"type":"container_auto"},"allowed_callers":["program"]}`, hosted: true,
 			param: "tools[1].allowed_callers", code: "unsupported_parameter"},
 		{decl: `{"type":"shell","environment":{"type":"container_auto"},"name":"sh"}`, hosted: true,
@@ -131,6 +134,8 @@ func TestHostedAndCheck(t *testing.T) {
 				t.Errorf("Reference %q, want %q", d.Reference, tc.ref)
 			case tc.container != "" && !jsonEqual(d.Container.Raw, tc.container):
 				t.Errorf("Container %s, want %s", d.Container.Raw, tc.container)
+			case len(d.Skills) != tc.skills:
+				t.Errorf("%d skills handed on, want %d", len(d.Skills), tc.skills)
 			}
 		})
 	}
