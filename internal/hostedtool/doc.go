@@ -28,6 +28,8 @@
 //
 // Files:
 //   - tool.go: Tool, Action, Runner, Output, Outcome.
+//   - declare.go: what the Responses API's declarations of every hosted
+//     tool check alike (allowed_callers).
 //   - network.go: what a container's network policy lets a tool reach,
 //     in the words every tool's description uses.
 package hostedtool

@@ -63,14 +63,8 @@ func (i *Interceptor) checkNativeTool(r *request, param string, t gjson.Result) 
 		switch k.Str {
 		case "type":
 		case "allowed_callers":
-			// The model calls the tool directly; nothing else can here.
-			ok := v.Type == gjson.Null || v.IsArray()
-			v.ForEach(func(_, c gjson.Result) bool {
-				ok = ok && c.Str == "direct"
-				return ok
-			})
-			if !ok {
-				apiErr = apierror.Invalid(param+".allowed_callers", "unsupported_parameter", "Only direct calls are supported: '%s.allowed_callers' may only list \"direct\".", param)
+			if err := hostedtool.CheckAllowedCallers(param+".allowed_callers", v); err != nil {
+				apiErr = err
 			}
 		case "container":
 			hasContainer = true

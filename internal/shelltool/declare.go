@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/codeinterp/codeinterp/internal/apierror"
+	"github.com/codeinterp/codeinterp/internal/hostedtool"
 	"github.com/codeinterp/codeinterp/internal/jsonx"
 )
 
@@ -50,13 +51,8 @@ func Check(param string, t gjson.Result) (Decl, *apierror.Error) {
 		switch k.Str {
 		case "type":
 		case "allowed_callers":
-			ok := v.Type == gjson.Null || v.IsArray()
-			v.ForEach(func(_, c gjson.Result) bool {
-				ok = ok && c.Str == "direct"
-				return ok
-			})
-			if !ok {
-				apiErr = apierror.Invalid(p, "unsupported_parameter", "Only direct calls are supported: '%s' may only list \"direct\".", p)
+			if err := hostedtool.CheckAllowedCallers(p, v); err != nil {
+				apiErr = err
 			}
 		case "environment":
 			if k := jsonx.DuplicateKey(v.Raw); k != "" {
