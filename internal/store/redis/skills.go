@@ -117,13 +117,7 @@ func (s *Skills) ownerBytes(ctx context.Context, tx *goredis.Tx, kp string) (int
 }
 
 func (s *Skills) CreateSkill(ctx context.Context, sk store.Skill, v store.SkillVersion, zip []byte) (store.Skill, store.SkillVersion, error) {
-	if sk.CreatedAt == 0 {
-		sk.CreatedAt = s.now().Unix()
-	}
-	if v.CreatedAt == 0 {
-		v.CreatedAt = sk.CreatedAt
-	}
-	rec, v, err := storeutil.NewSkill(sk, v, int64(len(zip)))
+	rec, v, err := storeutil.NewSkill(sk, v, int64(len(zip)), s.now().Unix())
 	if err != nil {
 		return sk, v, err
 	}

@@ -24,10 +24,18 @@ func (r *SkillRecord) Version(n int) (store.SkillVersion, error) {
 	return r.Versions[i], nil
 }
 
-// NewSkill is the record of a new skill whose first version is v.
-func NewSkill(s store.Skill, v store.SkillVersion, size int64) (SkillRecord, store.SkillVersion, error) {
+// NewSkill is the record of a new skill whose first version is v. A
+// skill or version without a creation time is created now (Unix seconds),
+// the version when its skill is.
+func NewSkill(s store.Skill, v store.SkillVersion, size, now int64) (SkillRecord, store.SkillVersion, error) {
 	if !store.ValidID(s.ID) || !store.ValidID(v.ID) || s.Owner == "" {
 		return SkillRecord{}, v, fmt.Errorf("store: invalid skill %q or version id %q", s.ID, v.ID)
+	}
+	if s.CreatedAt == 0 {
+		s.CreatedAt = now
+	}
+	if v.CreatedAt == 0 {
+		v.CreatedAt = s.CreatedAt
 	}
 	v.SkillID, v.Version, v.Bytes = s.ID, 1, size
 	s.DefaultVersion, s.LatestVersion = 1, 1
