@@ -220,8 +220,16 @@ const (
 // AssignModuleID calculates a sha256 checksum on `wasm` and other args, and set Module.ID to the result.
 // See the doc on Module.ID on what it's used for.
 func (m *Module) AssignModuleID(wasm []byte, listeners []experimental.FunctionListener, withEnsureTermination bool) {
+	m.AssignModuleIDFromSHA256(sha256.Sum256(wasm), listeners, withEnsureTermination)
+}
+
+// AssignModuleIDFromSHA256 is AssignModuleID for the binary whose SHA-256
+// is sum: the ID hashes the binary's hash, not the binary, so that a
+// caller that holds the hash need not hash the binary again
+// (experimental.WithCompilationCacheTrustedSHA256). (codeinterp patch)
+func (m *Module) AssignModuleIDFromSHA256(sum [32]byte, listeners []experimental.FunctionListener, withEnsureTermination bool) {
 	h := sha256.New()
-	h.Write(wasm)
+	h.Write(sum[:])
 	// Use the pre-allocated space backed by m.ID below.
 
 	// Write the existence of listeners to the checksum per function.
@@ -298,6 +306,22 @@ func (m *Module) Validate(enabledFeatures api.CoreFeatures) error {
 // cache is never compiled unvalidated. (codeinterp patch)
 func (m *Module) ValidateDeferringFunctionBodies(enabledFeatures api.CoreFeatures) error {
 	return m.validate(enabledFeatures, true)
+}
+
+// DeferUntilCompiled adds check to what ValidateFunctionBodies runs, before
+// the function bodies' validation: a check that only code about to be
+// compiled needs. (codeinterp patch)
+func (m *Module) DeferUntilCompiled(check func() error) {
+	next := m.deferredFunctionValidation
+	m.deferredFunctionValidation = func() error {
+		if err := check(); err != nil {
+			return err
+		}
+		if next != nil {
+			return next()
+		}
+		return nil
+	}
 }
 
 // ValidateFunctionBodies runs the function body validation deferred by
