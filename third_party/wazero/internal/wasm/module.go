@@ -28,6 +28,10 @@ type Module struct {
 	// and run by ValidateFunctionBodies. (codeinterp patch)
 	deferredFunctionValidation func() error
 
+	// untilCompiled are the checks DeferUntilCompiled deferred, in order.
+	// (codeinterp patch)
+	untilCompiled []func() error
+
 	// TypeSection contains the unique FunctionType of functions imported or defined in this module.
 	//
 	// Note: Currently, there is no type ambiguity in the index as WebAssembly 1.0 only defines function type.
@@ -308,26 +312,27 @@ func (m *Module) ValidateDeferringFunctionBodies(enabledFeatures api.CoreFeature
 	return m.validate(enabledFeatures, true)
 }
 
-// DeferUntilCompiled adds check to what ValidateFunctionBodies runs, before
-// the function bodies' validation: a check that only code about to be
-// compiled needs. (codeinterp patch)
+// DeferUntilCompiled adds check to what ValidateFunctionBodies runs: work
+// that only code about to be compiled needs (decoding the code section, a
+// check of the binary). The checks run in the order they were deferred,
+// each until it succeeds once, before the function bodies' validation.
+// (codeinterp patch)
 func (m *Module) DeferUntilCompiled(check func() error) {
-	next := m.deferredFunctionValidation
-	m.deferredFunctionValidation = func() error {
-		if err := check(); err != nil {
-			return err
-		}
-		if next != nil {
-			return next()
-		}
-		return nil
-	}
+	m.untilCompiled = append(m.untilCompiled, check)
 }
 
-// ValidateFunctionBodies runs the function body validation deferred by
-// ValidateDeferringFunctionBodies, once; otherwise it does nothing.
-// (codeinterp patch)
+// ValidateFunctionBodies runs what DeferUntilCompiled deferred, then the
+// function body validation deferred by ValidateDeferringFunctionBodies,
+// once; otherwise it does nothing. (codeinterp patch)
 func (m *Module) ValidateFunctionBodies() error {
+	for len(m.untilCompiled) > 0 {
+		if err := m.untilCompiled[0](); err != nil {
+			return err
+		}
+		if m.untilCompiled = m.untilCompiled[1:]; len(m.untilCompiled) == 0 {
+			m.untilCompiled = nil
+		}
+	}
 	f := m.deferredFunctionValidation
 	if f == nil {
 		return nil
@@ -381,6 +386,11 @@ func (m *Module) validate(enabledFeatures api.CoreFeatures, deferFunctionBodies 
 	if m.CodeSection != nil {
 		if deferFunctionBodies {
 			m.deferredFunctionValidation = func() error {
+				// The locals' types again: a code section decoded
+				// lazily (DeferUntilCompiled) had none above. (codeinterp patch)
+				if err := m.validateConcreteRefTypes(); err != nil {
+					return err
+				}
 				return m.validateFunctions(enabledFeatures, functions, globals, memory, tables, tags, MaximumFunctionIndex)
 			}
 		} else if err = m.validateFunctions(enabledFeatures, functions, globals, memory, tables, tags, MaximumFunctionIndex); err != nil {
