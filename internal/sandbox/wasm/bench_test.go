@@ -247,9 +247,10 @@ func BenchmarkSessionCheckpoint(b *testing.B) {
 	b.ReportMetric(sandboxtest.MedianMillis(restores), "restore-ms-p50")
 }
 
-// startCPUWorkerEnv, when set, is the worker binary
+// startCPUWorkerEnv, when set, is the worker command (split at spaces)
 // BenchmarkInterpreterStartCPU measures instead of cmd/wasm-worker built
-// from this source: another build's wasm-worker, for a side-by-side run
+// from this source: another build's wasm-worker, or a server binary with
+// its worker command ("extproc __sandbox-worker"), for a side-by-side run
 // (docs/benchmark-notes.md, issue 41). It runs its own precompile and
 // snapshot steps into the benchmark's own cache, so builds never share
 // compiled code.
@@ -264,17 +265,17 @@ const startCPUWorkerEnv = "CODEINTERP_BENCH_WASM_WORKER"
 // the machine runs; this is what a start costs the machine: on two cores,
 // 1000 / cpu-ms-p50 / 2 starts a second at most. Issue 41's target: ≤ 25 ms.
 func BenchmarkInterpreterStartCPU(b *testing.B) {
-	bin := os.Getenv(startCPUWorkerEnv)
-	if bin == "" {
+	command := strings.Fields(os.Getenv(startCPUWorkerEnv))
+	if len(command) == 0 {
 		dir := b.TempDir()
 		out, err := exec.Command("go", "build", "-o", dir+"/", "../../../cmd/wasm-worker").CombinedOutput()
 		if err != nil {
 			b.Fatalf("go build ./cmd/wasm-worker: %v\n%s", err, out)
 		}
-		bin = filepath.Join(dir, "wasm-worker")
+		command = []string{filepath.Join(dir, "wasm-worker")}
 	}
 	cfg := sandboxtest.Config(b)
-	cfg.WorkerCommand = []string{bin}
+	cfg.WorkerCommand = command
 	cfg.CacheDir = b.TempDir()
 	cfg.ReuseSnapshot = false
 	cfg.WarmWorkers = 0
