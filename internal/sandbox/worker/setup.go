@@ -54,8 +54,10 @@ func trustCache(ctx context.Context) context.Context {
 // of a hash of the binary, which was half of loading the snapshot module
 // in every worker (4 ms of CPU; docs/benchmark-notes.md, issue 41). The
 // sum is trusted on a hit as the cache is, and comes from the same
-// writer; on a miss wazero hashes the binary and refuses a wrong sum
-// before compiling anything. A missing or malformed sum (a snapshot from
+// writer (a base fetched from Bases carries the sum of this server's own
+// module, which the server hashed and compared before writing the base's
+// directory: wasm's checkModule); on a miss wazero hashes the binary and
+// refuses a wrong sum before compiling anything. A missing or malformed sum (a snapshot from
 // before the field) falls back to hashing.
 func trustCacheWithSum(ctx context.Context, hexSum string) context.Context {
 	var sum [sha256.Size]byte
