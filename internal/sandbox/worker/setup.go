@@ -57,8 +57,8 @@ func trustCache(ctx context.Context) context.Context {
 // writer (a base fetched from Bases carries the sum of this server's own
 // module, which the server hashed and compared before writing the base's
 // directory: wasm's checkModule); on a miss wazero hashes the binary and
-// refuses a wrong sum before compiling anything. A missing or malformed sum (a snapshot from
-// before the field) falls back to hashing.
+// refuses a wrong sum before compiling anything. A missing or malformed
+// sum (a snapshot from before the field) falls back to hashing.
 func trustCacheWithSum(ctx context.Context, hexSum string) context.Context {
 	var sum [sha256.Size]byte
 	if len(hexSum) != hex.EncodedLen(len(sum)) {
