@@ -156,7 +156,7 @@ GVISOR_SIDE_BENCH = GVisorColdSession$$|GVisorSessionThroughput$$|GVisorWarmPrin
 bench: setup
 	@mkdir -p docs
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./internal/interceptor ./internal/filter ./internal/sandbox/memfs | tee bench.out
-	$(GO) test -run '^$$' -bench 'Print25|SessionThroughput|ColdSession|SympySession$$|WorkerPeakRSS|NativePython3Subprocess' -benchtime 40x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'Print25|SessionThroughput|ColdSession|SympySession$$|WorkerPeakRSS|NativePython3Subprocess|InterpreterStartCPU' -benchtime 40x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
 	@# A rate: over 200 sessions, so the 2 warm interpreters and the first workers' start do not decide it.
 	$(GO) test -run '^$$' -bench 'FreshSessions' -benchtime 200x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./internal/sandbox/worker | tee -a bench.out

@@ -2,6 +2,8 @@ package wazero
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -267,7 +269,19 @@ func (r *runtime) CompileModule(ctx context.Context, binary []byte) (CompiledMod
 	if err != nil {
 		return nil, err
 	}
-	internal.AssignModuleID(binary, listeners, r.ensureTermination)
+	if sum, ok := ctx.Value(expctxkeys.ModuleSHA256Key{}).([32]byte); ok && trusted {
+		// The caller's hash keys the cache; the binary is hashed only if
+		// its code is to be compiled, and must match. (codeinterp patch)
+		internal.AssignModuleIDFromSHA256(sum, listeners, r.ensureTermination)
+		internal.DeferUntilCompiled(func() error {
+			if sha256.Sum256(binary) != sum {
+				return errors.New("binary does not match the SHA-256 given by WithCompilationCacheTrustedSHA256")
+			}
+			return nil
+		})
+	} else {
+		internal.AssignModuleID(binary, listeners, r.ensureTermination)
+	}
 	if err = r.store.Engine.CompileModule(ctx, internal, listeners, r.ensureTermination); err != nil {
 		return nil, err
 	}

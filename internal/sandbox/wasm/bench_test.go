@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,4 +245,92 @@ func BenchmarkSessionCheckpoint(b *testing.B) {
 	b.ReportMetric(sandboxtest.MedianMillis(takes), "checkpoint-ms-p50")
 	b.ReportMetric(float64(size)/(1<<20), "checkpoint-MiB")
 	b.ReportMetric(sandboxtest.MedianMillis(restores), "restore-ms-p50")
+}
+
+// startCPUWorkerEnv, when set, is the worker command (split at spaces)
+// BenchmarkInterpreterStartCPU measures instead of cmd/wasm-worker built
+// from this source: another build's wasm-worker, or a server binary with
+// its worker command ("extproc __sandbox-worker"), for a side-by-side run
+// (docs/benchmark-notes.md, issue 41). It runs its own precompile and
+// snapshot steps into the benchmark's own cache, so builds never share
+// compiled code.
+const startCPUWorkerEnv = "CODEINTERP_BENCH_WASM_WORKER"
+
+// BenchmarkInterpreterStartCPU: the CPU time (user + system, all its
+// threads) one worker process spends from its exec to ready — the
+// compiled module loaded, the snapshot restored, the kernel waiting for
+// its first program — per new interpreter, in the default start mode
+// (snapshot, one session per worker) with the production worker binary
+// (cmd/wasm-worker, built for the run). Wall time depends on what else
+// the machine runs; this is what a start costs the machine: on two cores,
+// 1000 / cpu-ms-p50 / 2 starts a second at most. Issue 41's target: ≤ 25 ms.
+func BenchmarkInterpreterStartCPU(b *testing.B) {
+	command := strings.Fields(os.Getenv(startCPUWorkerEnv))
+	if len(command) == 0 {
+		dir := b.TempDir()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "../../../cmd/wasm-worker").CombinedOutput()
+		if err != nil {
+			b.Fatalf("go build ./cmd/wasm-worker: %v\n%s", err, out)
+		}
+		command = []string{filepath.Join(dir, "wasm-worker")}
+	}
+	cfg := sandboxtest.Config(b)
+	cfg.WorkerCommand = command
+	cfg.CacheDir = b.TempDir()
+	cfg.ReuseSnapshot = false
+	cfg.WarmWorkers = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := wasm.New(ctx, cfg, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	var cpu []time.Duration
+	for b.Loop() {
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pids := p.WorkerPIDs()
+		if len(pids) != 1 {
+			b.Fatalf("workers %v, want the session's one", pids)
+		}
+		cpu = append(cpu, processCPU(b, pids[0]))
+		if r, err := s.Run(ctx, "print(25)"); err != nil || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		s.Close()
+		for p.Capacity().InUse > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	slices.Sort(cpu)
+	b.ReportMetric(sandboxtest.MedianMillis(cpu), "cpu-ms-p50")
+	b.ReportMetric(float64(cpu[len(cpu)*9/10])/float64(time.Millisecond), "cpu-ms-p90")
+}
+
+// processCPU is the CPU time pid's threads have run so far, to the
+// nanosecond: the sum of their /proc/PID/task/TID/schedstat run times
+// (/proc/PID/stat counts in 10 ms ticks). A thread that already exited is
+// not counted; a worker's Go runtime keeps its threads.
+func processCPU(b *testing.B, pid int) time.Duration {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			b.Fatalf("schedstat (the kernel needs CONFIG_SCHED_INFO): %v", err)
+		}
+		f := strings.Fields(string(data))
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			b.Fatalf("schedstat %q: %v", data, err)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }

@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +36,12 @@ func concat(parts ...[]byte) []byte {
 // worker loads its module (trusted cache), and calls f if it compiled.
 func loadWith(t *testing.T, cacheDir string, bin []byte) (uint64, error) {
 	t.Helper()
+	return loadTrusting(t, cacheDir, bin, trustCache)
+}
+
+// loadTrusting is loadWith with the trusted context made by trust.
+func loadTrusting(t *testing.T, cacheDir string, bin []byte, trust func(context.Context) context.Context) (uint64, error) {
+	t.Helper()
 	ctx := context.Background()
 	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 	if err != nil {
@@ -41,7 +50,7 @@ func loadWith(t *testing.T, cacheDir string, bin []byte) (uint64, error) {
 	defer cache.Close(ctx)
 	rt := wazero.NewRuntimeWithConfig(ctx, compilerConfig(false).WithCompilationCache(cache))
 	defer rt.Close(ctx)
-	compiled, err := rt.CompileModule(trustCache(ctx), bin)
+	compiled, err := rt.CompileModule(trust(ctx), bin)
 	if err != nil {
 		return 0, err
 	}
@@ -73,6 +82,65 @@ func TestTrustedCacheValidatesWhatItCompiles(t *testing.T) {
 		if err != nil || got != 42 {
 			t.Fatalf("load %d: f() = %d, %v; want 42", i, got, err)
 		}
+	}
+}
+
+// A snapshot's module is keyed by the hash recorded beside it (wazero
+// patch 0007), trusted only for code already cached: on a miss a wrong
+// hash is refused before anything is compiled, an invalid module is still
+// refused with its own hash, and neither leaves an entry; a missing or
+// malformed hash falls back to hashing the module.
+func TestTrustedCacheWithRecordedHash(t *testing.T) {
+	hexSum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	with := func(sum string) func(context.Context) context.Context {
+		return func(ctx context.Context) context.Context { return trustCacheWithSum(ctx, sum) }
+	}
+	for _, tc := range []struct {
+		name    string
+		bin     []byte
+		sum     string
+		wantErr string // "" loads, twice (compiled, then from the cache)
+	}{
+		{"its own hash", validWasm, hexSum(validWasm), ""},
+		{"another module's hash", validWasm, hexSum(invalidWasm), "does not match the SHA-256"},
+		{"invalid module, its own hash", invalidWasm, hexSum(invalidWasm), "invalid function"},
+		{"no hash recorded", validWasm, "", ""},
+		{"malformed hash", validWasm, "zz" + hexSum(validWasm)[2:], ""},
+		{"hash too long", validWasm, hexSum(validWasm) + "00", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for i := range 2 {
+				got, err := loadTrusting(t, dir, tc.bin, with(tc.sum))
+				if tc.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("load %d: %v, want %q", i, err, tc.wantErr)
+					}
+					continue
+				}
+				if err != nil || got != 42 {
+					t.Fatalf("load %d: f() = %d, %v; want 42", i, got, err)
+				}
+			}
+			entries, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+			if want := map[bool]int{true: 0, false: 1}[tc.wantErr != ""]; len(entries) != want {
+				t.Fatalf("cache entries %v, want %d", entries, want)
+			}
+		})
+	}
+	// The same entry with the hash and without: workers find what the
+	// trusted steps (which hash the module themselves) compiled.
+	dir := t.TempDir()
+	if _, err := loadWith(t, dir, validWasm); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+	if _, err := loadTrusting(t, dir, validWasm, with(hexSum(validWasm))); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+	if len(before) != 1 || !slices.Equal(before, after) {
+		t.Fatalf("entries without the hash %v, with it %v: want one, the same", before, after)
 	}
 }
 

@@ -51,7 +51,8 @@ func openRestorer(ctx context.Context, rt wazero.Runtime, dir string, maxPages u
 		img.Close()
 		return nil, err
 	}
-	compiled, err := rt.CompileModule(trustCache(ctx), bin)
+	// Keyed by the hash the snapshot step recorded: not hashed again.
+	compiled, err := rt.CompileModule(trustCacheWithSum(ctx, meta.Module), bin)
 	if err != nil {
 		img.Close()
 		_ = unix.Munmap(bin)

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +46,28 @@ func Precompile(ctx context.Context, runtimeDir, cacheDir string) error {
 // code run as is, so validating the wasm again would guard nothing.
 func trustCache(ctx context.Context) context.Context {
 	return experimental.WithCompilationCacheTrusted(ctx)
+}
+
+// trustCacheWithSum is trustCache for a binary whose SHA-256 (hex) the
+// trusted step that wrote it recorded beside it: a snapshot's module and
+// SnapshotMeta.Module. The cached code is then keyed by that sum instead
+// of a hash of the binary, which was half of loading the snapshot module
+// in every worker (4 ms of CPU; docs/benchmark-notes.md, issue 41). The
+// sum is trusted on a hit as the cache is, and comes from the same
+// writer (a base fetched from Bases carries the sum of this server's own
+// module, which the server hashed and compared before writing the base's
+// directory: wasm's checkModule); on a miss wazero hashes the binary and
+// refuses a wrong sum before compiling anything. A missing or malformed
+// sum (a snapshot from before the field) falls back to hashing.
+func trustCacheWithSum(ctx context.Context, hexSum string) context.Context {
+	var sum [sha256.Size]byte
+	if len(hexSum) != hex.EncodedLen(len(sum)) {
+		return trustCache(ctx)
+	}
+	if _, err := hex.Decode(sum[:], []byte(hexSum)); err != nil {
+		return trustCache(ctx)
+	}
+	return experimental.WithCompilationCacheTrustedSHA256(ctx, sum)
 }
 
 // compilerConfig is the runtime configuration of everything that compiles

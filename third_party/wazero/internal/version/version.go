@@ -13,7 +13,10 @@ const Default = "dev" + Fork
 // copy writes entries in its own layout (see engine_cache.go), so it must
 // neither read an upstream wazero's entries nor leave it its own.
 // (codeinterp patch)
-const Fork = "+codeinterp.1"
+//
+// ".2": module IDs, and so the cache's keys, hash the binary's SHA-256
+// instead of the binary (AssignModuleIDFromSHA256). (codeinterp patch)
+const Fork = "+codeinterp.2"
 
 // version holds the current version from the go.mod of downstream users or set by ldflag for wazero CLI.
 var version string

@@ -28,6 +28,10 @@ type Module struct {
 	// and run by ValidateFunctionBodies. (codeinterp patch)
 	deferredFunctionValidation func() error
 
+	// untilCompiled are the checks DeferUntilCompiled deferred, in order.
+	// (codeinterp patch)
+	untilCompiled []func() error
+
 	// TypeSection contains the unique FunctionType of functions imported or defined in this module.
 	//
 	// Note: Currently, there is no type ambiguity in the index as WebAssembly 1.0 only defines function type.
@@ -220,8 +224,16 @@ const (
 // AssignModuleID calculates a sha256 checksum on `wasm` and other args, and set Module.ID to the result.
 // See the doc on Module.ID on what it's used for.
 func (m *Module) AssignModuleID(wasm []byte, listeners []experimental.FunctionListener, withEnsureTermination bool) {
+	m.AssignModuleIDFromSHA256(sha256.Sum256(wasm), listeners, withEnsureTermination)
+}
+
+// AssignModuleIDFromSHA256 is AssignModuleID for the binary whose SHA-256
+// is sum: the ID hashes the binary's hash, not the binary, so that a
+// caller that holds the hash need not hash the binary again
+// (experimental.WithCompilationCacheTrustedSHA256). (codeinterp patch)
+func (m *Module) AssignModuleIDFromSHA256(sum [32]byte, listeners []experimental.FunctionListener, withEnsureTermination bool) {
 	h := sha256.New()
-	h.Write(wasm)
+	h.Write(sum[:])
 	// Use the pre-allocated space backed by m.ID below.
 
 	// Write the existence of listeners to the checksum per function.
@@ -300,10 +312,27 @@ func (m *Module) ValidateDeferringFunctionBodies(enabledFeatures api.CoreFeature
 	return m.validate(enabledFeatures, true)
 }
 
-// ValidateFunctionBodies runs the function body validation deferred by
-// ValidateDeferringFunctionBodies, once; otherwise it does nothing.
+// DeferUntilCompiled adds check to what ValidateFunctionBodies runs: work
+// that only code about to be compiled needs (decoding the code section, a
+// check of the binary). The checks run in the order they were deferred,
+// each until it succeeds once, before the function bodies' validation.
 // (codeinterp patch)
+func (m *Module) DeferUntilCompiled(check func() error) {
+	m.untilCompiled = append(m.untilCompiled, check)
+}
+
+// ValidateFunctionBodies runs what DeferUntilCompiled deferred, then the
+// function body validation deferred by ValidateDeferringFunctionBodies,
+// once; otherwise it does nothing. (codeinterp patch)
 func (m *Module) ValidateFunctionBodies() error {
+	for len(m.untilCompiled) > 0 {
+		if err := m.untilCompiled[0](); err != nil {
+			return err
+		}
+		if m.untilCompiled = m.untilCompiled[1:]; len(m.untilCompiled) == 0 {
+			m.untilCompiled = nil
+		}
+	}
 	f := m.deferredFunctionValidation
 	if f == nil {
 		return nil
@@ -357,6 +386,11 @@ func (m *Module) validate(enabledFeatures api.CoreFeatures, deferFunctionBodies 
 	if m.CodeSection != nil {
 		if deferFunctionBodies {
 			m.deferredFunctionValidation = func() error {
+				// The locals' types again: a code section decoded
+				// lazily (DeferUntilCompiled) had none above. (codeinterp patch)
+				if err := m.validateConcreteRefTypes(); err != nil {
+					return err
+				}
 				return m.validateFunctions(enabledFeatures, functions, globals, memory, tables, tags, MaximumFunctionIndex)
 			}
 		} else if err = m.validateFunctions(enabledFeatures, functions, globals, memory, tables, tags, MaximumFunctionIndex); err != nil {

@@ -22,7 +22,10 @@ func DecodeModule(
 	memoryLimitPages uint32,
 	memoryCapacityFromMax,
 	dwarfEnabled, storeCustomSections bool,
-	aliasBodies bool, // (codeinterp patch) function bodies are slices of binary, not copies
+	// (codeinterp patch) function bodies are slices of binary, not copies,
+	// and the code section is decoded only if the code is compiled
+	// (deferCodeSection): a trusted cache's hit needs neither.
+	aliasBodies bool,
 ) (*wasm.Module, error) {
 	r := bytes.NewReader(binary)
 
@@ -141,11 +144,11 @@ func DecodeModule(
 		case wasm.SectionIDElement:
 			m.ElementSection, err = decodeElementSection(r, enabledFeatures)
 		case wasm.SectionIDCode:
-			var src []byte // (codeinterp patch)
-			if aliasBodies {
-				src = binary
+			if aliasBodies { // (codeinterp patch)
+				m.CodeSection, err = deferCodeSection(r, binary, sectionSize, m)
+			} else {
+				m.CodeSection, err = decodeCodeSection(r, nil)
 			}
-			m.CodeSection, err = decodeCodeSection(r, src)
 		case wasm.SectionIDData:
 			m.DataSection, err = decodeDataSection(r, enabledFeatures)
 		case wasm.SectionIDDataCount:

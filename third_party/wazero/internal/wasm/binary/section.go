@@ -242,6 +242,50 @@ func decodeElementSection(r *bytes.Reader, enabledFeatures api.CoreFeatures) ([]
 	return result, nil
 }
 
+// deferCodeSection reads only the number of functions of the code section
+// that r is at (size bytes) and defers decoding it until its code is to
+// be compiled (wasm.Module.DeferUntilCompiled): code taken from a cache
+// needs neither the bodies nor the locals. Until then m's code entries
+// are zero. The bodies are then slices of binary, as with
+// decodeCodeSection's src. (codeinterp patch)
+func deferCodeSection(r *bytes.Reader, binary []byte, size uint32, m *wasm.Module) ([]wasm.Code, error) {
+	if int64(size) > int64(r.Len()) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	start := len(binary) - r.Len()
+	end := start + int(size)
+	vs, _, err := leb128.DecodeUint32(r)
+	if err != nil {
+		return nil, fmt.Errorf("get size of vector: %w", err)
+	}
+	if vs > size { // each entry takes bytes: no allocation beyond them
+		return nil, fmt.Errorf("%d functions in %d bytes", vs, size)
+	}
+	if _, err = r.Seek(int64(end), io.SeekStart); err != nil {
+		return nil, err
+	}
+	m.DeferUntilCompiled(func() error {
+		src := binary[:end:end]
+		sr := bytes.NewReader(src)
+		if _, err := sr.Seek(int64(start), io.SeekStart); err != nil {
+			return err
+		}
+		code, err := decodeCodeSection(sr, src)
+		if err == nil && sr.Len() != 0 {
+			err = fmt.Errorf("invalid section length: expected to be %d but got %d", size, int(size)-sr.Len())
+		}
+		if err == nil && len(code) != len(m.CodeSection) {
+			err = fmt.Errorf("%d functions, then %d", len(m.CodeSection), len(code))
+		}
+		if err != nil {
+			return fmt.Errorf("section %s: %v", wasm.SectionIDName(wasm.SectionIDCode), err)
+		}
+		copy(m.CodeSection, code)
+		return nil
+	})
+	return make([]wasm.Code, vs), nil
+}
+
 // decodeCodeSection decodes the code section; with src (the whole binary r
 // reads) the bodies are slices of it, not copies. (codeinterp patch)
 func decodeCodeSection(r *bytes.Reader, src []byte) ([]wasm.Code, error) {
