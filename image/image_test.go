@@ -5,6 +5,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -90,14 +91,23 @@ func loadPod(t *testing.T, file string) *pod {
 			}
 			cms[cm.Name] = cm.Data
 		case "Deployment":
-			dep = &appsv1.Deployment{}
-			if err := yaml.UnmarshalStrict([]byte(doc), dep); err != nil {
+			// The file is the chart's rendering: the server's Deployment
+			// (its one container named extproc) beside others, such as
+			// the chart's Redis.
+			d := &appsv1.Deployment{}
+			if err := yaml.UnmarshalStrict([]byte(doc), d); err != nil {
 				t.Fatalf("%s: Deployment: %v", file, err)
+			}
+			if c := d.Spec.Template.Spec.Containers; len(c) == 1 && c[0].Name == "extproc" {
+				if dep != nil {
+					t.Fatalf("%s: two Deployments of the server (%s, %s)", file, dep.Name, d.Name)
+				}
+				dep = d
 			}
 		}
 	}
-	if dep == nil || len(dep.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("%s: want a Deployment with one container", file)
+	if dep == nil {
+		t.Fatalf("%s: want the server's Deployment (one container, named extproc)", file)
 	}
 	p.ctr = dep.Spec.Template.Spec.Containers[0]
 	for _, v := range dep.Spec.Template.Spec.Volumes {
@@ -207,10 +217,78 @@ func (p *pod) runArgs(t *testing.T) []string {
 			t.Fatalf("%s: volume %s is neither a ConfigMap nor an emptyDir; teach the test", p.file, vm.Name)
 		}
 	}
+	for _, e := range p.environ(t) {
+		args = append(args, "-e", e)
+	}
+	// After the pod's own: podman keeps the last value of a name.
 	for _, e := range hostOverrides {
 		args = append(args, "-e", e)
 	}
 	return args
+}
+
+// expandRefs expands $(NAME) in s by vars as Kubernetes does for a
+// container's env: an unknown name is left as written, $$ is a $.
+func expandRefs(s string, vars map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 || i+1 == len(s) {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		switch {
+		case s[i+1] == '$':
+			b.WriteByte('$')
+			s = s[i+2:]
+		case s[i+1] == '(' && strings.IndexByte(s[i:], ')') > 0:
+			j := i + strings.IndexByte(s[i:], ')')
+			if val, ok := vars[s[i+2:j]]; ok {
+				b.WriteString(val)
+			} else {
+				b.WriteString(s[i : j+1])
+			}
+			s = s[j+1:]
+		default:
+			b.WriteByte('$')
+			s = s[i+1:]
+		}
+	}
+}
+
+// environ is the pod's env as Kubernetes would set it: values with
+// $(NAME) of variables defined before expanded, the pod's IP from its
+// fieldRef (loopback here), and each Secret's key (secretKeyRef) by a
+// stand-in — the checkpoint key a fresh random one, as the chart's
+// generated Secret holds. Any other source is an error: the test would
+// run the image with less than the pod has.
+func (p *pod) environ(t *testing.T) []string {
+	t.Helper()
+	var env []string
+	set := map[string]string{}
+	for _, e := range p.ctr.Env {
+		var v string
+		switch {
+		case e.ValueFrom == nil:
+			v = expandRefs(e.Value, set)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			v = "127.0.0.1"
+		case e.ValueFrom.SecretKeyRef != nil && e.Name == "CODEINTERP_CHECKPOINTS_KEY":
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				t.Fatal(err)
+			}
+			v = base64.StdEncoding.EncodeToString(key)
+		case e.ValueFrom.SecretKeyRef != nil:
+			v = "imagetest-stand-in-" + e.ValueFrom.SecretKeyRef.Key
+		default:
+			t.Fatalf("%s: env %s comes from a source this test cannot stand in for; teach the test", p.file, e.Name)
+		}
+		set[e.Name] = v
+		env = append(env, e.Name+"="+v)
+	}
+	return env
 }
 
 // container is a detached podman container; it is removed at cleanup and
