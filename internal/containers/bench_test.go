@@ -156,10 +156,11 @@ func BenchmarkForwardedRun(b *testing.B) {
 // (its interpreter taken from the warm pool, its files mirrored).
 //
 // A warm container has its spare login bash waiting (kernel.py starts it
-// after each call, off the call's path), so "command" pauses outside the
-// timer between calls as a model's turn does (seconds in practice; 300 ms
-// here). "command-back-to-back" gives no pause: each call finds the spare
-// still starting, the worst case.
+// once the host has been quiet for 50 ms after a call, off the call's
+// path), so "command" pauses outside the timer between calls as a model's
+// turn does (seconds in practice; 300 ms here). "command-back-to-back"
+// gives no pause: each call finds no spare and starts its bash, the worst
+// case.
 func BenchmarkGVisorShell(b *testing.B) {
 	f := newFixture(b)
 	m := containers.New(containers.Config{Now: f.clock.now}, f.st, sandboxtest.NewProvider(b, "gvisor"), nil)

@@ -2,6 +2,8 @@ package gvisor_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -291,5 +293,84 @@ func TestShellSpareCheckpoint(t *testing.T) {
 			t.Errorf("after the checkpoint: %+v", r)
 		}
 		s.expectOK("print(x + 1)", "42")
+	}
+}
+
+// refShell is a cell that runs one command by a fresh `bash -lc` as the
+// hosted shell spawns it (cwd, its own session, no stdin) and prints its
+// stdout, stderr and exit status (128+n for a signal) as JSON: what a
+// command run on a spare must show too.
+const refShell = `import json, subprocess
+p = subprocess.run(["/bin/bash", "-lc", %q], cwd="/mnt/data", stdin=subprocess.DEVNULL, capture_output=True, start_new_session=True)
+print(json.dumps([p.stdout.decode(), p.stderr.decode(), 128 - p.returncode if p.returncode < 0 else p.returncode]))`
+
+// TestShellSpareEndings: however a command ends — its own EXIT trap, one
+// that exits with its own status, exit, errexit, exec, a signal bash
+// catches (its EXIT trap runs, then it dies of the signal) or one it
+// cannot — a spare login bash reports what a fresh `bash -lc` does, one
+// call at a time (each on the spare started after the last) and all in
+// one call (each on the spare started during the one before). A spare
+// whose login profile wrote to stderr is not used: the command shows the
+// profile's output as bash -lc does. A background job holding stdout does
+// not hold the call.
+func TestShellSpareEndings(t *testing.T) {
+	e := newEnv(t)
+	s := e.start(t)
+	cmds := []string{
+		"trap 'echo bye' EXIT; echo hi",
+		"trap 'echo bye; exit 3' EXIT; echo hi",
+		"echo out; echo err >&2; exit 7",
+		"set -e; false; echo never",
+		"exec sh -c 'echo replaced; exit 9'",
+		"trap 'echo trapped' EXIT; kill -TERM $$; echo never",
+		"kill -INT $$",
+		"kill -9 $$",
+		"echo last",
+	}
+	ref := func(cmd string) (want sb.CommandResult) {
+		t.Helper()
+		r := s.run(fmt.Sprintf(refShell, cmd), 30*time.Second)
+		var v [3]any
+		if err := json.Unmarshal(r.Stdout, &v); err != nil {
+			t.Fatalf("the reference for %q: %v (%s)", cmd, err, describe(r))
+		}
+		return sb.CommandResult{Stdout: v[0].(string), Stderr: v[1].(string), ExitCode: int(v[2].(float64))}
+	}
+	check := func(how, cmd string, got, want sb.CommandResult) {
+		t.Helper()
+		if got.Stdout != want.Stdout || got.Stderr != want.Stderr || got.ExitCode != want.ExitCode || got.TimedOut {
+			t.Errorf("%s %q: got %+v, bash -lc gives %+v", how, cmd, got, want)
+		}
+	}
+	s.shell([]string{"true"}, 10*time.Second, nil)
+	wants := make([]sb.CommandResult, len(cmds))
+	for k, cmd := range cmds {
+		wants[k] = ref(cmd)
+		s.spare()
+		check("alone", cmd, s.shell([]string{cmd}, 10*time.Second, nil)[0], wants[k])
+	}
+	s.spare()
+	for k, got := range s.shell(cmds, 10*time.Second, nil) {
+		check("in one call", cmds[k], got, wants[k])
+	}
+
+	// A login profile writing to stderr: the spare started after this
+	// call has, and is replaced by a fresh bash.
+	s.shell([]string{`printf 'echo warn >&2\n' > ~/.profile`}, 10*time.Second, nil)
+	s.spare()
+	want := ref("echo hi")
+	if want.Stderr != "warn\n" {
+		t.Fatalf("the profile did not run: %+v", want)
+	}
+	check("after a profile writing to stderr", "echo hi", s.shell([]string{"echo hi"}, 10*time.Second, nil)[0], want)
+	s.shell([]string{"rm ~/.profile"}, 10*time.Second, nil)
+
+	start := time.Now()
+	r := s.shell([]string{"sleep 30 & echo started", "echo next"}, 20*time.Second, nil)
+	if r[0].Stdout != "started\n" || r[0].TimedOut || r[0].ExitCode != 0 || r[1].Stdout != "next\n" {
+		t.Errorf("a background job holding stdout: %+v", r)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("a background job held the call for %s", d)
 	}
 }
