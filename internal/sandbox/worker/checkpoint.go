@@ -139,6 +139,18 @@ func (w *worker) checkpoint() *wire.Checkpoint {
 	return &wire.Checkpoint{State: st}
 }
 
+// checkpointGarbage is about how many bytes of the Go heap a checkpoint
+// left as garbage beyond the encoder's fixed buffers: the state and its
+// copy in the answer, and the pagemap entries (8 bytes per OS page of the
+// linear memory).
+func (w *worker) checkpointGarbage(cp *wire.Checkpoint) int {
+	n := 2 * len(cp.State)
+	if w.mod != nil {
+		n += int(w.mod.Memory().Size()/osPage) * 8
+	}
+	return n
+}
+
 // yieldGuest asks the kernel loop to return to the host and waits for
 // its answer.
 func (w *worker) yieldGuest() (string, error) {
