@@ -161,7 +161,7 @@ bench: setup
 	$(GO) test -run '^$$' -bench 'FreshSessions' -benchtime 200x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 40x -timeout 30m ./internal/sandbox/worker | tee -a bench.out
 	$(GO) test -run '^$$' -bench SympyImportColdStart -benchtime 3x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
-	$(GO) test -run '^$$' -bench SessionCheckpoint -benchtime 20x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
+	$(GO) test -run '^$$' -bench 'SessionCheckpoint|SmallCheckpointCPU' -benchtime 20x -timeout 30m ./internal/sandbox/wasm | tee -a bench.out
 	$(GO) test -run '^$$' -bench . -benchtime 20x -timeout 30m ./internal/sandbox/gvisor | tee -a bench.out
 	@# The same on ptrace, and on Debian's runsc (ptrace) as a baseline where
 	@# it is installed (apt-get install runsc; make setup does not), renamed

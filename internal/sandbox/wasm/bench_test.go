@@ -334,3 +334,55 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	}
 	return sum
 }
+
+// BenchmarkSmallCheckpointCPU: what one checkpoint of a new container
+// that ran one cell (print(25)) costs its worker process in CPU (all its
+// threads, schedstat), its wall time and its size — the checkpoint every
+// new container gets once, in the background (issue 41: back-to-back new
+// containers with checkpoints on cost that much more than off). Each
+// round is a new interpreter, as each new container is. cpu-ms-p50
+// includes what the worker does after its answer.
+func BenchmarkSmallCheckpointCPU(b *testing.B) {
+	cfg := sandboxtest.Config(b)
+	cfg.WarmWorkers = 0 // the session's worker is the only one: its pid
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := wasm.New(ctx, cfg, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	var cpu, wall []time.Duration
+	var size int
+	for b.Loop() {
+		s, err := p.Open(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := s.Run(ctx, "print(25)"); err != nil || r.Stdout != "25\n" {
+			b.Fatalf("%+v %v", r, err)
+		}
+		pids := p.WorkerPIDs()
+		if len(pids) != 1 {
+			b.Fatalf("workers %v, want the session's one", pids)
+		}
+		before, start := processCPU(b, pids[0]), time.Now()
+		state, err := s.Checkpoint(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall = append(wall, time.Since(start))
+		// What the worker does after its answer (freeing the state's
+		// memory) is the checkpoint's too: counted once it is idle.
+		time.Sleep(20 * time.Millisecond)
+		cpu = append(cpu, processCPU(b, pids[0])-before)
+		size = len(state)
+		s.Close()
+		for p.Capacity().InUse > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	b.ReportMetric(sandboxtest.MedianMillis(cpu), "cpu-ms-p50")
+	b.ReportMetric(sandboxtest.MedianMillis(wall), "wall-ms-p50")
+	b.ReportMetric(float64(size)/1024, "state-KiB")
+}

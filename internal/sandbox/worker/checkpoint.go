@@ -45,18 +45,36 @@ const (
 // again after a checkpoint: no warm-up, no reseeding.
 const resumeEntry = "_codeinterp_loop(False)\n"
 
-// stateFormat versions the encoding below.
-const stateFormat = 2
+// stateFormat versions the encoding below; the worker's fingerprint
+// (the checkpoints' origin) includes it, so a server of another format
+// keeps a state it cannot read (checkpoint.ErrForeign) rather than
+// dropping it. Format 2 carried whole 64 KiB pages; this one only their
+// 4 KiB parts that differ (Masks).
+const stateFormat = 3
 
 // maxStateBytes bounds a decoded state (the whole linear memory, 4 GiB,
 // plus /tmp's bound): zstd is told so, so a small blob cannot expand
 // without limit.
 const maxStateBytes = 4<<30 + 1<<30
 
+// osPage is the part of a wasm page a state carries or leaves out: the
+// OS's page, the unit /proc/self/pagemap reports writes in.
+const (
+	osPage      = 4096
+	partsInPage = wasmPageSize / osPage
+)
+
 // sessionState is a checkpoint's header. The encoding is zstd of: the
-// header's JSON length (uint32, big endian), the JSON, then the pages
-// listed in Pages, 64 KiB each, in order, each XORed with the snapshot's
-// page (or zero past the snapshot's memory).
+// header's JSON length (uint32, big endian), the JSON, then for each page
+// listed in Pages, in order, the 4 KiB parts its mask in Masks lists
+// (bit j: bytes j*4096 to (j+1)*4096 of the page), each XORed with the
+// snapshot's (or zero past the snapshot's memory).
+//
+// Why parts: a cell as small as print(25) writes ~80 wasm pages (5 MB:
+// the allocator's and the interpreter's counters, spread out) but only
+// ~150 OS pages of them differ afterwards; sending whole pages made zstd
+// pass 4 MB of zeros, more than half of a checkpoint's CPU
+// (docs/benchmark-notes.md, issue 41).
 type sessionState struct {
 	Format int `json:"format"`
 	// Snapshot names the snapshot the pages are a delta against (its
@@ -66,6 +84,7 @@ type sessionState struct {
 	Globals        map[string]uint64 `json:"globals"`
 	MonotonicNanos int64             `json:"monotonic_ns"`
 	Pages          []uint32          `json:"pages"` // indexes of the pages that differ
+	Masks          []uint16          `json:"masks"` // the parts of each that differ (never 0)
 	Dirs           []stateFile       `json:"dirs"`  // under /tmp, parents first
 	Files          []stateFile       `json:"files"` // under /tmp
 
@@ -120,6 +139,18 @@ func (w *worker) checkpoint() *wire.Checkpoint {
 	return &wire.Checkpoint{State: st}
 }
 
+// checkpointGarbage is about how many bytes of the Go heap a checkpoint
+// left as garbage beyond the encoder's fixed buffers: the state and its
+// copy in the answer, and the pagemap entries (8 bytes per OS page of the
+// linear memory).
+func (w *worker) checkpointGarbage(cp *wire.Checkpoint) int {
+	n := 2 * len(cp.State)
+	if w.mod != nil {
+		n += int(w.mod.Memory().Size()/osPage) * 8
+	}
+	return n
+}
+
 // yieldGuest asks the kernel loop to return to the host and waits for
 // its answer.
 func (w *worker) yieldGuest() (string, error) {
@@ -162,27 +193,38 @@ func (w *worker) capture(limit int64) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("read linear memory")
 	}
-	// First pass: which pages differ. The pages themselves go straight
-	// from the memory into the compressor below: a copy of tens of MB
-	// would be allocated in the cgroup the guest's memory already fills.
-	base := make([]byte, wasmPageSize)
+	// First pass: which parts of which pages differ. The parts go
+	// straight from the memory into the compressor below: a copy of tens
+	// of MB would be allocated in the cgroup the guest's memory already
+	// fills. The snapshot's pages are read from its mapping (no copy).
 	zero := make([]byte, wasmPageSize)
 	basePages := uint32(w.snap.size / wasmPageSize)
 	written, known := writtenPages(w.snap.pagemap, cur, st.MemoryPages)
+	var buf []byte
 	for i := range st.MemoryPages {
-		if known && !written[i] {
-			continue // still the image's page (or never touched): equal
+		mask := uint16(1<<partsInPage - 1)
+		if known {
+			if mask = written[i]; mask == 0 {
+				continue // still the image's page (or never touched): equal
+			}
 		}
 		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
 		ref := zero
 		if i < basePages {
-			if _, err := w.snap.image.ReadAt(base, int64(i)*wasmPageSize); err != nil {
+			var err error
+			if ref, buf, err = w.snap.imagePage(i, buf); err != nil {
 				return nil, fmt.Errorf("read the snapshot image: %w", err)
 			}
-			ref = base
 		}
-		if !bytes.Equal(page, ref) {
+		var differ uint16
+		for j := range partsInPage {
+			if mask&(1<<j) != 0 && !bytes.Equal(page[j*osPage:(j+1)*osPage], ref[j*osPage:(j+1)*osPage]) {
+				differ |= 1 << j
+			}
+		}
+		if differ != 0 {
 			st.Pages = append(st.Pages, i)
+			st.Masks = append(st.Masks, differ)
 		}
 	}
 	err := fs.WalkDir(w.scratch.tmp.IOFS(), ".", func(p string, d fs.DirEntry, err error) error {
@@ -213,7 +255,11 @@ func (w *worker) capture(limit int64) ([]byte, error) {
 		return nil, err
 	}
 	out := limitbuf.New(limit)
-	zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+	// A 256 KiB window, not 1 MiB: the encoder's history is fresh memory
+	// each checkpoint (a worker takes few), and faulting in and copying
+	// 1 MiB of it was half of a small state's compression; a large state
+	// came out 5 % larger (BenchmarkSessionCheckpoint: 2.63 → 2.76 MiB).
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(256<<10), zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		return nil, err
 	}
@@ -223,21 +269,26 @@ func (w *worker) capture(limit int64) ([]byte, error) {
 	if _, err := zw.Write(header); err != nil {
 		return nil, err
 	}
-	// Each page goes as its XOR with the snapshot's (zero beyond it): a
-	// page where the code changed a few counters is mostly zeros, which
-	// zstd passes at memory speed and stores in a few bytes.
-	delta := make([]byte, wasmPageSize)
-	for _, i := range st.Pages {
+	// Each part goes as its XOR with the snapshot's (zero beyond it): a
+	// part where the code changed a few counters is mostly zeros, which
+	// zstd stores in a few bytes.
+	delta := make([]byte, osPage)
+	for k, i := range st.Pages {
 		page := cur[int64(i)*wasmPageSize : int64(i+1)*wasmPageSize]
-		copy(delta, page)
+		ref := zero
 		if i < basePages {
-			if _, err := w.snap.image.ReadAt(base, int64(i)*wasmPageSize); err != nil {
+			if ref, buf, err = w.snap.imagePage(i, buf); err != nil {
 				return nil, fmt.Errorf("read the snapshot image: %w", err)
 			}
-			subtle.XORBytes(delta, page, base)
 		}
-		if _, err := zw.Write(delta); err != nil {
-			return nil, err
+		for j := range partsInPage {
+			if st.Masks[k]&(1<<j) == 0 {
+				continue
+			}
+			subtle.XORBytes(delta, page[j*osPage:(j+1)*osPage], ref[j*osPage:(j+1)*osPage])
+			if _, err := zw.Write(delta); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := zw.Close(); err != nil {
@@ -246,22 +297,20 @@ func (w *worker) capture(limit int64) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// writtenPages reports, for each wasm page of mem, whether the process
-// wrote any of its OS pages since they were mapped: /proc/self/pagemap
-// shows such a page present and anonymous (the private copy of an image
-// page, or fresh memory), or swapped. A page not written is the
-// snapshot's (or zero past it) and need not be compared. known is false
-// when pagemap cannot be read; then every page is compared.
-func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []bool, known bool) {
+// writtenPages reports, for each wasm page of mem, which of its OS pages
+// the process wrote since they were mapped (bit j: the j-th 4 KiB):
+// /proc/self/pagemap shows such a page present and anonymous (the private
+// copy of an image page, or fresh memory), or swapped. A page not written
+// is the snapshot's (or zero past it) and need not be compared. known is
+// false when pagemap cannot be read; then every page is compared.
+func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []uint16, known bool) {
 	if pagemap == nil || len(mem) == 0 {
 		return nil, false
 	}
-	const osPage = 4096
 	if os.Getpagesize() != osPage {
 		return nil, false
 	}
-	const perPage = wasmPageSize / osPage
-	entries := make([]byte, int(pages)*perPage*8)
+	entries := make([]byte, int(pages)*partsInPage*8)
 	addr := uintptr(unsafe.Pointer(&mem[0]))
 	if addr%osPage != 0 {
 		return nil, false
@@ -274,13 +323,12 @@ func writtenPages(pagemap *os.File, mem []byte, pages uint32) (written []bool, k
 		swapped = 1 << 62
 		file    = 1 << 61 // file page or shared anonymous
 	)
-	written = make([]bool, pages)
+	written = make([]uint16, pages)
 	for i := range written {
-		for j := range perPage {
-			e := binary.LittleEndian.Uint64(entries[(i*perPage+j)*8:])
+		for j := range partsInPage {
+			e := binary.LittleEndian.Uint64(entries[(i*partsInPage+j)*8:])
 			if e&swapped != 0 || e&present != 0 && e&file == 0 {
-				written[i] = true
-				break
+				written[i] |= 1 << j
 			}
 		}
 	}
@@ -317,6 +365,8 @@ func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 	switch {
 	case st.Format != stateFormat:
 		return nil, fmt.Errorf("state format %d, this worker reads %d", st.Format, stateFormat)
+	case len(st.Masks) != len(st.Pages):
+		return nil, fmt.Errorf("state with %d pages and %d masks", len(st.Pages), len(st.Masks))
 	case st.Snapshot != snapshotID(meta):
 		return nil, fmt.Errorf("the state was taken over snapshot %s, this worker restores %s", st.Snapshot, snapshotID(meta))
 	case st.MemoryPages < meta.Pages || st.MemoryPages > 65536:
@@ -330,9 +380,9 @@ func decodeState(b []byte, meta *SnapshotMeta) (*sessionState, error) {
 		}
 	}
 	last := int64(-1)
-	for _, p := range st.Pages {
-		if int64(p) <= last || p >= st.MemoryPages {
-			return nil, errors.New("state pages out of order or outside its memory")
+	for k, p := range st.Pages {
+		if int64(p) <= last || p >= st.MemoryPages || st.Masks[k] == 0 {
+			return nil, errors.New("state pages out of order, outside its memory or empty")
 		}
 		last = int64(p)
 	}
@@ -385,18 +435,24 @@ func (st *sessionState) apply(mod api.Module, sc *scratch) error {
 		return refused(fmt.Errorf("memory of %d pages exceeds the state's %d", cur, st.MemoryPages))
 	}
 	defer st.pages.Close()
-	delta := make([]byte, wasmPageSize)
-	for _, p := range st.Pages {
+	delta := make([]byte, osPage)
+	for k, p := range st.Pages {
 		view, ok := mem.Read(p*wasmPageSize, wasmPageSize)
 		if !ok {
 			return refused(fmt.Errorf("page %d outside memory", p))
 		}
 		// The fresh instance holds the snapshot's page (zero beyond
-		// it): the page's XOR with it gives the session's page back.
-		if _, err := io.ReadFull(st.pages, delta); err != nil {
-			return refused(fmt.Errorf("state pages: %w", err))
+		// it): each part's XOR with it gives the session's part back.
+		for j := range partsInPage {
+			if st.Masks[k]&(1<<j) == 0 {
+				continue
+			}
+			if _, err := io.ReadFull(st.pages, delta); err != nil {
+				return refused(fmt.Errorf("state pages: %w", err))
+			}
+			part := view[j*osPage : (j+1)*osPage]
+			subtle.XORBytes(part, part, delta)
 		}
-		subtle.XORBytes(view, view, delta)
 	}
 	// The end of the frame is where zstd checks its checksum: a state
 	// cut short or changed fails here, and the instance is thrown away.

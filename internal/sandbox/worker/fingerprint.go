@@ -20,6 +20,9 @@ func Fingerprint() string {
 	h := sha256.New()
 	io.WriteString(h, "codeinterp-worker-v1\x00")
 	io.WriteString(h, SnapshotRecipe())
+	// Session states of another format are another origin's: kept for a
+	// server that reads them, not refused as corrupt.
+	fmt.Fprintf(h, "\x00state-format-%d\x00", stateFormat)
 	writeSchema(h, reflect.TypeOf(wire.Msg{}), map[reflect.Type]bool{})
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }

@@ -345,7 +345,14 @@ func (w *worker) loop(ctlIn io.Reader) error {
 			if err := w.send(&wire.Msg{Kind: wire.KindCheckpointResult, Checkpoint: cp}); err != nil {
 				return err
 			}
-			debug.FreeOSMemory() // the state's copies are garbage now
+			if w.checkpointGarbage(cp) > 1<<20 {
+				// The state's copies are garbage now: handed back before
+				// the guest runs again, as after a large file. Not after
+				// a small one: a forced collection and scavenge cost 2–3
+				// ms of CPU, as much as the checkpoint itself, for every
+				// new container (docs/benchmark-notes.md, issue 41).
+				debug.FreeOSMemory()
+			}
 			continue
 		case wire.KindRun:
 		default:
