@@ -105,30 +105,15 @@ func (s *Server) anthropicListFiles(w http.ResponseWriter, r *http.Request, owne
 		writeAnthropicError(w, &apierror.Error{Status: http.StatusBadRequest, Message: "before_id: this server pages forward only (after_id)"})
 		return
 	}
-	o := store.ListOptions{Limit: min(limit+1, 100), Order: "desc", After: q.Get("after_id")}
-	now := s.now().Unix()
+	o := store.ListOptions{Limit: limit, Order: "desc", After: q.Get("after_id")}
+	files, more, after, err := s.liveFiles(r.Context(), owner, o, func(store.File) bool { return true })
+	if err != nil {
+		s.anthropicStoreError(w, r, err, after)
+		return
+	}
 	var data []anthropicFile
-	more := false
-	for {
-		page, storeMore, err := s.st.ListFiles(r.Context(), owner, "", o)
-		if err != nil {
-			s.anthropicStoreError(w, r, err, o.After)
-			return
-		}
-		for _, f := range page {
-			if f.ExpiresAt != 0 && f.ExpiresAt <= now {
-				continue
-			}
-			if len(data) == limit {
-				more = true
-				break
-			}
-			data = append(data, anthropicFileJSON(f))
-		}
-		if more || !storeMore || len(page) == 0 {
-			break
-		}
-		o.After = page[len(page)-1].ID
+	for _, f := range files {
+		data = append(data, anthropicFileJSON(f))
 	}
 	out := map[string]any{"data": data, "has_more": more, "first_id": nil, "last_id": nil}
 	if data == nil {

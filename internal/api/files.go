@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -67,6 +68,36 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request, owner string
 	writeJSON(w, http.StatusOK, fileJSON(stored))
 }
 
+// liveFiles walks the owner's files (not a container's) from o.After in
+// o.Order, skipping expired ones and those keep refuses, until o.Limit are
+// kept and one more is seen (that one only says more). The store pages by
+// at most 100 and knows no purposes or expiry. after is the page's cursor
+// an error came with.
+func (s *Server) liveFiles(ctx context.Context, owner string, o store.ListOptions, keep func(store.File) bool) (files []store.File, more bool, after string, err error) {
+	now := s.now().Unix()
+	want := o.Limit
+	for {
+		o.Limit = min(100, want+1-len(files))
+		page, storeMore, err := s.st.ListFiles(ctx, owner, "", o)
+		if err != nil {
+			return nil, false, o.After, err
+		}
+		for _, f := range page {
+			if (f.ExpiresAt != 0 && f.ExpiresAt <= now) || !keep(f) {
+				continue
+			}
+			if len(files) == want {
+				return files, true, "", nil
+			}
+			files = append(files, f)
+		}
+		if !storeMore || len(page) == 0 {
+			return files, false, "", nil
+		}
+		o.After = page[len(page)-1].ID
+	}
+}
+
 // listFiles is GET /v1/files (OpenAI's limit: 1 to 10000, default 10000;
 // purpose filters).
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, owner string) {
@@ -76,34 +107,16 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, owner string)
 		return
 	}
 	purpose := r.URL.Query().Get("purpose")
-	now := s.now().Unix()
-	want := o.Limit
-	var data []fileObject
-	more := false
-	// The store pages by at most 100 and knows no purposes: walk its pages
-	// from `after`, keeping what matches, until one more than asked for is
-	// seen (that one only says has_more).
-	for {
-		o.Limit = min(100, want+1-len(data))
-		page, storeMore, err := s.st.ListFiles(r.Context(), owner, "", o)
-		if err != nil {
-			s.storeError(w, r, err, "after", "file", o.After)
-			return
-		}
-		for _, f := range page {
-			if (purpose != "" && f.Purpose != purpose) || (f.ExpiresAt != 0 && f.ExpiresAt <= now) {
-				continue
-			}
-			if len(data) == want {
-				more = true
-				break
-			}
-			data = append(data, fileJSON(f))
-		}
-		if more || !storeMore || len(page) == 0 {
-			break
-		}
-		o.After = page[len(page)-1].ID
+	files, more, after, err := s.liveFiles(r.Context(), owner, o, func(f store.File) bool {
+		return purpose == "" || f.Purpose == purpose
+	})
+	if err != nil {
+		s.storeError(w, r, err, "after", "file", after)
+		return
+	}
+	data := make([]fileObject, len(files))
+	for i, f := range files {
+		data[i] = fileJSON(f)
 	}
 	writeJSON(w, http.StatusOK, newList(data, func(f fileObject) string { return f.ID }, more))
 }
